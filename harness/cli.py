@@ -1,0 +1,41 @@
+"""`harness` command line: one module per subcommand, each with `add_parser` and `run`.
+
+This is the only place that turns a UserError into a one-line message and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Subcommand modules under harness/commands/; each defines add_parser(subparsers) and run(args).
+COMMANDS = ["run", "tasks", "models", "init"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harness",
+        description="Pre-train ELECTRA discriminators, fine-tune them on GLUE and SQuAD, count their FLOPs.")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"harness.commands.{name}").add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pretrain.errors import UserError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args) or 0
+    except UserError as error:
+        print(f"harness: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("harness: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

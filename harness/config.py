@@ -1,0 +1,100 @@
+"""Fill a frozen config dataclass from a TOML file plus `key=value` overrides.
+
+Like nanoGPT's configurator, minus the globals: unknown keys are rejected and every problem is
+reported at once, so a typo never silently trains with a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pretrain.errors import UserError
+
+C = TypeVar("C")
+
+
+def load_config(cls: type[C], config_file: str | Path | None = None, overrides: list[str] = (),
+                **fixed: Any) -> C:
+    """Config of type `cls`: defaults, then the TOML file, then `key=value` overrides, then `fixed`."""
+    values: dict[str, Any] = {}
+    errors: list[str] = []
+    if config_file is not None:
+        values.update(_read_toml(Path(config_file)))
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            errors.append(f"override {item!r} is not key=value")
+            continue
+        values[key.strip()] = raw.strip()
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    typed: dict[str, Any] = {}
+    hints = typing.get_type_hints(cls)
+    for key, value in values.items():
+        if key not in fields:
+            errors.append(f"unknown setting {key!r} (known: {', '.join(sorted(fields))})")
+            continue
+        try:
+            typed[key] = _coerce(value, hints[key])
+        except ValueError as error:
+            errors.append(f"setting {key}={value!r}: {error}")
+    if errors:
+        raise UserError("; ".join(errors))
+    typed.update(fixed)
+    try:
+        return cls(**typed)
+    except ValueError as error:  # __post_init__ validation
+        raise UserError(str(error)) from error
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"config file {str(path)!r} does not exist; pass a TOML file with --config")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise UserError(f"config file {str(path)!r} is not valid TOML: {error}") from error
+
+
+def _coerce(value: Any, hint: Any) -> Any:
+    """Convert a TOML value or command-line string to the field's declared type."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "")):
+            return None
+        return _coerce(value, options[0])
+    if origin in (tuple, list):
+        (item_type, *_) = typing.get_args(hint) or (str,)
+        items = value.split(",") if isinstance(value, str) else list(value)
+        return tuple(_coerce(v.strip() if isinstance(v, str) else v, item_type) for v in items if v != "")
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("true", "1", "yes"):
+            return True
+        if str(value).lower() in ("false", "0", "no"):
+            return False
+        raise ValueError("expected true or false")
+    if hint in (int, float):
+        try:
+            number = hint(value) if hint is float or not isinstance(value, str) else int(float(value))
+        except (TypeError, ValueError):
+            raise ValueError(f"expected a number ({hint.__name__})") from None
+        if hint is int and isinstance(value, str) and float(value) != number:
+            raise ValueError("expected a whole number")
+        return number
+    if typing.get_origin(hint) is typing.Literal:
+        if value not in typing.get_args(hint):
+            raise ValueError(f"choose one of {', '.join(map(str, typing.get_args(hint)))}")
+        return value
+    return hint(value) if callable(hint) else value
+
+
+def as_dict(config: Any) -> dict[str, Any]:
+    """JSON-ready dict of a config dataclass."""
+    return dataclasses.asdict(config)

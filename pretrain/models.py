@@ -1,0 +1,121 @@
+"""The one model registry: named shapes (paper sizes, comparison BERTs, CPU-scale presets) and
+resolution of a `--model` value to something `transformers` can load."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pretrain.errors import UserError
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """A named transformer shape; `hub_id` is the released discriminator, where one exists."""
+
+    name: str
+    family: str  # "electra" (discriminator + generator) or "bert" (MLM baseline of the paper)
+    size: str  # fine-tuning recipe row: "small", "base" or "large"
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    intermediate_size: int
+    embedding_size: int
+    generator_fraction: float = 0.25  # generator width / discriminator width (paper Table 6)
+    pretrain_learning_rate: float = 5e-4
+    pretrain_batch_size: int = 128
+    pretrain_seq_len: int = 128
+    vocab_size: int = 30522
+    max_position_embeddings: int = 512
+    hub_id: str | None = None
+
+
+PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
+    # The paper's shapes (ELECTRA Table 6); hub ids are Google's released discriminators.
+    ModelPreset("electra-small", "electra", "small", 256, 12, 4, 1024, 128,
+                hub_id="google/electra-small-discriminator"),
+    ModelPreset("electra-base", "electra", "base", 768, 12, 12, 3072, 768, generator_fraction=1 / 3,
+                pretrain_learning_rate=2e-4, pretrain_batch_size=256, pretrain_seq_len=512,
+                hub_id="google/electra-base-discriminator"),
+    ModelPreset("electra-large", "electra", "large", 1024, 24, 16, 4096, 1024,
+                pretrain_learning_rate=2e-4, pretrain_batch_size=2048, pretrain_seq_len=512,
+                hub_id="google/electra-large-discriminator"),
+    # CPU-scale presets: small enough to learn something measurable in 30 minutes on two cores.
+    ModelPreset("electra-tiny", "electra", "small", 128, 4, 2, 512, 128),
+    ModelPreset("electra-mini", "electra", "small", 256, 6, 4, 1024, 128),
+    # The paper's MLM comparison models (Table 1), for FLOPs and the published leaderboard rows.
+    ModelPreset("bert-small", "bert", "small", 256, 12, 4, 1024, 128, generator_fraction=0.0),
+    ModelPreset("bert-base", "bert", "base", 768, 12, 12, 3072, 768, generator_fraction=0.0,
+                pretrain_learning_rate=1e-4, pretrain_batch_size=256, pretrain_seq_len=512,
+                hub_id="google-bert/bert-base-uncased"),
+    ModelPreset("bert-large", "bert", "large", 1024, 24, 16, 4096, 1024, generator_fraction=0.0,
+                pretrain_learning_rate=1e-4, pretrain_batch_size=256, pretrain_seq_len=512,
+                hub_id="google-bert/bert-large-uncased"),
+]}
+
+
+def get_preset(name: str) -> ModelPreset:
+    """The preset called `name`, or a UserError listing the known ones."""
+    if name not in PRESETS:
+        raise UserError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+def size_of(hidden_size: int) -> str:
+    """Recipe row for a discriminator of this width (ELECTRA's small/base/large hyperparameters)."""
+    if hidden_size <= 256:
+        return "small"
+    return "base" if hidden_size <= 768 else "large"
+
+
+def has_weights(directory: Path) -> bool:
+    return any((directory / name).is_file() for name in WEIGHT_FILES)
+
+
+def resolve_model(name_or_path: str) -> str:
+    """Turn a `--model` value into a local directory or hub id that `from_pretrained` accepts.
+
+    Accepts a registry name (released discriminator on the Hub, loaded from the local cache when
+    offline), a Hugging Face checkpoint directory, or a `harness pretrain` output directory (whose
+    discriminator lives in `discriminator/`).
+    """
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return str(_checkpoint_dir(path))
+    if name_or_path in PRESETS:
+        return _hub_checkpoint(PRESETS[name_or_path])
+    if os.sep in name_or_path or name_or_path.startswith("."):
+        raise UserError(f"model directory {name_or_path!r} does not exist; pass an existing checkpoint "
+                        f"directory or one of {', '.join(n for n, p in PRESETS.items() if p.hub_id)}")
+    raise UserError(f"unknown model {name_or_path!r}; choose one of "
+                    f"{', '.join(n for n, p in PRESETS.items() if p.hub_id)} or pass a checkpoint directory")
+
+
+def _checkpoint_dir(path: Path) -> Path:
+    for candidate in (path, path / "discriminator"):
+        if (candidate / "config.json").is_file():
+            if not has_weights(candidate):
+                raise UserError(f"model directory {str(candidate)!r} has a config.json but no weights "
+                                f"({' or '.join(WEIGHT_FILES[::2])}); save the model with save_pretrained() "
+                                "or create a random-init one with `harness init`")
+            return candidate
+    raise UserError(f"{str(path)!r} is not a Hugging Face checkpoint (no config.json in it or in its "
+                    "discriminator/ folder); pass the directory save_pretrained() wrote")
+
+
+def _hub_checkpoint(preset: ModelPreset) -> str:
+    if preset.hub_id is None:
+        raise UserError(f"{preset.name!r} is a shape without released weights; pre-train it with "
+                        f"`harness pretrain --preset {preset.name}` and pass the output directory")
+    from huggingface_hub import snapshot_download  # deferred: only hub names need it
+
+    try:
+        return snapshot_download(preset.hub_id, allow_patterns=["*.json", "*.txt", "*.safetensors"])
+    except Exception as error:  # offline, not cached, gated: all mean the same to the user
+        raise UserError(f"could not get {preset.name!r} ({preset.hub_id}) from the Hugging Face Hub or its "
+                        f"cache ({type(error).__name__}); connect once to download it, or pass a local "
+                        "checkpoint directory as --model") from error
