@@ -7,11 +7,12 @@ reported at once, so a typo never silently trains with a default.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 import types
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
+
+import tomllib
 
 from pretrain.errors import UserError
 

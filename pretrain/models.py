@@ -119,3 +119,13 @@ def _hub_checkpoint(preset: ModelPreset) -> str:
         raise UserError(f"could not get {preset.name!r} ({preset.hub_id}) from the Hugging Face Hub or its "
                         f"cache ({type(error).__name__}); connect once to download it, or pass a local "
                         "checkpoint directory as --model") from error
+
+
+def discriminator_config(preset: ModelPreset, vocab_size: int | None = None, **overrides):
+    """An ElectraConfig with the preset's shape (random-init discriminators start from this)."""
+    from transformers import ElectraConfig
+
+    return ElectraConfig(vocab_size=vocab_size or preset.vocab_size, embedding_size=preset.embedding_size,
+                         hidden_size=preset.hidden_size, num_hidden_layers=preset.num_layers,
+                         num_attention_heads=preset.num_heads, intermediate_size=preset.intermediate_size,
+                         max_position_embeddings=preset.max_position_embeddings, **overrides)

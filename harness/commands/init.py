@@ -1,0 +1,49 @@
+"""`harness init`: a randomly initialised discriminator checkpoint with a preset's shape.
+
+The untrained control for experiments, and the way to exercise the harness without weights.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "init", help="write a random-init discriminator checkpoint",
+        description="Write a randomly initialised ELECTRA discriminator (safetensors + tokenizer).")
+    parser.add_argument("--preset", default="electra-small", help="shape from `harness models`")
+    parser.add_argument("--tokenizer", default="google/electra-small-discriminator",
+                        help="tokenizer directory or hub id (default: %(default)s)")
+    parser.add_argument("--output", type=Path, required=True, help="checkpoint directory to write")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    import tempfile
+
+    import transformers
+
+    from pretrain.errors import UserError
+    from pretrain.models import discriminator_config, get_preset
+
+    preset = get_preset(args.preset)
+    if args.output.exists() and any(args.output.iterdir()):
+        raise UserError(f"output directory {str(args.output)!r} is not empty; choose a new --output")
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(args.tokenizer)
+    except (OSError, ValueError) as error:
+        raise UserError(f"could not load tokenizer {args.tokenizer!r} ({type(error).__name__}); pass a "
+                        "directory with vocab.txt/tokenizer.json as --tokenizer") from error
+    transformers.set_seed(args.seed)
+    model = transformers.ElectraForPreTraining(discriminator_config(preset, len(tokenizer)))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=args.output.parent, prefix=f".{args.output.name}."))
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    if args.output.exists():
+        args.output.rmdir()
+    staging.rename(args.output)
+    print(f"wrote random-init {preset.name} ({model.num_parameters():,} parameters) to {args.output}")
+    return 0

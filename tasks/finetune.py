@@ -1,0 +1,182 @@
+"""The one fine-tuning loop, shared by GLUE and SQuAD, with ELECTRA's recipe as defaults."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import torch
+from datasets import Dataset
+from tqdm.auto import tqdm
+
+from tasks import batching
+from tasks.optim import build_optimizer, build_schedule
+
+# ELECTRA's fine-tuning learning rates and layer-wise decay by model size (paper, Appendix).
+RECIPE = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Fine-tuning hyperparameters; None means "ELECTRA's default for this model size or task"."""
+
+    learning_rate: float | None = None
+    layerwise_lr_decay: float | None = None
+    lr_decay_depth: Literal["electra", "corrected"] = "electra"
+    num_epochs: float | None = None
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    adam_epsilon: float = 1e-6
+    max_grad_norm: float = 1.0
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    max_length: int = 128
+    seed: int = 0
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    group_by_length: bool = True
+    max_train_examples: int | None = None  # subsample the training set, for quick looks
+    save_models: bool = True
+
+    def __post_init__(self):
+        problems = [f"{name} must be positive (got {getattr(self, name)})" for name in (
+            "learning_rate", "num_epochs", "batch_size", "eval_batch_size", "max_length",
+            "max_train_examples") if getattr(self, name) is not None and getattr(self, name) <= 0]
+        for name in ("layerwise_lr_decay", "warmup_fraction"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:
+                problems.append(f"{name} must be between 0 and 1 (got {value})")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def resolved(self, size: str, task_epochs: float) -> FinetuneConfig:
+        """This config with the size- and task-dependent defaults filled in."""
+        learning_rate, decay = RECIPE[size]
+        return dataclasses.replace(
+            self, learning_rate=self.learning_rate or learning_rate,
+            layerwise_lr_decay=self.layerwise_lr_decay if self.layerwise_lr_decay is not None else decay,
+            num_epochs=self.num_epochs or task_epochs)
+
+
+class FinetuneTask(Protocol):
+    """What a benchmark gives the loop: tokenised features, and how to read and score outputs."""
+
+    train: Dataset  # model inputs plus the loss's targets (labels, or start/end positions)
+    evals: dict[str, Dataset]  # model inputs only; "validation*" splits are scored each epoch
+
+    def example_outputs(self, output: Any, batch: dict[str, torch.Tensor]) -> list[np.ndarray]:
+        """Per-example arrays to keep from one forward pass."""
+
+    def score(self, split: str, outputs: list[np.ndarray]) -> dict[str, float]:
+        """Metrics of a dev split from its outputs, in dataset order."""
+
+
+@dataclass
+class FinetuneResult:
+    history: list[dict[str, float]]  # one row per epoch: train loss and dev metrics
+    metrics: dict[str, dict[str, float]]  # final dev metrics per split
+    outputs: dict[str, list[np.ndarray]]  # final outputs per eval split (dev and test)
+    num_train_steps: int
+    train_time_s: float
+    train_examples_per_s: float
+    train_tokens_per_s: float
+
+
+def use_bf16(precision: str, device: torch.device) -> bool:
+    if precision != "auto":
+        return precision == "bf16"
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig, collate: Callable,
+             on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+             progress: bool | None = None) -> FinetuneResult:
+    """Train `model` on task.train for config.num_epochs, scoring dev splits after each epoch.
+
+    `config` must be resolved (no None learning rate, decay or epochs). Seed before building the
+    model: its new head is initialised from the global RNG.
+    """
+    device = next(model.parameters()).device
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if use_bf16(config.precision, device)
+                else contextlib.nullcontext())
+    loader = batching.train_loader(task.train, config.batch_size, config.seed, config.group_by_length,
+                                   collate)
+    num_steps = math.ceil(len(loader) * config.num_epochs)
+    optimizer = build_optimizer(model, config.learning_rate, config.layerwise_lr_decay,
+                                config.weight_decay, config.adam_epsilon, config.lr_decay_depth)
+    schedule = build_schedule(optimizer, num_steps, config.warmup_fraction)
+    history, metrics = [], {}
+    step = examples = tokens = 0
+    train_time_s = 0.0
+    bar = tqdm(total=num_steps, desc="fine-tune", unit="step",
+               disable=None if progress is None else not progress)
+    for epoch in range(math.ceil(config.num_epochs)):
+        model.train()
+        started, losses = time.perf_counter(), []
+        for batch in loader:
+            if step == num_steps:
+                break
+            batch = {key: value.to(device) for key, value in batch.items()}
+            # forward; HF heads compute the task loss from labels / start and end positions
+            with autocast:
+                loss = model(**batch).loss
+            # backward, clip, step
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+            # log
+            step += 1
+            examples += len(batch["input_ids"])
+            tokens += int(batch["attention_mask"].sum())
+            losses.append(loss.item())
+            bar.update()
+            bar.set_postfix(epoch=epoch + 1, loss=f"{losses[-1]:.4f}")
+            if not math.isfinite(losses[-1]):
+                raise FloatingPointError(f"training loss became {losses[-1]} at step {step}; "
+                                         "lower learning_rate")
+        train_time_s += time.perf_counter() - started
+        dev = {split: data for split, data in task.evals.items() if split.startswith("validation")}
+        outputs = predict(model, task, dev, config, collate, autocast)
+        metrics = {split: task.score(split, outputs[split]) for split in dev}
+        row = {"epoch": epoch + 1, "train_loss": float(np.mean(losses)) if losses else math.nan}
+        row |= {f"{split}_{name}": value
+                for split, values in metrics.items() for name, value in values.items()}
+        history.append(row)
+        if on_epoch is not None:
+            on_epoch(epoch + 1, row)
+    bar.close()
+    rest = {split: data for split, data in task.evals.items() if not split.startswith("validation")}
+    outputs |= predict(model, task, rest, config, collate, autocast)
+    return FinetuneResult(history, metrics, outputs, num_steps, train_time_s,
+                          examples / max(train_time_s, 1e-9), tokens / max(train_time_s, 1e-9))
+
+
+@torch.no_grad()
+def predict(model: torch.nn.Module, task: FinetuneTask, datasets: dict[str, Dataset],
+            config: FinetuneConfig, collate: Callable, autocast) -> dict[str, list[np.ndarray]]:
+    """Per-example outputs for each split, in dataset order (batched longest first)."""
+    model.eval()
+    device = next(model.parameters()).device
+    results = {}
+    for split, dataset in datasets.items():
+        order = batching.eval_order(dataset)
+        kept: list[np.ndarray] = []
+        for batch in batching.eval_loader(dataset, config.eval_batch_size, order, collate):
+            batch = {key: value.to(device) for key, value in batch.items()}
+            with autocast:
+                output = model(**batch)
+            kept.extend(task.example_outputs(output, batch))
+        restored = [None] * len(order)
+        for position, index in enumerate(order):
+            restored[index] = kept[position]
+        results[split] = restored
+    return results

@@ -1,0 +1,80 @@
+"""GLUE through the one loop: features, model head, output reading and scoring for a GlueTask."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from datasets import Dataset
+from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerBase
+
+from tasks import metrics
+from tasks.registry import GlueTask
+
+
+@dataclass
+class GlueFinetuneTask:
+    """A GlueTask's tokenised splits and its scoring; satisfies tasks.finetune.FinetuneTask."""
+
+    task: GlueTask
+    train: Dataset
+    evals: dict[str, Dataset]
+    references: dict[str, list]  # gold labels of the dev splits
+    indices: dict[str, list[int]]  # example ids per eval split, for the test-server files
+
+    def example_outputs(self, output, batch) -> list[np.ndarray]:
+        return list(output.logits.float().cpu().numpy())
+
+    def predictions(self, outputs: list[np.ndarray]) -> np.ndarray:
+        """Class ids, or scores for regression."""
+        stacked = np.stack(outputs)
+        return stacked[:, 0] if self.task.is_regression else stacked.argmax(axis=-1)
+
+    def score(self, split: str, outputs: list[np.ndarray]) -> dict[str, float]:
+        return metrics.compute(self.task.metrics, self.predictions(outputs).tolist(), self.references[split])
+
+    def label_strings(self, outputs: list[np.ndarray]) -> list[str]:
+        """Predictions as the GLUE server wants them: label names, or scores clipped to STS-B's 0..5."""
+        values = self.predictions(outputs)
+        if self.task.is_regression:
+            return [f"{min(max(float(v), 0.0), 5.0):.3f}" for v in values]
+        return [self.task.label_names[int(v)] for v in values]
+
+
+def tokenize(dataset: Dataset, tokenizer: PreTrainedTokenizerBase, max_length: int,
+             keep_labels: bool) -> Dataset:
+    """Model inputs (unpadded; the collator pads per batch) and, for training, `labels`."""
+    def encode(batch):
+        pair = (batch["text_b"],) if "text_b" in batch else ()
+        return tokenizer(batch["text_a"], *pair, truncation=True, max_length=max_length)
+
+    encoded = dataset.map(encode, batched=True, remove_columns=dataset.column_names, desc="tokenize")
+    if keep_labels:
+        encoded = encoded.add_column("labels", dataset["label"])
+    return encoded
+
+
+def build_task(task: GlueTask, splits: dict[str, Dataset], tokenizer: PreTrainedTokenizerBase,
+               max_length: int, max_train_examples: int | None = None,
+               extra_evals: dict[str, Dataset] | None = None) -> GlueFinetuneTask:
+    """Tokenise a task's splits; `extra_evals` adds prediction-only splits (AX for MNLI)."""
+    train = splits["train"]
+    if max_train_examples is not None and max_train_examples < len(train):
+        train = train.shuffle(seed=0).select(range(max_train_examples))
+    eval_splits = {s: d for s, d in splits.items() if s != "train"} | (extra_evals or {})
+    return GlueFinetuneTask(
+        task=task,
+        train=tokenize(train, tokenizer, max_length, keep_labels=True),
+        evals={s: tokenize(d, tokenizer, max_length, keep_labels=False) for s, d in eval_splits.items()},
+        references={s: d["label"] for s, d in eval_splits.items() if s.startswith("validation")},
+        indices={s: d["idx"] for s, d in eval_splits.items()})
+
+
+def load_model(model_path: str, task: GlueTask, attn_implementation: str) -> torch.nn.Module:
+    """The discriminator with a fresh classification (or regression) head."""
+    labels = task.label_names or ("score",)
+    return AutoModelForSequenceClassification.from_pretrained(
+        model_path, num_labels=task.num_labels, attn_implementation=attn_implementation,
+        id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)},
+        problem_type="regression" if task.is_regression else "single_label_classification")

@@ -1,0 +1,54 @@
+"""ELECTRA's fine-tuning optimiser: AdamW with layer-wise learning-rate decay, warmup, linear decay."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+_LAYER = re.compile(r"encoder\.layers?\.(\d+)\.")
+_NO_DECAY = ("bias", "LayerNorm", "layer_norm")  # as ELECTRA's AdamWeightDecayOptimizer excludes
+
+
+def layer_depth(name: str, num_layers: int, head_depth: int) -> int:
+    """Depth of a parameter: embeddings 0, encoder layer i at i+1, anything else (the head) at head_depth."""
+    if ".embeddings" in name or name.startswith("embeddings"):  # embeddings and embeddings_project
+        return 0
+    match = _LAYER.search(name)
+    return int(match.group(1)) + 1 if match else head_depth
+
+
+def parameter_groups(model: torch.nn.Module, learning_rate: float, decay: float, weight_decay: float,
+                     depth_rule: str = "electra") -> list[dict]:
+    """AdamW groups with lr·decay^(head_depth - depth).
+
+    ELECTRA's released code puts the head at depth L+2, one past the top layer's L, so the top
+    encoder layer trains at lr·decay² ("electra", the published scores' setting); "corrected" puts
+    the head at L+1 so the top layer gets lr·decay.
+    """
+    num_layers = model.config.num_hidden_layers
+    head_depth = num_layers + 2 if depth_rule == "electra" else num_layers + 1
+    groups: dict[tuple[int, bool], dict] = {}
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        depth = layer_depth(name, num_layers, head_depth)
+        decays = not any(marker in name for marker in _NO_DECAY)
+        group = groups.setdefault((depth, decays), {
+            "params": [], "lr": learning_rate * decay ** (head_depth - depth),
+            "weight_decay": weight_decay if decays else 0.0})
+        group["params"].append(parameter)
+    return [groups[key] for key in sorted(groups)]
+
+
+def build_optimizer(model: torch.nn.Module, learning_rate: float, decay: float, weight_decay: float,
+                    epsilon: float, depth_rule: str) -> torch.optim.AdamW:
+    groups = parameter_groups(model, learning_rate, decay, weight_decay, depth_rule)
+    # fused AdamW is ~9% faster per step on this CPU (STACK.md) and exists on CPU and CUDA.
+    return torch.optim.AdamW(groups, lr=learning_rate, eps=epsilon, fused=True)
+
+
+def build_schedule(optimizer: torch.optim.Optimizer, num_steps: int, warmup_fraction: float):
+    """Linear warmup over the first warmup_fraction of steps, then linear decay to zero."""
+    return get_linear_schedule_with_warmup(optimizer, round(num_steps * warmup_fraction), num_steps)

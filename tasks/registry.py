@@ -1,0 +1,100 @@
+"""The one task registry: every GLUE task as a data row, plus SQuAD.
+
+Names are the `datasets` config names. CLI choices, default epochs, metrics, splits and the
+test-server file names all come from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pretrain.errors import UserError
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    """One GLUE task: where its text and labels live, how it is scored, how the server wants it."""
+
+    name: str
+    dir_name: str  # folder in a classic glue_data directory
+    hub_columns: tuple[str, ...]  # text columns in nyu-mll/glue
+    tsv_columns: tuple[str, ...]  # the same text columns in the glue_data TSV header
+    label_names: tuple[str, ...] | None  # label strings as in the TSVs and the server; None = regression
+    metrics: tuple[str, ...]
+    tsv_label: str = "label"
+    tsv_index: str = "index"
+    num_epochs: int = 3
+    # canonical split -> glue_data file; "test*" splits have no labels and feed the server files
+    files: dict[str, str] = field(default_factory=lambda: {
+        "train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"})
+    submission: dict[str, str] = field(default_factory=dict)  # test split -> server file name
+    headerless: tuple[str, ...] = ()  # column names for files that ship without a header
+    predicted_by: str | None = None  # AX has no training data: the MNLI model predicts it
+
+    @property
+    def is_regression(self) -> bool:
+        return self.label_names is None
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.label_names is None else len(self.label_names)
+
+    @property
+    def dev_splits(self) -> tuple[str, ...]:
+        return tuple(s for s in self.files if s.startswith("validation"))
+
+    @property
+    def test_splits(self) -> tuple[str, ...]:
+        return tuple(s for s in self.files if s.startswith("test"))
+
+
+_BINARY = ("0", "1")
+_NLI = ("entailment", "not_entailment")
+_MNLI = ("entailment", "neutral", "contradiction")
+
+GLUE_TASKS: dict[str, GlueTask] = {t.name: t for t in [
+    GlueTask("cola", "CoLA", ("sentence",), ("sentence",), _BINARY, ("mcc",),
+             headerless=("source", "label", "original_label", "sentence"), submission={"test": "CoLA.tsv"}),
+    GlueTask("sst2", "SST-2", ("sentence",), ("sentence",), _BINARY, ("accuracy",),
+             submission={"test": "SST-2.tsv"}),
+    GlueTask("mrpc", "MRPC", ("sentence1", "sentence2"), ("#1 String", "#2 String"), _BINARY,
+             ("f1", "accuracy"), tsv_label="Quality", submission={"test": "MRPC.tsv"}),
+    GlueTask("stsb", "STS-B", ("sentence1", "sentence2"), ("sentence1", "sentence2"), None,
+             ("pearson", "spearman"), tsv_label="score", num_epochs=10, submission={"test": "STS-B.tsv"}),
+    GlueTask("qqp", "QQP", ("question1", "question2"), ("question1", "question2"), _BINARY,
+             ("f1", "accuracy"), tsv_label="is_duplicate", tsv_index="id", submission={"test": "QQP.tsv"}),
+    GlueTask("mnli", "MNLI", ("premise", "hypothesis"), ("sentence1", "sentence2"), _MNLI,
+             ("accuracy",), tsv_label="gold_label",
+             files={"train": "train.tsv", "validation_matched": "dev_matched.tsv",
+                    "validation_mismatched": "dev_mismatched.tsv", "test_matched": "test_matched.tsv",
+                    "test_mismatched": "test_mismatched.tsv"},
+             submission={"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv"}),
+    GlueTask("qnli", "QNLI", ("question", "sentence"), ("question", "sentence"), _NLI, ("accuracy",),
+             submission={"test": "QNLI.tsv"}),
+    GlueTask("rte", "RTE", ("sentence1", "sentence2"), ("sentence1", "sentence2"), _NLI, ("accuracy",),
+             num_epochs=10, submission={"test": "RTE.tsv"}),
+    GlueTask("wnli", "WNLI", ("sentence1", "sentence2"), ("sentence1", "sentence2"), _BINARY,
+             ("accuracy",), submission={"test": "WNLI.tsv"}),
+    GlueTask("ax", "diagnostic", ("premise", "hypothesis"), ("sentence1", "sentence2"), _MNLI, (),
+             files={"test": "diagnostic.tsv"}, submission={"test": "AX.tsv"}, predicted_by="mnli"),
+]}
+
+# Hub split names for MNLI's dev/test differ only by prefix; everything else matches ours.
+TRAINABLE = tuple(name for name, task in GLUE_TASKS.items() if task.predicted_by is None)
+
+
+def parse_tasks(spec: str) -> list[GlueTask]:
+    """Tasks named in a comma list ("all" for every trainable one), in registry order."""
+    names = [n.strip().lower() for n in spec.split(",") if n.strip()]
+    if names == ["all"]:
+        names = list(TRAINABLE)
+    unknown = [n for n in names if n not in GLUE_TASKS]
+    if unknown or not names:
+        raise UserError(f"unknown task {', '.join(map(repr, unknown)) or repr(spec)}; "
+                        f"choose from {', '.join(GLUE_TASKS)} or all")
+    for name in names:
+        needs = GLUE_TASKS[name].predicted_by
+        if needs and needs not in names:
+            raise UserError(f"task {name!r} is predicted with the {needs.upper()} model; "
+                            f"add {needs} to --tasks")
+    return [task for name, task in GLUE_TASKS.items() if name in names]
