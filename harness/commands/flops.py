@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pretrain.errors import UserError
-from pretrain.models import PRESETS, ModelPreset
+from pretrain.models import PRESETS, discriminator_config
 from reports import flops
 
 PAPER = "paper convention (ELECTRA flops_computation.py)"
@@ -48,6 +48,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     _check_numbers(args)
     target = resolve_target(args.model, args.generator_fraction)
+    measured = _measure(target.config, args.seq_len) if args.measure else None  # may refuse the length
     print(target.label)
     print(f"  {'discriminator' if target.generator else 'model'}: {_describe(target.discriminator)}")
     generator = (f"{_describe(target.generator)} ({target.generator_source})" if target.generator
@@ -58,9 +59,8 @@ def run(args: argparse.Namespace) -> int:
     num_params = flops.count_non_embedding_params(target.discriminator)
     print(_row(f"2*N*tokens, N={num_params:,} (forward third of 6*N*tokens)",
                flops.six_n_flops(num_params, args.seq_len) / 3))
-    if args.measure:
-        print(_row("measured forward (FlopCounterMode: matmuls and attention only)",
-                   _measure(target.config, args.seq_len)))
+    if measured is not None:
+        print(_row("measured forward (FlopCounterMode: matmuls and attention only)", measured))
     if args.train_steps is not None:
         num_tokens = args.train_steps * args.batch_size * args.seq_len
         print(f"pre-training FLOPs, {args.train_steps:,} steps x batch {args.batch_size} x "
@@ -84,7 +84,9 @@ def resolve_target(name_or_dir: str, generator_fraction: float | None) -> Target
         shape = flops.shape_of(preset)
         fraction = preset.generator_fraction if generator_fraction is None else generator_fraction
         generator, source = _generator_from_fraction(shape, fraction)
-        return Target(f"{preset.name} (registry shape)", shape, generator, source, _electra_config(preset))
+        # An ElectraModel is BERT plus an optional embedding projection, so it measures both families.
+        return Target(f"{preset.name} (registry shape)", shape, generator, source,
+                      discriminator_config(preset).to_dict())
     raise UserError(f"unknown model {name_or_dir!r}; choose one of {', '.join(PRESETS)} "
                     "or pass a checkpoint directory containing config.json")
 
@@ -124,15 +126,7 @@ def _read_config(path: Path) -> dict:
 def _generator_from_fraction(shape: flops.TransformerShape, fraction: float):
     if fraction == 0:
         return None, ""
-    return flops.generator_shape(shape, fraction), f"fraction {fraction:g} of the discriminator"
-
-
-def _electra_config(preset: ModelPreset) -> dict:
-    # ElectraModel is BERT plus an optional embedding projection, so it measures both families.
-    return {"model_type": "electra", "vocab_size": preset.vocab_size, "embedding_size": preset.embedding_size,
-            "hidden_size": preset.hidden_size, "num_hidden_layers": preset.num_layers,
-            "num_attention_heads": preset.num_heads, "intermediate_size": preset.intermediate_size,
-            "max_position_embeddings": preset.max_position_embeddings}
+    return flops.generator_shape(shape, fraction), f"fraction {fraction:.3g} of the discriminator"
 
 
 def _measure(config: dict, seq_len: int) -> float:
