@@ -1,0 +1,41 @@
+"""Config files and key=value overrides fill the frozen dataclasses, and reject what is wrong."""
+
+import pytest
+
+from harness.config import load_config
+from pretrain.errors import UserError
+from tasks.finetune import FinetuneConfig
+
+
+def test_overrides_are_typed_and_beat_the_file(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('learning_rate = 1e-4\nbatch_size = 16\nprecision = "fp32"\n')
+    config = load_config(FinetuneConfig, path, ["batch_size=8", "group_by_length=false", "num_epochs=2.5"])
+    assert (config.learning_rate, config.batch_size, config.precision) == (1e-4, 8, "fp32")
+    assert config.group_by_length is False and config.num_epochs == 2.5
+    assert config.layerwise_lr_decay is None  # untouched: the recipe fills it by model size
+
+
+def test_every_problem_reported_at_once():
+    with pytest.raises(UserError) as caught:
+        load_config(FinetuneConfig, None, ["lerning_rate=1", "batch_size=many", "precision=fp8", "oops"])
+    message = str(caught.value)
+    assert "unknown setting 'lerning_rate'" in message and "learning_rate" in message
+    assert "batch_size='many'" in message and "precision='fp8'" in message and "'oops'" in message
+
+
+def test_invalid_values_and_missing_file(tmp_path):
+    with pytest.raises(UserError, match="batch_size must be positive"):
+        load_config(FinetuneConfig, None, ["batch_size=0"])
+    with pytest.raises(UserError, match="warmup_fraction must be between 0 and 1"):
+        load_config(FinetuneConfig, None, ["warmup_fraction=2"])
+    with pytest.raises(UserError, match="does not exist"):
+        load_config(FinetuneConfig, tmp_path / "missing.toml")
+
+
+def test_recipe_by_size_and_task():
+    base = FinetuneConfig()
+    assert base.resolved("small", 10) == FinetuneConfig(learning_rate=3e-4, layerwise_lr_decay=0.8, num_epochs=10)
+    assert base.resolved("large", 3).layerwise_lr_decay == 0.9
+    assert base.resolved("base", 3).learning_rate == 1e-4
+    assert FinetuneConfig(learning_rate=1e-3).resolved("small", 3).learning_rate == 1e-3

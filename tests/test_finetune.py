@@ -1,0 +1,78 @@
+"""The one loop on a tiny random ELECTRA: it learns, and the same seed gives the same result."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from tasks import batching, glue
+from tasks.finetune import FinetuneConfig, finetune
+from tasks.glue_data import load_glue
+from tasks.registry import GLUE_TASKS
+from tests.conftest import write_glue_dir
+
+
+def _train(tiny_model, glue_data, name, seed=0, **settings):
+    task = GLUE_TASKS[name]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
+    built = glue.build_task(task, load_glue(task, glue_data), tokenizer, max_length=32)
+    settings = {"precision": "fp32", "batch_size": 4, "seed": seed} | settings
+    config = FinetuneConfig(**settings).resolved("small", 1)
+    transformers.set_seed(seed)
+    model = glue.load_model(str(tiny_model), task, "eager")
+    result = finetune(model, built, config, batching.collator(tokenizer), progress=False)
+    return result, model, built
+
+
+def test_loss_falls_and_outputs_cover_every_split(tiny_model, tmp_path):
+    # A random 0.02-std ELECTRA sits at ln 2 for a few epochs before it breaks through; 64 examples
+    # and 10 epochs at 2e-3 get well past that (the words decide the label, so it is learnable).
+    data = write_glue_dir(tmp_path / "glue", n_train=64, n_dev=16)
+    result, _, built = _train(tiny_model, data, "rte", learning_rate=2e-3, num_epochs=10, batch_size=8,
+                              layerwise_lr_decay=1.0)
+    losses = [row["train_loss"] for row in result.history]
+    assert len(losses) == 10 and losses[-1] < 0.6 * losses[0]
+    assert result.metrics["validation"]["accuracy"] >= 0.75
+    assert result.num_train_steps == 10 * 8  # 64 examples, batch 8
+    assert set(result.outputs) == {"validation", "test"}
+    assert len(result.outputs["test"]) == 6 and result.outputs["validation"][0].shape == (2,)
+    assert set(result.metrics["validation"]) == {"accuracy", "score"}
+    assert [row["epoch"] for row in result.history] == list(range(1, 11))
+
+
+def test_regression_task_trains(tiny_model, glue_data):
+    result, _, built = _train(tiny_model, glue_data, "stsb", learning_rate=2e-3, num_epochs=4)
+    assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
+    assert set(result.metrics["validation"]) == {"pearson", "spearman", "score"}
+    assert all(0 <= float(s) <= 5 for s in built.label_strings(result.outputs["test"]))
+
+
+def test_same_seed_same_result_other_seed_differs(tiny_model, glue_data):
+    first, model_a, _ = _train(tiny_model, glue_data, "rte", seed=3, num_epochs=1)
+    again, model_b, _ = _train(tiny_model, glue_data, "rte", seed=3, num_epochs=1)
+    other, model_c, _ = _train(tiny_model, glue_data, "rte", seed=4, num_epochs=1)
+    assert first.history == again.history
+    np.testing.assert_array_equal(np.stack(first.outputs["test"]), np.stack(again.outputs["test"]))
+    weights = [m.classifier.out_proj.weight for m in (model_a, model_b, model_c)]
+    assert torch.equal(weights[0], weights[1]) and not torch.equal(weights[0], weights[2])
+
+
+def test_eval_outputs_keep_dataset_order(tiny_model, glue_data):
+    # batches are sorted by length for speed; outputs must come back in the file's order
+    result, model, built = _train(tiny_model, glue_data, "rte", num_epochs=1)
+    single = dataclasses.replace(FinetuneConfig(precision="fp32"), eval_batch_size=1)
+    from contextlib import nullcontext
+
+    from tasks.finetune import predict
+
+    one_by_one = predict(model, built, {"test": built.evals["test"]}, single,
+                         batching.collator(transformers.AutoTokenizer.from_pretrained(tiny_model)), nullcontext())
+    np.testing.assert_allclose(np.stack(one_by_one["test"]), np.stack(result.outputs["test"]), atol=1e-5)
+    assert len(set(batching.lengths(built.evals["test"]))) > 1  # the order really was shuffled
+
+
+def test_nan_loss_stops_with_advice(tiny_model, glue_data):
+    with pytest.raises(FloatingPointError, match="lower learning_rate"):
+        _train(tiny_model, glue_data, "rte", learning_rate=1e30, num_epochs=1)
