@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import transformers
 from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerBase
 
@@ -74,6 +75,17 @@ def build_task(task: GlueTask, splits: dict[str, Dataset], tokenizer: PreTrained
 def load_model(model_path: str, task: GlueTask, attn_implementation: str) -> torch.nn.Module:
     """The discriminator with a fresh classification (or regression) head."""
     labels = task.label_names or ("score",)
+    # A pre-training checkpoint always lacks the new head (and has the RTD head we drop): that is
+    # expected here, so keep transformers' load report out of the user's way.
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        return _from_pretrained(model_path, task, labels, attn_implementation)
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+
+
+def _from_pretrained(model_path, task, labels, attn_implementation):
     return AutoModelForSequenceClassification.from_pretrained(
         model_path, num_labels=task.num_labels, attn_implementation=attn_implementation,
         id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)},

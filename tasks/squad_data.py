@@ -18,15 +18,16 @@ VERSIONS = ("1.1", "2.0")
 HUB_NAMES = {"1.1": "rajpurkar/squad", "2.0": "rajpurkar/squad_v2"}
 SPLITS = ("train", "dev")
 
-FEATURES = datasets.Features(
+# Explicit, so a file whose questions are all unanswerable still gets typed (not null) answer lists.
+SCHEMA = datasets.Features(
     {
         "id": datasets.Value("string"),
         "title": datasets.Value("string"),
         "context": datasets.Value("string"),
         "question": datasets.Value("string"),
         "answers": {
-            "text": datasets.List(datasets.Value("string")),
-            "answer_start": datasets.List(datasets.Value("int32")),
+            "text": datasets.Sequence(datasets.Value("string")),
+            "answer_start": datasets.Sequence(datasets.Value("int32")),
         },
         "is_impossible": datasets.Value("bool"),
     }
@@ -145,7 +146,7 @@ def load_squad_json(path: str | Path, version: str) -> tuple[datasets.Dataset, i
     if problems:
         shown = "; ".join(problems[:3])
         warnings.warn(f"{path}: {len(problems)} answer problems, kept as is (first: {shown})", stacklevel=2)
-    return datasets.Dataset.from_list(rows, features=FEATURES), len(problems)
+    return datasets.Dataset.from_list(rows, features=SCHEMA), len(problems)
 
 
 def load_squad_hub(version: str, split: str) -> datasets.Dataset:
@@ -158,8 +159,8 @@ def load_squad_hub(version: str, split: str) -> datasets.Dataset:
             f"could not load {name} split {split!r} from the Hugging Face Hub ({type(err).__name__}: {err}); "
             f"download the official SQuAD JSON and pass --data-dir"
         ) from err
-    impossible = [not texts for texts in examples["answers"]]
-    return examples.add_column("is_impossible", impossible).cast(FEATURES)
+    impossible = [not answers["text"] for answers in examples["answers"]]
+    return examples.add_column("is_impossible", impossible).cast(SCHEMA)
 
 
 def split_by_article(

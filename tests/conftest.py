@@ -93,3 +93,9 @@ def write_glue_dir(root: Path, n_train: int = 16, n_dev: int = 8) -> Path:
 @pytest.fixture
 def glue_data(tmp_path) -> Path:
     return write_glue_dir(tmp_path / "glue_data")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A selection that matches no test (pytest exit 5) is not a failure of the suite."""
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK

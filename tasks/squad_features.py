@@ -1,0 +1,221 @@
+"""SQuAD examples to overlapping token windows and back: features for training and eval, span post-processing.
+
+Each window is [CLS] question [SEP] context-slice [SEP], at most max_length tokens and left unpadded: the
+fine-tuning loop's collator pads each batch to its longest window. As in transformers' run_qa.py,
+doc_stride is the number of tokens consecutive windows share (the tokenizer's `stride`), not the step between
+window starts as in BERT's run_squad.py. Needs a fast tokenizer (offset mappings) that pads on the right, so
+that [CLS], the "no answer" position, is token 0.
+"""
+
+import datasets
+import numpy as np
+
+from pretrain.errors import UserError
+
+MAX_LENGTH = 384
+DOC_STRIDE = 128
+MAX_QUERY_LENGTH = 64
+CONTEXT = 1  # sequence id of the context in a (question, context) pair
+
+
+def _check_setup(tokenizer, max_length: int, doc_stride: int, max_query_length: int) -> None:
+    if not getattr(tokenizer, "is_fast", False):
+        raise UserError(f"{type(tokenizer).__name__} is not a fast tokenizer; SQuAD needs offset mappings")
+    if tokenizer.padding_side != "right":
+        raise UserError(f"tokenizer pads on the {tokenizer.padding_side}; set padding_side='right' for SQuAD")
+    # Three special tokens ([CLS], [SEP], [SEP]) share the window with the question and the context.
+    context_room = max_length - max_query_length - 3
+    if context_room <= doc_stride:
+        raise UserError(
+            f"max_length {max_length} leaves {context_room} context tokens after a {max_query_length}-token "
+            f"question, not more than doc_stride {doc_stride}; raise max_length or lower doc_stride"
+        )
+
+
+def truncate_questions(questions: list[str], tokenizer, max_query_length: int) -> list[str]:
+    """Cut each question after its max_query_length-th token, at that token's end in the text."""
+    encoded = tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True)
+    return [
+        question[: offsets[max_query_length - 1][1]] if len(offsets) > max_query_length else question
+        for question, offsets in zip(questions, encoded["offset_mapping"], strict=True)
+    ]
+
+
+def _tokenize(batch: dict, tokenizer, max_length: int, doc_stride: int, max_query_length: int):
+    # Leading spaces waste tokens for some tokenizers and shift nothing we need (run_qa.py does the same).
+    questions = truncate_questions([q.lstrip() for q in batch["question"]], tokenizer, max_query_length)
+    return tokenizer(
+        questions,
+        batch["context"],
+        truncation="only_second",
+        max_length=max_length,
+        stride=doc_stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+    )
+
+
+def _context_span(sequence_ids: list) -> tuple[int, int]:
+    first = sequence_ids.index(CONTEXT)
+    last = len(sequence_ids) - 1 - sequence_ids[::-1].index(CONTEXT)
+    return first, last
+
+
+def _answer_tokens(offsets, sequence_ids, start_char: int, end_char: int) -> tuple[int, int, bool]:
+    """(start, end, misaligned) token positions of a char span; (0, 0, False) unless all in the window."""
+    first, last = _context_span(sequence_ids)
+    if offsets[first][0] > start_char or offsets[last][1] < end_char:
+        return 0, 0, False
+    start = first
+    while start <= last and offsets[start][0] <= start_char:
+        start += 1
+    end = last
+    while end >= first and offsets[end][1] >= end_char:
+        end -= 1
+    start, end = start - 1, end + 1  # the last token starting at or before the answer, first ending after it
+    return start, end, offsets[start][0] != start_char or offsets[end][1] != end_char
+
+
+def _train_batch(batch: dict, tokenizer, max_length: int, doc_stride: int, max_query_length: int) -> dict:
+    encoded = _tokenize(batch, tokenizer, max_length, doc_stride, max_query_length)
+    sample_map = encoded.pop("overflow_to_sample_mapping")
+    starts, ends, misaligned, flagged = [], [], [], set()
+    for i, offsets in enumerate(encoded.pop("offset_mapping")):
+        example = sample_map[i]
+        answers = batch["answers"][example]
+        start, end, off_boundary = 0, 0, False  # CLS: unanswerable, or the answer is not in this window
+        if answers["answer_start"]:
+            # Training uses the first gold answer only, as run_qa.py does (SQuAD train has one per question).
+            start_char = answers["answer_start"][0]
+            start, end, off_boundary = _answer_tokens(
+                offsets, encoded.sequence_ids(i), start_char, start_char + len(answers["text"][0])
+            )
+        starts.append(start)
+        ends.append(end)
+        # Windows overlap, so count an example once however many of its windows hold the answer.
+        misaligned.append(off_boundary and example not in flagged)
+        if off_boundary:
+            flagged.add(example)
+    return {**encoded, "start_positions": starts, "end_positions": ends, "misaligned": misaligned}
+
+
+def prepare_train_features(
+    examples: datasets.Dataset,
+    tokenizer,
+    max_length: int = MAX_LENGTH,
+    doc_stride: int = DOC_STRIDE,
+    max_query_length: int = MAX_QUERY_LENGTH,
+) -> tuple[datasets.Dataset, int]:
+    """Training windows with start/end token positions, and how many answers fall off token boundaries.
+
+    Off-boundary answers ("1990" inside "1990s" tokenised as one piece) keep the enclosing tokens as
+    their span; they are counted, not dropped.
+    """
+    _check_setup(tokenizer, max_length, doc_stride, max_query_length)
+    features = examples.map(
+        _train_batch,
+        batched=True,
+        remove_columns=examples.column_names,
+        fn_kwargs={
+            "tokenizer": tokenizer,
+            "max_length": max_length,
+            "doc_stride": doc_stride,
+            "max_query_length": max_query_length,
+        },
+    )
+    num_misaligned = sum(features["misaligned"])
+    return features.remove_columns("misaligned"), num_misaligned
+
+
+def _eval_batch(batch: dict, tokenizer, max_length: int, doc_stride: int, max_query_length: int) -> dict:
+    encoded = _tokenize(batch, tokenizer, max_length, doc_stride, max_query_length)
+    sample_map = encoded.pop("overflow_to_sample_mapping")
+    example_ids, offset_mapping = [], []
+    for i, offsets in enumerate(encoded.pop("offset_mapping")):
+        example_ids.append(batch["id"][sample_map[i]])
+        # None marks positions that cannot start or end an answer: [CLS], the question and [SEP]s.
+        sequence_ids = encoded.sequence_ids(i)
+        offset_mapping.append([o if sequence_ids[k] == CONTEXT else None for k, o in enumerate(offsets)])
+    return {**encoded, "example_id": example_ids, "offset_mapping": offset_mapping}
+
+
+def prepare_eval_features(
+    examples: datasets.Dataset,
+    tokenizer,
+    max_length: int = MAX_LENGTH,
+    doc_stride: int = DOC_STRIDE,
+    max_query_length: int = MAX_QUERY_LENGTH,
+) -> datasets.Dataset:
+    """Eval windows keeping example_id and the context-only offset_mapping that `postprocess` needs."""
+    _check_setup(tokenizer, max_length, doc_stride, max_query_length)
+    return examples.map(
+        _eval_batch,
+        batched=True,
+        remove_columns=examples.column_names,
+        fn_kwargs={
+            "tokenizer": tokenizer,
+            "max_length": max_length,
+            "doc_stride": doc_stride,
+            "max_query_length": max_query_length,
+        },
+    )
+
+
+def _feature_spans(start_logits, end_logits, offsets, n_best: int, max_answer_length: int):
+    """(score, start_char, end_char) for each allowed pair of the n_best start and n_best end tokens."""
+    top_starts = np.argsort(start_logits)[::-1][:n_best]
+    top_ends = np.argsort(end_logits)[::-1][:n_best]
+    for start in top_starts:
+        for end in top_ends:
+            if start >= len(offsets) or end >= len(offsets) or offsets[start] is None or offsets[end] is None:
+                continue
+            if end < start or end - start + 1 > max_answer_length:
+                continue
+            yield float(start_logits[start] + end_logits[end]), offsets[start][0], offsets[end][1]
+
+
+def postprocess(
+    examples,
+    features,
+    start_logits,
+    end_logits,
+    n_best: int = 20,
+    max_answer_length: int = 30,
+    version_2: bool = False,
+    null_threshold: float = 0.0,
+) -> tuple[dict[str, str], dict[str, float]]:
+    """Best answer text per example id and, for SQuAD 2.0, null odds (null score minus best span score).
+
+    examples: rows with "id" and "context"; features: `prepare_eval_features` output (or a mapping with
+    its example_id and offset_mapping columns); logits: one row per feature, each at least as long as
+    that feature (positions past it, i.e. batch padding, are ignored). A span's score is its start + end
+    logit, best over all windows of its example; the null score is the lowest [CLS] score across windows
+    (all must favour "no answer"), as in utils_qa.py. For 2.0 the answer is "" when null odds exceed
+    null_threshold; for 1.1 null_odds is empty because [CLS] is never trained as an answer there.
+    """
+    if len(start_logits) != len(features) or len(end_logits) != len(features):
+        raise ValueError(f"got {len(start_logits)}/{len(end_logits)} logit rows for {len(features)} features")
+    best = {}  # example id -> (score, start_char, end_char), the best span over all its windows
+    null_score = {}
+    rows = zip(features["example_id"], features["offset_mapping"], strict=True)
+    for i, (example_id, offsets) in enumerate(rows):
+        # Rows may differ in length when batches were padded separately, so no single 2-D array.
+        starts, ends = np.asarray(start_logits[i]), np.asarray(end_logits[i])
+        cls_score = float(starts[0] + ends[0])
+        null_score[example_id] = min(cls_score, null_score.get(example_id, cls_score))
+        for span in _feature_spans(starts, ends, offsets, n_best, max_answer_length):
+            if example_id not in best or span[0] > best[example_id][0]:
+                best[example_id] = span
+    predictions, null_odds = {}, {}
+    for example in examples:
+        qid = example["id"]
+        if qid not in null_score:
+            raise ValueError(f"example {qid!r} has no features; build features from the same examples")
+        # With no allowed span, utils_qa.py scores a fake empty answer 0.0; we keep that score.
+        score, start_char, end_char = best.get(qid, (0.0, 0, 0))
+        predictions[qid] = example["context"][start_char:end_char]
+        if version_2:
+            null_odds[qid] = null_score[qid] - score
+            if null_odds[qid] > null_threshold:
+                predictions[qid] = ""
+    return predictions, null_odds

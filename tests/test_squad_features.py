@@ -1,0 +1,172 @@
+"""SQuAD windows, answer positions and span post-processing, with the ELECTRA-small tokenizer offline."""
+
+import datasets
+import numpy as np
+import pytest
+
+from pretrain.errors import UserError
+from tasks.squad_features import (
+    postprocess,
+    prepare_eval_features,
+    prepare_train_features,
+    truncate_questions,
+)
+
+SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank. "  # 14 one-piece tokens
+SMALL = {"max_length": 64, "doc_stride": 16, "max_query_length": 8}
+
+
+@pytest.fixture(scope="module")
+def tokenizer(shared):
+    model_dir = shared / "models" / "electra-small-discriminator"
+    if not (model_dir / "vocab.txt").is_file():
+        pytest.skip(f"no ELECTRA-small tokenizer at {model_dir}")
+    transformers = pytest.importorskip("transformers")
+    return transformers.AutoTokenizer.from_pretrained(str(model_dir))
+
+
+def _row(qid, question, context, answer, start):
+    answers = {"text": [answer], "answer_start": [start]} if answer else {"text": [], "answer_start": []}
+    return {"id": qid, "question": question, "context": context, "answers": answers}
+
+
+def _examples(*rows):
+    return datasets.Dataset.from_list([_row(*row) for row in rows])
+
+
+def _long_example(answer="Denver Broncos", offset=0):
+    # 10 sentences (140 tokens) then "Denver Broncos won the game ." (6 tokens): 146 context tokens.
+    context = SENTENCE * 10 + "Denver Broncos won the game."
+    return _examples(("long", "Who won?", context, answer, len(SENTENCE) * 10 + offset))
+
+
+def _token_at(offsets, char_start):
+    return next(i for i, o in enumerate(offsets) if o is not None and o[0] == char_start)
+
+
+def test_truncate_questions_cuts_at_token_end(tokenizer):
+    questions = ["What is the name of the team?", "Who won?"]
+    assert truncate_questions(questions, tokenizer, 3) == ["What is the", "Who won?"]
+
+
+def test_long_context_gives_overlapping_windows_with_answer_positions(tokenizer):
+    examples = _long_example()
+    assert len(tokenizer(examples[0]["context"], add_special_tokens=False)["input_ids"]) == 146
+    train, num_misaligned = prepare_train_features(examples, tokenizer, **SMALL)
+    evals = prepare_eval_features(examples, tokenizer, **SMALL)
+    # "Who won?" is 3 tokens, so a 64-token window holds 58 context tokens and moves on by 58 - 16 = 42:
+    # windows start at context tokens 0, 42, 84, 126. The answer (tokens 140-141) is in the last two, at
+    # 5 + 140 - 84 = 61 and 5 + 140 - 126 = 19 (5 = [CLS] + 3 question tokens + [SEP]).
+    assert (len(train), len(evals), num_misaligned) == (4, 4, 0)
+    assert list(train["start_positions"]) == [0, 0, 61, 19]
+    assert list(train["end_positions"]) == [0, 0, 62, 20]
+    assert list(evals["example_id"]) == ["long"] * 4
+    offsets = [[o for o in window if o is not None] for window in evals["offset_mapping"]]
+    for before, after in zip(offsets, offsets[1:], strict=False):
+        assert before[-16:] == after[:16]  # consecutive windows share doc_stride tokens
+    context = examples[0]["context"]
+    for window, start, end in zip(evals["offset_mapping"][2:], [61, 19], [62, 20], strict=True):
+        assert context[window[start][0] : window[end][1]] == "Denver Broncos"
+    # Unpadded: the last window holds context tokens 126-145, so 5 + 20 + [SEP] = 26 tokens.
+    assert [len(ids) for ids in train["input_ids"]] == [64, 64, 64, 26]
+
+
+def test_answer_on_last_context_token_of_a_window(tokenizer):
+    # "Broncos" is token 141, the last context token of the third window; the start search must stop
+    # there and not run on into [SEP], whose (0, 0) offset also starts "before" the answer.
+    train, _ = prepare_train_features(_long_example("Broncos", offset=7), tokenizer, **SMALL)
+    assert list(train["start_positions"]) == [0, 0, 62, 20]
+    assert list(train["end_positions"]) == [0, 0, 62, 20]
+
+
+def test_eval_offsets_mask_question_and_specials(tokenizer):
+    evals = prepare_eval_features(_examples(("q", "Who jumps?", SENTENCE, "fox", 16)), tokenizer, **SMALL)
+    offsets = evals[0]["offset_mapping"]
+    # [CLS] who jumps ? [SEP] are masked, the 14 context tokens keep offsets, the final [SEP] is masked.
+    assert offsets[:5] == [None] * 5
+    assert offsets[5] == [0, 3] and offsets[18] == [63, 64]
+    assert offsets[19:] == [None]
+
+
+def test_misaligned_answers_are_counted_once_and_kept(tokenizer):
+    train, num_misaligned = prepare_train_features(_long_example("Denver Bronco"), tokenizer, **SMALL)
+    assert num_misaligned == 1  # in two windows, but one answer
+    assert list(train["end_positions"]) == [0, 0, 62, 20]  # the enclosing "broncos" token
+    examples = _examples(
+        ("decade", "When?", "It rose in the 1990s.", "1990", 15),  # "1990s" is a single token
+        ("fine", "When?", "It rose in 1990.", "1990", 11),
+        ("none", "Why?", "It rose in 1990.", None, None),
+    )
+    train, num_misaligned = prepare_train_features(examples, tokenizer, **SMALL)
+    assert num_misaligned == 1
+    assert list(train["start_positions"]) == [8, 7, 0]  # [CLS] when ? [SEP] it rose in the|1990s
+    assert list(train["end_positions"]) == [8, 7, 0]
+
+
+def test_question_is_truncated_to_max_query_length(tokenizer):
+    question = "What is the name of the team that won the game in the end?"
+    evals = prepare_eval_features(_examples(("q", question, SENTENCE, "fox", 16)), tokenizer, **SMALL)
+    assert evals[0]["offset_mapping"][: 1 + 8 + 1] == [None] * 10
+    assert evals[0]["offset_mapping"][10] == [0, 3]  # context starts right after 8 question tokens
+
+
+def test_window_too_small_for_stride_is_a_user_error(tokenizer):
+    expected = "max_length 64 leaves 29 context tokens after a 32-token question, not more than doc_stride 32"
+    with pytest.raises(UserError, match=expected):
+        prepare_eval_features(_long_example(), tokenizer, max_length=64, doc_stride=32, max_query_length=32)
+
+
+def _short_case(tokenizer):
+    examples = _examples(("q", "Who jumps?", SENTENCE, "fox", 16))
+    features = prepare_eval_features(examples, tokenizer, **SMALL)
+    offsets = features[0]["offset_mapping"]
+    tokens = {word: _token_at(offsets, SENTENCE.index(word)) for word in ("quick", "lazy", "river", "bank")}
+    start, end = np.zeros((1, 64)), np.zeros((1, 64))
+    start[0, tokens["quick"]] = end[0, tokens["lazy"]] = 5.0  # 7-token span, score 10
+    start[0, tokens["river"]] = end[0, tokens["bank"]] = 3.0  # 2-token span, score 6
+    start[0, 2] = end[0, 2] = 100.0  # the question token "jumps" can never be an answer
+    return examples, features, start, end
+
+
+def test_postprocess_picks_best_span_within_max_answer_length(tokenizer):
+    examples, features, start, end = _short_case(tokenizer)
+    assert postprocess(examples, features, start, end) == ({"q": "quick brown fox jumps over the lazy"}, {})
+    # At most 3 tokens: "river bank" (6) beats "quick"+0 or 0+"lazy" (5); quick..bank is too long.
+    predictions, _ = postprocess(examples, features, start, end, max_answer_length=3)
+    assert predictions == {"q": "river bank"}
+
+
+def test_postprocess_v2_null_score(tokenizer):
+    examples, features, start, end = _short_case(tokenizer)
+    start[0, 0] = end[0, 0] = 6.0  # null score 12 beats the best span's 10: null odds 2
+    assert postprocess(examples, features, start, end, version_2=True) == ({"q": ""}, {"q": 2.0})
+    predictions, null_odds = postprocess(examples, features, start, end, version_2=True, null_threshold=2.5)
+    assert (predictions, null_odds) == ({"q": "quick brown fox jumps over the lazy"}, {"q": 2.0})
+
+
+def test_postprocess_across_windows_uses_best_span_and_lowest_null(tokenizer):
+    examples = _long_example()
+    features = prepare_eval_features(examples, tokenizer, **SMALL)
+    start, end = np.zeros((4, 64)), np.zeros((4, 64))
+    start[:, 0] = end[:, 0] = [9.0, 2.0, 7.0, 8.0]  # null scores 18, 4, 14, 16: the lowest counts
+    start[3, 19], end[3, 20] = 4.0, 3.0  # "Denver Broncos" in the last window, score 7
+    start[2, 61], end[2, 62] = 1.0, 1.0  # the same span seen in the third window scores lower
+    # Ragged rows, as when each eval batch is padded to its own longest window.
+    lengths = [len(ids) for ids in features["input_ids"]]
+    start, end = (
+        [row[:n] for row, n in zip(start, lengths, strict=True)],
+        [row[:n] for row, n in zip(end, lengths, strict=True)],
+    )
+    predictions, null_odds = postprocess(examples, features, start, end, version_2=True)
+    assert (predictions, null_odds) == ({"long": "Denver Broncos"}, {"long": 4.0 - 7.0})
+    predictions, _ = postprocess(examples, features, start, end, version_2=True, null_threshold=-4.0)
+    assert predictions == {"long": ""}
+
+
+def test_postprocess_rejects_mismatched_inputs(tokenizer):
+    examples, features, start, end = _short_case(tokenizer)
+    with pytest.raises(ValueError, match="got 2/1 logit rows for 1 features"):
+        postprocess(examples, features, np.zeros((2, 64)), end)
+    other = _examples(("other", "Who?", SENTENCE, "fox", 16))
+    with pytest.raises(ValueError, match="example 'other' has no features"):
+        postprocess(other, features, start, end)
