@@ -138,3 +138,6 @@ def test_init_writes_loadable_checkpoint(tiny_model, tmp_path, capsys):
     code, _, err = run(["init", "--preset", "electra-tiny", "--tokenizer", str(tiny_model), "--output",
                         str(tmp_path / "init")], capsys)
     assert code == 2 and "is not empty" in err
+    code, out, _ = run(["init", "--preset", "electra-tiny", "--tokenizer", str(tiny_model), "--output",
+                        str(tmp_path / "init"), "--keep-existing"], capsys)
+    assert code == 0 and "keeping" in out

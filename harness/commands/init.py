@@ -17,6 +17,8 @@ def add_parser(subparsers) -> None:
                         help="tokenizer directory or hub id (default: %(default)s)")
     parser.add_argument("--output", type=Path, required=True, help="checkpoint directory to write")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep-existing", action="store_true",
+                        help="succeed without writing when --output already holds a checkpoint")
     parser.set_defaults(handler=run)
 
 
@@ -26,9 +28,12 @@ def run(args) -> int:
     import transformers
 
     from pretrain.errors import UserError
-    from pretrain.models import discriminator_config, get_preset
+    from pretrain.models import discriminator_config, get_preset, has_weights
 
     preset = get_preset(args.preset)
+    if args.keep_existing and has_weights(args.output):
+        print(f"keeping the checkpoint already in {args.output}")
+        return 0
     if args.output.exists() and any(args.output.iterdir()):
         raise UserError(f"output directory {str(args.output)!r} is not empty; choose a new --output")
     try:
