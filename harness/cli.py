@@ -10,7 +10,7 @@ import importlib
 import sys
 
 # Subcommand modules under harness/commands/; each defines add_parser(subparsers) and run(args).
-COMMANDS = ["run", "tasks", "models", "init", "flops"]
+COMMANDS = ["run", "tasks", "models", "init", "flops", "pretrain", "search", "report", "export", "predict"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -36,7 +36,7 @@ class FinetuneConfig:
     max_grad_norm: float = 1.0
     batch_size: int = 32
     eval_batch_size: int = 128
-    max_length: int = 128
+    max_length: int | None = None  # None: the task's default (128 for GLUE, 384 for SQuAD)
     seed: int = 0
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     group_by_length: bool = True
@@ -54,13 +54,13 @@ class FinetuneConfig:
         if problems:
             raise ValueError("; ".join(problems))
 
-    def resolved(self, size: str, task_epochs: float) -> FinetuneConfig:
+    def resolved(self, size: str, task_epochs: float, task_max_length: int | None = None) -> FinetuneConfig:
         """This config with the size- and task-dependent defaults filled in."""
         learning_rate, decay = RECIPE[size]
         return dataclasses.replace(
             self, learning_rate=self.learning_rate or learning_rate,
             layerwise_lr_decay=self.layerwise_lr_decay if self.layerwise_lr_decay is not None else decay,
-            num_epochs=self.num_epochs or task_epochs)
+            num_epochs=self.num_epochs or task_epochs, max_length=self.max_length or task_max_length)
 
 
 class FinetuneTask(Protocol):

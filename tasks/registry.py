@@ -24,6 +24,7 @@ class GlueTask:
     tsv_label: str = "label"
     tsv_index: str = "index"
     num_epochs: int = 3
+    max_length: int = 128  # tokens; the `max_length` setting overrides it
     # canonical split -> glue_data file; "test*" splits have no labels and feed the server files
     files: dict[str, str] = field(default_factory=lambda: {
         "train": "train.tsv", "validation": "dev.tsv", "test": "test.tsv"})
@@ -98,3 +99,31 @@ def parse_tasks(spec: str) -> list[GlueTask]:
             raise UserError(f"task {name!r} is predicted with the {needs.upper()} model; "
                             f"add {needs} to --tasks")
     return [task for name, task in GLUE_TASKS.items() if name in names]
+
+
+@dataclass(frozen=True)
+class SquadTask:
+    """One SQuAD version: how long it trains, how long its windows are, which metrics summarise it."""
+
+    name: str  # the Hub dataset's name: squad (v1.1), squad_v2 (v2.0)
+    version: str
+    metrics: tuple[str, ...]  # the official script's keys, percent; summarised over seeds
+    num_epochs: int = 2
+    max_length: int = 384  # window length in tokens; ELECTRA also used 512
+
+    @property
+    def has_unanswerable(self) -> bool:
+        return self.version == "2.0"
+
+
+SQUAD_TASKS: dict[str, SquadTask] = {t.version: t for t in [
+    SquadTask("squad", "1.1", ("exact_match", "f1")),
+    SquadTask("squad_v2", "2.0", ("exact", "f1", "best_exact", "best_f1")),
+]}
+
+
+def squad_task(version: str) -> SquadTask:
+    """The SQuAD task of a version string, or a UserError listing the versions."""
+    if version not in SQUAD_TASKS:
+        raise UserError(f"unknown SQuAD version {version!r}; choose one of {', '.join(SQUAD_TASKS)}")
+    return SQUAD_TASKS[version]

@@ -202,3 +202,12 @@ def test_two_stage_freezes_the_generator_in_stage_two():
     loss.backward()
     assert all(p.grad is None for p in model.generator.parameters())
     assert loss.item() == pytest.approx(50 * stats["discriminator_loss"].item())
+
+
+def test_detection_auc_worked_example():
+    logits = torch.tensor([[3.0, 1.0, 2.0, 0.0, 9.0]])  # replaced scores 3 and 0; originals 1 and 2
+    labels = torch.tensor([[True, False, False, True, True]])
+    weights = torch.tensor([[1, 1, 1, 1, 0]])  # the last position is padding
+    assert obj.detection_auc(logits, labels, weights).item() == pytest.approx(0.5)  # 2 of 4 pairs right
+    assert obj.detection_auc(torch.tensor([[1.0, 0.0]]), torch.tensor([[True, False]]),
+                             torch.tensor([[1, 1]])).item() == 1.0

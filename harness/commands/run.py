@@ -1,4 +1,4 @@
-"""`harness run glue`: fine-tune a discriminator on GLUE tasks and report dev scores."""
+"""`harness run glue` and `harness run squad`: fine-tune a discriminator and report dev scores."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 from datetime import datetime
 from pathlib import Path
 
-from tasks.registry import GLUE_TASKS
+from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
 EPILOG = """examples:
   harness run glue --model electra-small --tasks rte,mrpc --seeds 3
@@ -35,11 +35,15 @@ def add_parser(subparsers) -> None:
                       help="fine-tunings per task; the table reports median, mean, std, best")
     glue.add_argument("--data-dir", help="classic glue_data directory (default: $GLUE_DIR, else the Hub)")
     glue.add_argument("--config", help="TOML file of settings (see below)")
+    glue.add_argument("--params-from", metavar="STUDY_OR_FILE",
+                      help="the best trial of a harness search: its best_params.json, STORAGE_URL#STUDY or "
+                           "a study in runs/optuna.db; key=value overrides still win")
     glue.add_argument("--output-dir", type=Path,
                       help="where results go (default: runs/glue/MODEL-TIME); an existing one is resumed")
     glue.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
     glue.add_argument("overrides", nargs="*", metavar="key=value", help="setting overrides")
     glue.set_defaults(handler=run_glue_command)
+    add_squad_parser(benchmarks)
 
 
 def run_glue_command(args) -> int:
@@ -49,12 +53,73 @@ def run_glue_command(args) -> int:
     from tasks.finetune import FinetuneConfig
     from tasks.registry import parse_tasks
 
-    config = load_config(FinetuneConfig, args.config, args.overrides)
+    params = []
+    if args.params_from:  # a search's best trial; explicit overrides still win
+        from harness.study import params_from
+
+        params, source = params_from(args.params_from)
+        print(f"settings from {source}: {' '.join(params)}")
+    config = load_config(FinetuneConfig, args.config, params + args.overrides)
     output_dir = args.output_dir or Path("runs/glue") / (
         f"{Path(args.model).name}-{datetime.now():%Y%m%d-%H%M%S}")
     results = run_glue(GlueRun(model=args.model, tasks=tuple(parse_tasks(args.tasks)), output_dir=output_dir,
                                config=config, seeds=args.seeds, data_dir=args.data_dir,
                                tracking_uri=args.tracking_uri))
     print(glue_table(results))
+    print(f"\nresults: {output_dir / 'results.json'}")
+    return 0
+
+
+SQUAD_EPILOG = """examples:
+  harness run squad --model electra-small --version 2.0 --data-dir ../shared/data/squad
+  harness run squad --model runs/models/tiny --version 1.1 --dev-file dev-v1.1.json max_train_examples=2000
+
+Without a train file (only the dev files exist here), training uses a by-article split of the dev
+file: holdout_fraction of its articles are held out for evaluation; a note says so and results.json
+records it.
+
+settings (key=value or a TOML --config file): the run glue settings (max_length defaults to 384), plus
+  doc_stride, max_query_length, n_best, max_answer_length, null_threshold, answerability_head,
+  holdout_fraction, holdout_seed, max_eval_examples"""
+
+
+def add_squad_parser(benchmarks) -> None:
+    squad = benchmarks.add_parser(
+        "squad", help="SQuAD 1.1 / 2.0 dev scores, predictions and MLflow runs", epilog=SQUAD_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Fine-tune on SQuAD with ELECTRA's recipe; writes results.json, predictions.json "
+                    "(and null_odds.json for 2.0), logs to MLflow, prints EM/F1.")
+    squad.add_argument("--model", required=True,
+                       help="registry name (harness models), checkpoint directory or harness pretrain output")
+    squad.add_argument("--version", default="1.1",
+                       help=f"SQuAD version: {' or '.join(SQUAD_TASKS)} (default: %(default)s)")
+    squad.add_argument("--seeds", type=int, default=1,
+                       help="fine-tunings; the table reports median, mean, std, best")
+    squad.add_argument("--data-dir",
+                       help="folder of train-vX.json/dev-vX.json (default: $SQUAD_DIR, else the Hub)")
+    squad.add_argument("--train-file", help="official-format training JSON (with --dev-file)")
+    squad.add_argument("--dev-file", help="official-format dev JSON; alone, its articles are split")
+    squad.add_argument("--config", help="TOML file of settings (see below)")
+    squad.add_argument("--output-dir", type=Path,
+                       help="where results go (default: runs/squad/MODEL-TIME); an existing one is resumed")
+    squad.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
+    squad.add_argument("overrides", nargs="*", metavar="key=value", help="setting overrides")
+    squad.set_defaults(handler=run_squad_command)
+
+
+def run_squad_command(args) -> int:
+    from harness.squad_run import SquadRun, load_settings, run_squad, summary_table
+    from tasks.registry import squad_task
+    from tasks.squad import SquadSource
+
+    task = squad_task(args.version)
+    config, settings = load_settings(args.config, args.overrides)
+    output_dir = args.output_dir or Path("runs/squad") / (
+        f"{Path(args.model).name}-{task.name}-{datetime.now():%Y%m%d-%H%M%S}")
+    source = SquadSource(data_dir=args.data_dir, train_file=args.train_file, dev_file=args.dev_file)
+    results = run_squad(SquadRun(model=args.model, task=task, output_dir=output_dir, config=config,
+                                 settings=settings, source=source, seeds=args.seeds,
+                                 tracking_uri=args.tracking_uri))
+    print(summary_table(results))
     print(f"\nresults: {output_dir / 'results.json'}")
     return 0

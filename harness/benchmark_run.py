@@ -1,0 +1,140 @@
+"""What `harness run glue` and `harness run squad` share: model and device set-up, a resumable
+results.json, and the MLflow and results bookkeeping around each (task, seed) fine-tuning."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import transformers
+
+from harness import tracking
+from harness.config import as_dict
+from pretrain.errors import UserError
+from pretrain.models import resolve_model, size_of
+from tasks import metrics
+from tasks.finetune import FinetuneConfig, FinetuneResult, use_bf16
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The resolved model and where it runs."""
+
+    model_path: str
+    tokenizer: transformers.PreTrainedTokenizerBase
+    model_config: transformers.PretrainedConfig
+    size: str  # recipe row: small, base or large
+    device: torch.device
+    attention: str  # attn_implementation
+    precision: str  # "bf16" or "fp32", as used
+
+
+def setup(model: str, precision: str) -> Setup:
+    """Resolve --model, load its tokenizer and config, and pick the device, attention and precision."""
+    model_path = resolve_model(model)
+    tokenizer = load_tokenizer(model_path)
+    model_config = transformers.AutoConfig.from_pretrained(model_path)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    bf16 = use_bf16(precision, device)
+    # SDPA attention in bf16 is slow on CPUs; eager is faster there (STACK.md).
+    attention = "eager" if device.type == "cpu" and bf16 else "sdpa"
+    return Setup(model_path, tokenizer, model_config, size_of(model_config.hidden_size), device, attention,
+                 "bf16" if bf16 else "fp32")
+
+
+def load_tokenizer(model_path: str):
+    try:
+        return transformers.AutoTokenizer.from_pretrained(model_path)
+    except (OSError, ValueError, TypeError) as error:
+        raise UserError(f"no usable tokenizer in {model_path!r} ({type(error).__name__}); save one there "
+                        "with tokenizer.save_pretrained()") from error
+
+
+def fresh_results(results_format: str, model: str, model_path: str, config: FinetuneConfig,
+                  tasks: Sequence[str], seeds: int, **extra) -> dict:
+    """A new results.json body; `extra` keys (settings, data) sit beside config."""
+    return {"format": results_format, "model": {"name": model, "path": model_path}, "config": as_dict(config),
+            **extra, "tasks": list(tasks), "seeds": seeds, "runs": [], "flops": None,
+            "device": platform.processor() or platform.machine(),
+            "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
+
+
+def resume(output_dir: Path, fresh: dict, same: Sequence[str] = ("format", "config")) -> dict:
+    """`fresh`, or output_dir's results.json when it has the same model and the same `same` keys."""
+    path = output_dir / "results.json"
+    if not path.is_file():
+        return fresh
+    previous = json.loads(path.read_text())
+    if any(previous.get(key) != fresh[key] for key in same) \
+            or previous.get("model", {}).get("path") != fresh["model"]["path"]:
+        raise UserError(f"{str(output_dir)!r} holds results of another model or config; pass a new "
+                        "--output-dir or delete that one")
+    return previous | {"tasks": fresh["tasks"], "seeds": fresh["seeds"]}
+
+
+def is_done(results: dict, task: str, seed: int) -> bool:
+    return any(r["task"] == task and r["seed"] == seed for r in results["runs"])
+
+
+def nested_run(task: str, config: FinetuneConfig, model: str, settings: Mapping[str, object] | None = None):
+    """The MLflow run of one (task, seed), inside the invocation's parent run; `settings` adds params."""
+    tags = {"model": model, "task": task, "seed": str(config.seed)}
+    params = as_dict(config) | dict(settings or {})
+    return tracking.run(f"{task} seed {config.seed}", params=params, tags=tags, nested=True)
+
+
+def log_epoch(epoch: int, row: dict[str, float]) -> None:
+    tracking.log_metrics(row, step=epoch)
+
+
+def log_final(result: FinetuneResult) -> float:
+    """Log the final dev metrics and speed; return the run's score."""
+    final = {f"final_{split}_{name}": value for split, values in result.metrics.items()
+             for name, value in values.items()}
+    final["final_score"] = task_score(result.metrics)
+    tracking.log_metrics(final | {"train_examples_per_s": result.train_examples_per_s,
+                                  "train_time_s": result.train_time_s})
+    return final["final_score"]
+
+
+def run_record(task: str, config: FinetuneConfig, result: FinetuneResult, score: float,
+               num_train_examples: int, **extra) -> dict:
+    """One (task, seed) row of results.json."""
+    return {"task": task, "seed": config.seed, "metrics": result.metrics, "score": score,
+            "history": result.history, "num_train_steps": result.num_train_steps,
+            "num_train_examples": num_train_examples, "train_time_s": result.train_time_s,
+            "train_examples_per_s": result.train_examples_per_s,
+            "train_tokens_per_s": result.train_tokens_per_s, **extra, "resolved_config": as_dict(config)}
+
+
+def save_model(model: torch.nn.Module, tokenizer, directory: Path) -> None:
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+
+
+def task_score(split_metrics: dict[str, dict[str, float]]) -> float:
+    """A task's score: mean over its dev splits (MNLI m/mm) of each split's `score`."""
+    return statistics.fmean(values["score"] for values in split_metrics.values())
+
+
+def summarize(runs: list[dict], task_metrics: Mapping[str, Sequence[str]]) -> dict[str, dict]:
+    """Per task: median/mean/std/best over seeds of the score and of each named metric."""
+    summary = {}
+    for task, names in task_metrics.items():
+        mine = [r for r in runs if r["task"] == task]
+        if not mine:
+            continue
+        columns = {"score": [r["score"] for r in mine]}
+        for split in mine[0]["metrics"]:
+            for name in names:
+                label = name if len(mine[0]["metrics"]) == 1 else f"{split}_{name}"
+                columns[label] = [r["metrics"][split][name] for r in mine]
+        summary[task] = {label: metrics.summarize(values) for label, values in columns.items()}
+        summary[task]["train_examples_per_s"] = statistics.fmean(r["train_examples_per_s"] for r in mine)
+        summary[task]["train_time_s"] = sum(r["train_time_s"] for r in mine)
+    return summary

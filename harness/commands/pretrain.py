@@ -1,0 +1,104 @@
+"""`harness pretrain`: pre-train an ELECTRA discriminator (or an ablation) on a text corpus."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from pretrain.config import OBJECTIVES, PretrainConfig
+from pretrain.models import PRESETS
+
+EPILOG = """examples:
+  harness pretrain --preset electra-tiny --corpus ../shared/data/corpus/gutenberg --max-flops 1e15 \\
+      --output runs/pretrain/tiny
+  harness pretrain --preset electra-mini --corpus books/ --output runs/pretrain/mini max_time_s=1800
+  torchrun --nproc_per_node 2 -m harness.cli pretrain ...   (DDP: gloo on CPU, nccl on GPU)
+
+An existing output directory with a checkpoint of the same settings is resumed exactly.
+OUT/discriminator is what `harness run glue --model OUT` fine-tunes; with --objective mlm it holds
+the trained encoder under an untrained detection head, and OUT/generator the same encoder with its
+MLM head.
+
+settings (key=value or a TOML --config file; unset ones follow the preset and the paper):
+  budgets: max_steps, max_tokens, max_time_s, max_flops (the first reached stops the run)
+  model: generator_fraction, embedding_sharing (shared|untied|tied|gdes), tokenizer (DIR|vocab.txt|train),
+    train_vocab_size
+  objective: mask_prob, mask_token_fraction, random_token_fraction, disc_weight, temperature,
+    two_stage_switch
+  optimisation: batch_size, seq_len, learning_rate, warmup_fraction, weight_decay, adam_epsilon,
+    max_grad_norm
+  runtime: precision (auto|bf16|fp32), attention (auto|eager|sdpa), device, seed, log_every_steps,
+    checkpoint_every_steps, checkpoint_every_s, keep_checkpoints, cache_dir"""
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "pretrain", help="pre-train an ELECTRA discriminator on a text corpus", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Replaced-token detection (or an MLM baseline or ablation) on plain or gzipped text; "
+                    "writes Hugging Face discriminator/ and generator/ folders, checkpoints and "
+                    "pretrain_meta.json, and logs to MLflow.")
+    parser.add_argument("--preset", choices=list(PRESETS), help="model shape (default: electra-tiny)")
+    parser.add_argument("--corpus", action="append", metavar="PATH",
+                        help="text file or folder (repeat for more): one paragraph per line, blank line "
+                             "between documents, optionally gzipped")
+    parser.add_argument("--output", metavar="DIR", help="output directory (resumed if it holds a checkpoint)")
+    parser.add_argument("--objective", choices=OBJECTIVES, help="training objective (default: electra)")
+    parser.add_argument("--max-flops", type=float, metavar="N",
+                        help="stop after N training FLOPs (paper convention), e.g. 1e15")
+    parser.add_argument("--config", help="TOML file of settings (see below)")
+    parser.add_argument("--experiment", default="pretrain", help="MLflow experiment (default: %(default)s)")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="setting overrides")
+    parser.set_defaults(handler=run)
+
+
+def config_from_args(args: argparse.Namespace) -> PretrainConfig:
+    """Defaults, then --config, then key=value, then the flags."""
+    from harness.config import load_config
+
+    flags = {"preset": args.preset, "corpus": tuple(args.corpus) if args.corpus else None,
+             "output_dir": args.output, "objective": args.objective, "max_flops": args.max_flops}
+    return load_config(PretrainConfig, args.config, args.overrides,
+                       **{k: v for k, v in flags.items() if v is not None})
+
+
+def run(args: argparse.Namespace) -> int:
+    from pretrain.train import preflight, pretrain
+
+    config = config_from_args(args)
+    preflight(config)  # bad input fails here, before an MLflow run is opened
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports
+        pretrain(config)
+        return 0
+    from tqdm.auto import tqdm
+
+    from harness import tracking
+    from harness.config import as_dict
+
+    tracking.setup(args.experiment, args.tracking_uri)
+    name = Path(config.output_dir).name if config.output_dir else "pretrain"
+    tags = {"command": "pretrain", "objective": config.objective, "preset": config.preset,
+            "output_dir": str(config.output_dir)}
+    with tracking.run(name, params=as_dict(config), tags=tags), \
+            tqdm(total=1000, unit="‰", desc=name, mininterval=2.0) as bar:
+        def on_log(step: int, metrics: dict[str, float]) -> None:
+            tracking.log_metrics(metrics, step=step)
+            bar.update(min(1000, round(metrics["progress"] * 1000)) - bar.n)
+            bar.set_postfix_str(_summary(step, metrics), refresh=False)
+
+        meta = pretrain(config, on_log)
+        tracking.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
+    print(f"{meta['steps']} steps, {meta['tokens_seen']:,} tokens, {meta['train_flops']:.3g} FLOPs, "
+          f"{meta['wall_time_s']:.0f} s: {_summary(meta['steps'], meta['metrics'])}")
+    print(f"discriminator: {Path(config.output_dir) / 'discriminator'}")
+    return 0
+
+
+def _summary(step: int, metrics: dict[str, float]) -> str:
+    shown = {"generator_loss": "gen", "mlm_loss": "mlm", "discriminator_loss": "disc",
+             "disc_accuracy_replaced": "acc_repl", "disc_accuracy_original": "acc_orig",
+             "tokens_per_s": "tok/s"}
+    parts = [f"{short} {metrics[key]:.3g}" for key, short in shown.items() if key in metrics]
+    return f"step {step} " + " ".join(parts)

@@ -1,0 +1,81 @@
+"""`harness report`: the leaderboard as Markdown, CSV, HTML and a FLOPs-vs-GLUE plot, logged to MLflow."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+from harness import leaderboard, outputs, tracking
+from reports import plot, render
+from reports.leaderboard import MEASURED, published_rows, rows_from_results
+
+REPORTS_EXPERIMENT = "leaderboard-reports"
+FILES = ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "flops_vs_glue.png")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "report", help="leaderboard tables and FLOPs-vs-GLUE plot",
+        description="Write the leaderboard (measured and published rows apart) as Markdown, CSV and a "
+                    "self-contained HTML page, plus a plot of GLUE score against pre-training FLOPs; "
+                    f"log them as artefacts of a run in the MLflow experiment {REPORTS_EXPERIMENT!r}. "
+                    "Results passed with --runs are also folded into the leaderboard experiment.")
+    parser.add_argument("--runs", nargs="+", type=Path, metavar="RUN_DIR",
+                        help="run directories or results.json files (default: every row of the MLflow "
+                             f"experiment {leaderboard.EXPERIMENT!r})")
+    parser.add_argument("--output", type=Path, default=Path("runs/report"),
+                        help="directory for the four files (default: %(default)s)")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    uri = leaderboard.check_reachable(args.tracking_uri)
+    if args.runs:
+        rows = rows_from_results(args.runs) + published_rows()  # every file checked before any write
+        leaderboard.upsert(rows, uri)
+    else:
+        leaderboard.upsert(published_rows(), uri)
+        rows = leaderboard.fetch(uri)
+    # Render everything in memory first: a failure leaves the previous report untouched.
+    png = plot.flops_vs_glue_png(rows)
+    texts = {FILES[0]: render.markdown(rows), FILES[1]: render.to_csv(rows),
+             FILES[2]: render.to_html(rows, png)}
+    for name, text in texts.items():
+        outputs.write_text(args.output / name, text)
+    _write_bytes(args.output / FILES[3], png)
+    measured = sum(r.source == MEASURED for r in rows)
+    run_id = _log_artifacts(args.output, uri, measured, len(rows) - measured)
+    print(f"wrote {', '.join(str(args.output / name) for name in FILES)}")
+    print(f"{measured} measured and {len(rows) - measured} published rows; artefacts in MLflow experiment "
+          f"{REPORTS_EXPERIMENT!r}, run {run_id} ({uri})")
+    if not measured:
+        print("no measured rows yet: run `harness run glue`, or pass --runs RUN_DIR")
+    return 0
+
+
+def _log_artifacts(directory: Path, uri: str, measured: int, published: int) -> str:
+    import mlflow
+
+    with leaderboard.tracking_errors(uri, f"logging the report files of {directory} as artefacts"):
+        tracking.setup(REPORTS_EXPERIMENT, uri)
+        with tracking.run("report", tags={"measured_rows": str(measured), "published_rows": str(published)}) \
+                as active:
+            for name in FILES:
+                mlflow.log_artifact(str(directory / name))
+        return active.info.run_id
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """Atomic, like harness.outputs.write_text."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,153 @@
+"""`harness search glue|squad`: Optuna search; one worker per invocation, one study shared by many."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tasks.registry import GLUE_TASKS
+
+GLUE_EXAMPLES = """examples:
+  harness search glue --task rte --model runs/models/small --trials 30 --data-dir ../shared/data/glue
+  # more workers, here or on other machines, on one PostgreSQL study:
+  harness search glue --task rte --model M --trials 60 --storage postgresql://USER:PASS@HOST/optuna
+  # then re-run the best parameters over several seeds:
+  harness run glue --model M --tasks rte --params-from runs/search/glue-rte-M/best_params.json --seeds 5
+"""
+SQUAD_EXAMPLES = """examples:
+  harness search squad --version 1.1 --model M --trials 20 --data-dir ../shared/data/squad \\
+      max_train_examples=2000
+  # best_params.json's "settings" and "params" are key=value settings for harness run squad
+"""
+EPILOG = """
+semantics:
+  --trials is the study's total: a worker starts trials until COMPLETE + PRUNED + RUNNING ones reach
+  it, so re-running the command resumes the study and concurrent workers share the total (two that
+  finish in the same instant may each add one more). Failed trials (NaN loss, out of memory, any
+  error) are recorded and do not count; a worker stops after 5 failures in a row. A worker killed
+  mid-trial stops sending heartbeats; after 2 x --heartbeat-s the next worker marks its trial FAIL and
+  queues it once more with the same parameters.
+
+search space (--space TOML; [low, high] ranges, low == high fixes a value; defaults follow ELECTRA):
+  learning_rate = [lr/3, 3*lr] (log; lr = the recipe's for the model size)
+  layerwise_lr_decay = [0.6, 1.0]    num_epochs = [epochs/2, 1.5*epochs] (the task's recipe epochs)
+  batch_size = [16, 32] (choices)    warmup_fraction = [0.0, 0.2]    weight_decay = [0.0, 0.1]
+  seed = [0, 9]
+fixed settings (key=value or --config, as for harness run) apply to every trial, e.g.
+  max_train_examples=500 precision=fp32 max_length=128
+
+outputs: OUTPUT_DIR/best_params.json (rewritten whenever the best trial changes); MLflow experiment
+  "search STUDY": a parent run per worker, a nested run per trial tagged optuna_state."""
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("search", help="Optuna hyperparameter search over fine-tuning settings",
+                                   description="Search fine-tuning hyperparameters with Optuna.")
+    benchmarks = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    glue = benchmarks.add_parser(
+        "glue", help="search one GLUE task's hyperparameters", epilog=GLUE_EXAMPLES + EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run trials of an Optuna study on one GLUE task; each trial fine-tunes a fresh model "
+                    "and is pruned when its per-epoch dev score lags.")
+    glue.add_argument("--task", required=True,
+                      help=f"one of {', '.join(n for n, t in GLUE_TASKS.items() if t.predicted_by is None)}")
+    glue.add_argument("--data-dir", help="classic glue_data directory (default: $GLUE_DIR, else the Hub)")
+    _common(glue)
+    glue.set_defaults(handler=run_glue_search)
+    squad = benchmarks.add_parser(
+        "squad", help="search SQuAD hyperparameters (dev F1)", epilog=SQUAD_EXAMPLES + EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run trials of an Optuna study on SQuAD; each trial fine-tunes a fresh model and is "
+                    "pruned when its per-epoch dev F1 lags. SQuAD settings (doc_stride, ...) are fixed "
+                    "key=value settings, as for harness run squad.")
+    squad.add_argument("--version", default="1.1", help="SQuAD version: 1.1 or 2.0 (default: %(default)s)")
+    squad.add_argument("--data-dir",
+                       help="folder of train-vX.json/dev-vX.json (default: $SQUAD_DIR, else the Hub)")
+    squad.add_argument("--train-file", help="official-format training JSON (with --dev-file)")
+    squad.add_argument("--dev-file", help="official-format dev JSON; alone, its articles are split")
+    _common(squad)
+    squad.set_defaults(handler=run_squad_search)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    """The flags every benchmark's search takes."""
+    parser.add_argument("--model", required=True,
+                        help="registry name, checkpoint directory or harness pretrain output")
+    parser.add_argument("--trials", type=int, default=30,
+                        help="COMPLETE + PRUNED trials the study should hold (default: %(default)s)")
+    parser.add_argument("--storage", default="sqlite:///runs/optuna.db",
+                        help="Optuna RDB URL; workers share a postgresql:// one (default: %(default)s)")
+    parser.add_argument("--study-name", help="default: BENCHMARK-TASK-MODEL_DIR_NAME")
+    parser.add_argument("--space", help="TOML file of search ranges (see below)")
+    parser.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median",
+                        help="stops trials whose per-epoch dev score lags (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="TPE sampler seed (default: %(default)s)")
+    parser.add_argument("--heartbeat-s", type=int, default=60,
+                        help="seconds between a worker's heartbeats (default: %(default)s)")
+    parser.add_argument("--config", help="TOML file of fixed fine-tuning settings")
+    parser.add_argument("--output-dir", type=Path,
+                        help="where best_params.json goes (default: runs/search/STUDY)")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="fixed setting overrides")
+
+
+def run_glue_search(args) -> int:
+    from harness.config import load_config
+    from harness.search_targets import glue_target
+    from tasks.finetune import FinetuneConfig
+
+    settings = load_config(FinetuneConfig, args.config, args.overrides)
+    return _search(args, args.task, settings,
+                   lambda: glue_target(args.model, args.task, args.data_dir, settings))
+
+
+def run_squad_search(args) -> int:
+    from harness.search_targets import squad_target
+    from harness.squad_run import load_settings
+    from tasks.registry import squad_task
+    from tasks.squad import SquadSource
+
+    task = squad_task(args.version)
+    settings, squad_settings = load_settings(args.config, args.overrides)
+    source = SquadSource(data_dir=args.data_dir, train_file=args.train_file, dev_file=args.dev_file)
+    return _search(args, task.name, settings,
+                   lambda: squad_target(args.model, args.version, source, settings, squad_settings))
+
+
+def _search(args, task: str, settings, make_target) -> int:
+    from harness.search import SearchRun, default_study_name, run_search
+    from harness.search_space import load_space
+    from pretrain.errors import UserError
+
+    if args.trials < 1:
+        raise UserError(f"--trials must be at least 1 (got {args.trials})")
+    if args.heartbeat_s < 1:
+        raise UserError(f"--heartbeat-s must be at least 1 (got {args.heartbeat_s})")
+    space = load_space(args.space)
+    study_name = args.study_name or default_study_name(args.benchmark, task, args.model)
+    run = SearchRun(benchmark=args.benchmark, task=task, model=args.model, trials=args.trials,
+                    output_dir=args.output_dir or Path("runs/search") / study_name, space=space,
+                    settings=settings, storage=args.storage, study_name=study_name, pruner=args.pruner,
+                    seed=args.seed, heartbeat_s=args.heartbeat_s, tracking_uri=args.tracking_uri)
+    record = run_search(run, make_target)
+    print(summary(record, run))
+    if "gave_up" in record:
+        print(f"harness search: this worker stopped: {record['gave_up']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def summary(record: dict, run) -> str:
+    """A few lines on the study: trials by state, pruning savings, the best trial."""
+    counts, pruning = record["trials"], record["pruning"]
+    lines = [f"study {run.study_name}: {counts['COMPLETE']} complete, {counts['PRUNED']} pruned, "
+             f"{counts['FAIL']} failed, {counts['RUNNING']} running",
+             f"pruning skipped {pruning['epochs_skipped']:.0f} epochs, about "
+             f"{pruning['time_saved_s'] / 60:.1f} min at the pruned trials' own speed"]
+    if "params" in record:
+        params = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                           for k, v in record["params"].items())
+        lines += [f"best: trial {record['trial']}, dev score {record['value']:.4f}: {params}",
+                  f"best parameters: {run.output_dir / 'best_params.json'}"]
+    return "\n".join(lines)

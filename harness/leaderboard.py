@@ -1,0 +1,167 @@
+"""The `leaderboard` MLflow experiment: one run per discriminator, found by tag and updated in place.
+
+Each row is a run tagged `leaderboard_key` (a hash of the model identity, safe in a filter string),
+`source` (measured or published), `model`, `model_id`, `reference` and `notes`; its numbers are
+metrics, so the MLflow UI can sort by them. Published rows are re-asserted on every update and
+never merged with measured ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from harness import tracking
+from pretrain.errors import UserError
+from reports.leaderboard import VALUE_COLUMNS, Row, merge, published_rows, rows_from_results
+
+EXPERIMENT = "leaderboard"
+KEY_TAG = "leaderboard_key"
+ROW_TAGS = ("source", "model", "model_id", "reference", "notes")
+MAX_TAG_CHARS = 5000  # MLflow caps tag values at 8000 characters
+
+
+def check_reachable(uri: str | None) -> str:
+    """The resolved URI; a server that does not answer /health in 5 s is a one-line UserError."""
+    resolved = tracking.tracking_uri(uri)
+    if resolved.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(resolved.rstrip("/") + "/health", timeout=5):
+                pass
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", None) or getattr(error, "code", None) or error
+            raise UserError(f"MLflow tracking server {resolved} is unreachable ({reason}); start it with "
+                            "`mlflow ui --backend-store-uri sqlite:///runs/mlflow.db --host 127.0.0.1 --port "
+                            "5000` or pass --tracking-uri sqlite:///runs/mlflow.db") from error
+    return resolved
+
+
+@contextlib.contextmanager
+def tracking_errors(uri: str, doing: str) -> Iterator[None]:
+    """MLflow and HTTP failures as one line naming the store and what was being done."""
+    from mlflow.exceptions import MlflowException
+    from requests.exceptions import RequestException
+
+    try:
+        yield
+    except (MlflowException, RequestException, OSError) as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UserError(f"MLflow store {uri} failed while {doing} ({message[:200]}); check that it is "
+                        "reachable and writable") from error
+
+
+def _open(uri: str | None):
+    """Client and experiment id of the leaderboard; creates the experiment where it is missing."""
+    from mlflow import MlflowClient
+
+    resolved = check_reachable(uri)
+    with tracking_errors(resolved, "opening the leaderboard"):
+        tracking.setup(EXPERIMENT, resolved)  # creates it with artefacts beside a SQLite store
+        client = MlflowClient(resolved)
+        return client, client.get_experiment_by_name(EXPERIMENT).experiment_id, resolved
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def _row_of(run) -> Row:
+    tags = run.data.tags
+    values = {k: v for k, v in run.data.metrics.items() if k in VALUE_COLUMNS}
+    return Row(tags.get("model_id", run.info.run_id), tags.get("model", run.info.run_name or ""),
+               tags.get("source", "measured"), tags.get("reference", ""), values, tags.get("notes", ""))
+
+
+def _stored(client, experiment_id: str) -> dict[str, object]:
+    """Leaderboard runs by key hash; of duplicates left by concurrent writers, the oldest wins."""
+    found: dict[str, object] = {}
+    token = None
+    while True:
+        page = client.search_runs([experiment_id], filter_string=f"tags.{KEY_TAG} != ''",
+                                  order_by=["attributes.start_time DESC"], page_token=token)
+        for run in page:
+            found[run.data.tags[KEY_TAG]] = run
+        token = page.token
+        if not token:
+            return found
+
+
+def _tags(row: Row) -> dict[str, str]:
+    text = {"source": row.source, "model": row.model, "model_id": row.key, "reference": row.reference,
+            "notes": row.notes}
+    return {name: value[-MAX_TAG_CHARS:] for name, value in text.items()}
+
+
+def _write(client, run_id: str, row: Row, old: Row | None) -> None:
+    from mlflow.entities import Metric, RunTag
+
+    now = int(time.time() * 1000)
+    metrics = [Metric(k, float(v), now, 0) for k, v in row.values.items()
+               if old is None or old.values.get(k) != v]
+    old_tags = _tags(old) if old else {}
+    tags = [RunTag(k, v) for k, v in _tags(row).items() if old_tags.get(k) != v]
+    if old is not None and old.model != row.model:
+        tags.append(RunTag("mlflow.runName", row.model))
+    if metrics or tags:
+        client.log_batch(run_id, metrics=metrics, tags=tags)
+
+
+def upsert(rows: list[Row], uri: str | None = None) -> list[Row]:
+    """Create or update one run per row key; returns the rows as now stored."""
+    client, experiment_id, resolved = _open(uri)
+    stored = []
+    with tracking_errors(resolved, "updating the leaderboard"):
+        existing = _stored(client, experiment_id)
+        for row in rows:
+            run = existing.get(key_hash(row.key))
+            if run is None:
+                created = client.create_run(experiment_id, run_name=row.model,
+                                            tags={KEY_TAG: key_hash(row.key)})
+                _write(client, created.info.run_id, row, None)
+                client.set_terminated(created.info.run_id, "FINISHED")
+                stored.append(row)
+            else:
+                old = _row_of(run)
+                new = merge(old, row)
+                if new != old:
+                    _write(client, run.info.run_id, new, old)
+                stored.append(new)
+    return stored
+
+
+def fetch(uri: str | None = None) -> list[Row]:
+    """Every leaderboard row in the store."""
+    client, experiment_id, resolved = _open(uri)
+    with tracking_errors(resolved, "reading the leaderboard"):
+        return [_row_of(run) for run in _stored(client, experiment_id).values()]
+
+
+def record(results_paths: list[Path], uri: str | None = None) -> list[Row]:
+    """Fold finished runs' results files into their models' rows (and re-assert the published rows).
+
+    Called as a run ends; returns the measured rows as stored.
+    """
+    measured = rows_from_results(results_paths)
+    try:
+        stored = upsert(measured + published_rows(), uri)
+    except UserError as error:
+        paths = " ".join(str(path) for path in results_paths)
+        raise UserError(f"{error}; the results are saved: add them later with `harness report --runs "
+                        f"{paths}`") from error
+    return stored[:len(measured)]
+
+
+def log_flops(costs: Mapping) -> None:
+    """The `flops` section as metrics (and its pre-training basis as a tag) of the active run."""
+    import mlflow
+
+    metrics = {name: costs[name] for name in ("num_params", "pretrain_flops", "inference_flops",
+                                             "finetune_flops_total") if costs.get(name) is not None}
+    metrics |= {f"finetune_flops_{task}": value for task, value in costs.get("finetune_flops", {}).items()}
+    tracking.log_metrics(metrics)
+    mlflow.set_tag("pretrain_flops_basis", str(costs.get("pretrain_flops_basis", ""))[:MAX_TAG_CHARS])

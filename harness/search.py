@@ -1,0 +1,263 @@
+"""`harness search`: an Optuna study over fine-tuning hyperparameters, one worker per invocation.
+
+Each trial fine-tunes a fresh model through the one loop; its per-epoch dev score goes to the
+pruner, which may stop it early. A trial that raises (NaN loss, out of memory, anything) is recorded
+as failed and the search goes on. Re-running the command resumes the study: a worker starts trials
+until COMPLETE + PRUNED + RUNNING trials reach --trials, so concurrent workers share that total
+(two that finish in the same instant may overshoot it by one trial each).
+
+MLflow: one experiment per study, one parent run per worker invocation, one nested run per trial
+holding its parameters, per-epoch and final metrics, and its state as the tag `optuna_state` and as
+the run status (COMPLETE: FINISHED, PRUNED: KILLED, FAIL: FAILED).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import json
+import math
+import os
+import socket
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from harness import study as studies
+from harness import tracking
+from harness.config import as_dict
+from harness.search_space import SearchSpace
+from pretrain.errors import UserError
+from tasks.finetune import FinetuneConfig, FinetuneResult
+
+MAX_FAILURES_IN_A_ROW = 5  # a worker whose trials keep failing stops instead of spinning
+
+
+@dataclass
+class Target:
+    """One benchmark task on one model, loaded once; `train` fine-tunes a fresh model per trial."""
+
+    benchmark: str
+    task: str
+    model: str
+    size: str  # the model's size class, for the recipe-relative ranges
+    task_epochs: float
+    train: Callable[[FinetuneConfig, Callable[[int, dict[str, float]], None]], FinetuneResult]
+    objective: Callable[[dict[str, float]], float]  # the dev score of one history row
+    fixed: dict[str, Any] = dataclasses.field(default_factory=dict)  # benchmark settings (SQuAD's), recorded
+
+
+@dataclass(frozen=True)
+class SearchRun:
+    """One worker invocation: which study, how many trials in total, where things are recorded."""
+
+    benchmark: str
+    task: str
+    model: str
+    trials: int
+    output_dir: Path
+    space: SearchSpace = SearchSpace()
+    settings: FinetuneConfig = FinetuneConfig()  # fixed settings every trial shares
+    storage: str = studies.DEFAULT_STORAGE
+    study_name: str | None = None
+    pruner: str = "median"
+    seed: int = 0
+    heartbeat_s: int = 60
+    tracking_uri: str | None = None
+
+
+def default_study_name(benchmark: str, task: str, model: str) -> str:
+    return f"{benchmark}-{task}-{Path(model).name}"
+
+
+def run_search(run: SearchRun, make_target: Callable[[], Target]) -> dict[str, Any]:
+    """Run trials of the study until it holds run.trials finished ones; returns best_params.json's record.
+
+    The storage is opened before `make_target` loads the model and data, so a bad URL fails at once.
+    """
+    settings = fixed_settings(run.settings, run.space)
+    name = run.study_name or default_study_name(run.benchmark, run.task, run.model)
+    storage = studies.open_storage(run.storage, run.heartbeat_s, on_stale=_close_stale_run)
+    target = make_target()
+    space = run.space.resolved(target.size, target.task_epochs)
+    attrs = {"benchmark": run.benchmark, "task": target.task, "model": Path(run.model).name,
+             "space": json.loads(json.dumps(as_dict(space))), "settings": settings | target.fixed}
+    study = studies.open_study(
+        storage, name, attrs,
+        studies.TrialSeededTPE(run.seed, n_startup_trials=max(3, min(10, run.trials // 3))),
+        studies.make_pruner(run.pruner, space.num_epochs[1]))
+    best_path = run.output_dir / "best_params.json"
+    stopper = _Stopper(run.trials)
+    _setup_tracking(f"search {name}", run.tracking_uri)
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    params = {"trials": run.trials, "pruner": run.pruner, "seed": run.seed, "space": attrs["space"],
+              "settings": attrs["settings"]}
+    with tracking.run(f"{name} worker {worker}", params=params,
+                      tags={"optuna_study": name, "optuna_storage": studies.redact(run.storage),
+                            "task": run.task, "model": run.model, "worker": worker}):
+        if not stopper.done(study):
+            objective = _objective(target, space, run.settings, name, worker)
+            study.optimize(objective, catch=(Exception,),
+                           callbacks=[_free_memory, stopper, _best_writer(best_path, run)])
+        record = studies.best_record(study, run.storage)
+        if record is not None:
+            studies.write_best(best_path, record)
+            tracking.log_metrics({"best_value": record["value"]})
+    record = record or {"trials": studies.count_states(study), "pruning": studies.pruning_savings(study)}
+    if stopper.failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
+        record = record | {"gave_up": f"{stopper.failures_in_a_row} trials failed in a row, the last with "
+                                      f"{stopper.last_error}"}
+    return record
+
+
+def fixed_settings(settings: FinetuneConfig, space: SearchSpace) -> dict[str, Any]:
+    """The settings every trial shares that differ from the defaults; a searched one is an error."""
+    defaults = as_dict(FinetuneConfig())
+    fixed = {key: value for key, value in as_dict(settings).items() if value != defaults[key]}
+    searched = sorted(set(fixed) & set(as_dict(space)))
+    if searched:
+        key, value = searched[0], fixed[searched[0]]
+        example = f"{key} = [{value}]" if key == "batch_size" else f"{key} = [{value}, {value}]"
+        raise UserError(f"{', '.join(searched)} cannot be a fixed setting: the search sets it; fix it "
+                        f"in the --space file instead ({example})")
+    return fixed
+
+
+class _Stopper:
+    """Stops this worker once finished plus in-flight trials reach the target, or trials keep failing."""
+
+    def __init__(self, trials: int):
+        self.trials = trials
+        self.failures_in_a_row = 0
+        self.last_error: str | None = None
+
+    def done(self, study: optuna.Study) -> bool:
+        with warnings.catch_warnings():  # fail_stale_trials is "experimental" since optuna 2.9
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)  # a dead worker's trial must not count as in flight
+        counts = studies.count_states(study)
+        return counts["COMPLETE"] + counts["PRUNED"] + counts["RUNNING"] >= self.trials
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        failed = trial.state == optuna.trial.TrialState.FAIL
+        self.failures_in_a_row = self.failures_in_a_row + 1 if failed else 0
+        self.last_error = trial.user_attrs.get("error") if failed else None
+        if self.failures_in_a_row >= MAX_FAILURES_IN_A_ROW or self.done(study):
+            study.stop()
+
+
+def _best_writer(path: Path, run: SearchRun) -> Callable:
+    def write(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if trial.state == optuna.trial.TrialState.COMPLETE:
+            studies.write_best(path, studies.best_record(study, run.storage))
+    return write
+
+
+def _objective(target: Target, space: SearchSpace, settings: FinetuneConfig, study_name: str,
+               worker: str) -> Callable[[optuna.Trial], float]:
+    def objective(trial: optuna.Trial) -> float:
+        params = space.suggest(trial)
+        config = dataclasses.replace(settings, **params).resolved(target.size, target.task_epochs)
+        planned = math.ceil(config.num_epochs)
+        started, epochs_run = time.perf_counter(), 0
+
+        def on_epoch(epoch: int, row: dict[str, float]) -> None:
+            nonlocal epochs_run
+            epochs_run = epoch
+            value = target.objective(row)
+            tracking.log_metrics(row | {"objective": value}, step=epoch)
+            trial.report(value, epoch)
+            # Pruning after the last epoch would save nothing and lose a finished trial.
+            if epoch < planned and trial.should_prune():
+                raise optuna.TrialPruned(f"dev score {value:.4f} after epoch {epoch} of {planned}")
+
+        tags = {"optuna_study": study_name, "optuna_trial": str(trial.number), "task": target.task,
+                "model": target.model, "worker": worker}
+        with _trial_run(trial, as_dict(config), tags):
+            try:
+                result = target.train(config, on_epoch)
+            finally:  # what pruning_savings() needs
+                for key, value in {"worker": worker, "epochs_planned": planned, "epochs_run": epochs_run,
+                                   "wall_time_s": time.perf_counter() - started}.items():
+                    trial.set_user_attr(key, value)
+            value = target.objective(result.history[-1])
+            if not math.isfinite(value):  # optuna would fail it anyway; say so in MLflow too
+                raise FloatingPointError(f"final dev score is {value}")
+            tracking.log_metrics({"final_objective": value, "train_time_s": result.train_time_s,
+                                  "train_examples_per_s": result.train_examples_per_s})
+        return value
+
+    return objective
+
+
+@contextlib.contextmanager
+def _trial_run(trial: optuna.Trial, params: dict[str, Any], tags: dict[str, str]):
+    """A nested MLflow run whose tag and status say how the trial ended."""
+    import mlflow
+
+    run = mlflow.start_run(run_name=f"trial {trial.number}", nested=True, tags=tags)
+    trial.set_user_attr("mlflow_run_id", run.info.run_id)
+    mlflow.log_params({key: str(value) for key, value in params.items()})
+    state, status = "COMPLETE", "FINISHED"
+    try:
+        yield run
+    except optuna.TrialPruned:
+        state, status = "PRUNED", "KILLED"
+        raise
+    except BaseException as error:
+        state, status = "FAIL", "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
+        message = f"{type(error).__name__}: {error}".splitlines()[0][:500]
+        trial.set_user_attr("error", message)
+        mlflow.set_tag("error", message)
+        raise
+    finally:
+        mlflow.set_tag("optuna_state", state)
+        mlflow.end_run(status=status)
+
+
+def _close_stale_run(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    """End the MLflow run of a trial whose worker died; it may live in another worker's store."""
+    import mlflow
+
+    run_id = trial.user_attrs.get("mlflow_run_id")
+    if run_id is None:
+        return
+    client = mlflow.MlflowClient()
+    try:
+        client.set_tag(run_id, "optuna_state", "FAIL")
+        client.set_tag(run_id, "error", "worker stopped sending heartbeats")
+        client.set_terminated(run_id, status="KILLED")
+    except mlflow.exceptions.MlflowException:
+        pass
+
+
+def _free_memory(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    """Release a finished trial's model and optimizer before the next (an OOM trial's above all).
+
+    A callback, so it runs once optuna has dropped the trial's exception and the frames it holds.
+    On CPU, reference counting frees them; a full collection there costs a second for nothing.
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+def _setup_tracking(experiment: str, uri: str | None) -> None:
+    # Workers that start together race to create the experiment; the loser finds it on a retry.
+    for attempt in range(3):
+        try:
+            tracking.setup(experiment, uri)
+            return
+        except Exception:
+            if attempt == 2:
+                raise
+            time.sleep(0.5 + attempt)
+

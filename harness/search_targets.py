@@ -1,0 +1,78 @@
+"""What `harness search` can tune: one function per benchmark that loads a task once and returns a Target.
+
+A benchmark joins the search with a function here and a subparser in harness/commands/search.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+import transformers
+
+from harness import benchmark_run
+from harness.config import as_dict
+from harness.search import Target
+from pretrain.errors import UserError
+from tasks import batching, glue, squad
+from tasks.finetune import FinetuneConfig, finetune
+from tasks.glue_data import glue_dir, load_glue
+from tasks.registry import GLUE_TASKS, squad_task
+
+
+def glue_target(model: str, task_name: str, data_dir: str | None, settings: FinetuneConfig) -> Target:
+    """One GLUE task: its train and dev splits tokenised once, a fresh classifier per trial."""
+    task = GLUE_TASKS.get(task_name)
+    if task is None or task.predicted_by is not None:
+        choices = ", ".join(name for name, t in GLUE_TASKS.items() if t.predicted_by is None)
+        raise UserError(f"cannot search task {task_name!r}; choose one of {choices}")
+    transformers.utils.logging.disable_progress_bar()  # one "Loading weights" bar per trial is noise
+    setup = benchmark_run.setup(model, settings.precision)
+    # Test splits are of no use to a search: drop them before tokenising.
+    splits = {split: data for split, data in load_glue(task, glue_dir(data_dir)).items()
+              if not split.startswith("test")}
+    max_length = settings.max_length or task.max_length
+    built = glue.build_task(task, splits, setup.tokenizer, max_length, settings.max_train_examples)
+    collate = batching.collator(setup.tokenizer)
+
+    def train(config: FinetuneConfig, on_epoch):
+        config = dataclasses.replace(config, max_length=max_length)
+        transformers.set_seed(config.seed)
+        model_ = glue.load_model(setup.model_path, task, setup.attention).to(setup.device)
+        return finetune(model_, built, config, collate, on_epoch=on_epoch, progress=False)
+
+    return Target("glue", task.name, model, setup.size, task.num_epochs, train, dev_score)
+
+
+def squad_target(model: str, version: str, source: squad.SquadSource, settings: FinetuneConfig,
+                 squad_settings: squad.SquadConfig) -> Target:
+    """One SQuAD version: its windows built once, a fresh span model per trial; scored by dev F1."""
+    task = squad_task(version)
+    transformers.utils.logging.disable_progress_bar()
+    setup = benchmark_run.setup(model, settings.precision)
+    max_length = settings.max_length or task.max_length
+    positions = setup.model_config.max_position_embeddings
+    if max_length > positions:
+        raise UserError(f"max_length {max_length} exceeds the model's {positions} positions; "
+                        f"pass max_length={positions} or less")
+    squad_settings.uses_head(task)
+    splits = squad.load_splits(task, source, squad_settings)
+    built = squad.build_task(task, splits, setup.tokenizer, max_length, squad_settings,
+                             settings.max_train_examples)
+    collate = batching.collator(setup.tokenizer)
+
+    def train(config: FinetuneConfig, on_epoch):
+        config = dataclasses.replace(config, max_length=max_length)
+        transformers.set_seed(config.seed)
+        model_ = squad.load_model(setup.model_path, built.uses_head, setup.attention).to(setup.device)
+        return finetune(model_, built, config, collate, on_epoch=on_epoch, progress=False)
+
+    defaults = as_dict(squad.SquadConfig())
+    fixed = {key: value for key, value in as_dict(squad_settings).items() if value != defaults[key]}
+    return Target("squad", task.name, model, setup.size, task.num_epochs, train, dev_score, fixed)
+
+
+def dev_score(row: dict[str, float]) -> float:
+    """A history row's dev score: the mean over dev splits (MNLI m/mm) of each split's `score` (SQuAD: F1)."""
+    return statistics.fmean(value for key, value in row.items()
+                            if key.startswith("validation") and key.endswith("_score"))

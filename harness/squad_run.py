@@ -1,0 +1,157 @@
+"""`harness run squad`: a SQuAD version x seeds through the one loop, recorded in results.json and MLflow."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import transformers
+
+from harness import benchmark_run, outputs, tracking
+from harness.benchmark_run import Setup
+from harness.config import _read_toml, as_dict, load_config
+from pretrain.errors import UserError
+from tasks import batching, squad
+from tasks.finetune import FinetuneConfig, finetune
+from tasks.registry import SquadTask
+from tasks.squad import SquadConfig, SquadFinetuneTask, SquadSource
+
+RESULTS_FORMAT = "electra-harness/squad-results/1"
+SPLIT = "validation"
+
+
+@dataclass(frozen=True)
+class SquadRun:
+    """One invocation: which model, version and seeds, where the data and outputs live."""
+
+    model: str
+    task: SquadTask
+    output_dir: Path
+    config: FinetuneConfig = FinetuneConfig()
+    settings: SquadConfig = SquadConfig()
+    source: SquadSource = SquadSource()
+    seeds: int = 1
+    tracking_uri: str | None = None
+
+
+def load_settings(config_file: str | None, overrides: Sequence[str]) -> tuple[FinetuneConfig, SquadConfig]:
+    """Both configs from one flat TOML file and key=value list; each key goes to the config that has it."""
+    items = [f"{key}={str(value).lower() if isinstance(value, bool) else value}"
+             for key, value in (_read_toml(Path(config_file)) if config_file else {}).items()]
+    items += list(overrides)
+    owners = {field.name: cls for cls in (FinetuneConfig, SquadConfig) for field in dataclasses.fields(cls)}
+    keys = [item.partition("=")[0].strip() for item in items]
+    # Unknown keys are reported here, against both configs; malformed items are load_config's to report.
+    errors = [f"unknown setting {key!r} (known: {', '.join(sorted(owners))})"
+              for key, item in zip(keys, items, strict=True) if "=" in item and key not in owners]
+    configs = []
+    for cls in (FinetuneConfig, SquadConfig):
+        mine = [item for key, item in zip(keys, items, strict=True)
+                if owners.get(key) is cls or (cls is FinetuneConfig and "=" not in item)]
+        try:
+            configs.append(load_config(cls, None, mine))
+        except UserError as error:
+            errors.append(str(error))
+    if errors:
+        raise UserError("; ".join(errors))
+    return configs[0], configs[1]
+
+
+def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
+    """Fine-tune and evaluate; resumes seeds already in output_dir/results.json."""
+    if run.seeds < 1:
+        raise UserError(f"--seeds must be at least 1 (got {run.seeds})")
+    started = time.perf_counter()
+    setup = benchmark_run.setup(run.model, run.config.precision)
+    config = run.config.resolved(setup.size, run.task.num_epochs, run.task.max_length)
+    positions = setup.model_config.max_position_embeddings
+    if config.max_length > positions:
+        raise UserError(f"max_length {config.max_length} exceeds the model's {positions} positions; "
+                        f"pass max_length={positions} or less")
+    run.settings.uses_head(run.task)  # a bad combination fails before the data is read
+    # Read, validate and window all data before any training or output: bad input fails in seconds.
+    built, data = _build(run, setup, config)
+    fresh = benchmark_run.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,
+                                        [run.task.name], run.seeds, settings=as_dict(run.settings), data=data)
+    results = benchmark_run.resume(run.output_dir, fresh, ("format", "config", "settings", "data", "tasks"))
+    results["precision"] = setup.precision
+    tracking.setup("squad", run.tracking_uri)
+    params = as_dict(run.config) | as_dict(run.settings)
+    with tracking.run(f"{Path(run.model).name} {run.task.name}", params=params,
+                      tags={"model": run.model, "tasks": run.task.name}):
+        for seed in range(run.config.seed, run.config.seed + run.seeds):
+            if benchmark_run.is_done(results, run.task.name, seed):
+                continue
+            results["runs"].append(_one(run, built, dataclasses.replace(config, seed=seed), setup, progress))
+            outputs.write_json(run.output_dir / "results.json", results)
+    results["summary"] = benchmark_run.summarize(results["runs"], {run.task.name: run.task.metrics})
+    results["wall_time_s"] = results.get("wall_time_s", 0.0) + time.perf_counter() - started
+    outputs.write_json(run.output_dir / "results.json", results)
+    return results
+
+
+def _build(run: SquadRun, setup: Setup, config: FinetuneConfig) -> tuple[SquadFinetuneTask, dict]:
+    """The task's windows, and the data block of results.json; prints what the user should know."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        splits = squad.load_splits(run.task, run.source, run.settings)
+    for warning in caught:  # squad_data's counted answer problems: one line each, not a stack of them
+        print(f"harness: warning: {warning.message}", file=sys.stderr)
+    holdout = splits.info["holdout"]
+    if holdout is not None:
+        print(f"note: no train file, so training uses {holdout['train_articles']} articles of "
+              f"{splits.info['dev_file']} and evaluation the {holdout['dev_articles']} held out "
+              f"(holdout_fraction={holdout['fraction']}, holdout_seed={holdout['seed']})")
+    built = squad.build_task(run.task, splits, setup.tokenizer, config.max_length, run.settings,
+                             config.max_train_examples)
+    data = splits.info | {
+        "num_train_examples_used": built.num_train_examples, "num_train_windows": len(built.train),
+        "num_dev_examples_used": len(built.examples[SPLIT]), "num_dev_windows": len(built.evals[SPLIT]),
+        "misaligned_answers": built.num_misaligned, "answerability_head": built.uses_head}
+    print(f"data: {data['num_train_examples_used']} training questions "
+          f"({data['num_train_windows']} windows), {data['num_dev_examples_used']} dev questions "
+          f"({data['num_dev_windows']} windows); "
+          f"{data['misaligned_answers']} training answers off token boundaries, "
+          f"{data['answer_problems'] if data['answer_problems'] is not None else 'unchecked'} answers "
+          "disagreeing with their context")
+    return built, data
+
+
+def _one(run: SquadRun, built: SquadFinetuneTask, config: FinetuneConfig, setup: Setup,
+         progress: bool | None) -> dict:
+    """Fine-tune one seed inside its own nested MLflow run; write its predictions (and null odds)."""
+    transformers.set_seed(config.seed)
+    model = squad.load_model(setup.model_path, built.uses_head, setup.attention).to(setup.device)
+    with benchmark_run.nested_run(run.task.name, config, run.model, as_dict(run.settings)):
+        result = finetune(model, built, config, batching.collator(setup.tokenizer),
+                          on_epoch=benchmark_run.log_epoch, progress=progress)
+        score = benchmark_run.log_final(result)
+    answers, null_odds = built.predictions(SPLIT, result.outputs[SPLIT])
+    stem = run.output_dir / "predictions" / f"{run.task.name}-seed{config.seed}"
+    outputs.write_json(stem / "predictions.json", answers)
+    if run.task.has_unanswerable:
+        outputs.write_json(stem / "null_odds.json", null_odds)
+    if config.save_models:
+        model_dir = run.output_dir / "models" / f"{run.task.name}-seed{config.seed}"
+        benchmark_run.save_model(model, setup.tokenizer, model_dir)
+    return benchmark_run.run_record(run.task.name, config, result, score, built.num_train_examples)
+
+
+def summary_table(results: dict) -> str:
+    """Dev metrics over seeds, in percent as the official scripts print them."""
+    lines = [f"{'metric':12} {'median':>7} {'mean':>7} {'std':>6} {'best':>7} seeds"]
+    for task, summary in results["summary"].items():
+        lines.append(f"{task}:")
+        for metric, stats in summary.items():
+            if isinstance(stats, dict) and metric != "score":
+                lines.append(f"{metric:12} {stats['median']:7.2f} {stats['mean']:7.2f} {stats['std']:6.2f} "
+                             f"{stats['best']:7.2f} {stats['n']}")
+    thresholds = [f"seed {r['seed']}: best_exact_thresh {r['metrics'][SPLIT]['best_exact_thresh']:.3f}, "
+                  f"best_f1_thresh {r['metrics'][SPLIT]['best_f1_thresh']:.3f}"
+                  for r in results["runs"] if "best_f1_thresh" in r["metrics"][SPLIT]]
+    return "\n".join(lines + thresholds)

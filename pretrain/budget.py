@@ -1,0 +1,75 @@
+"""Budgets, the learning-rate schedule and per-step FLOPs.
+
+A run stops at the first budget reached (steps, tokens, wall time, FLOPs). The schedule is a
+function of the fraction of the budget used, so warmup and decay scale with the run whatever
+the budget's unit: linear warmup over `warmup_fraction`, then linear decay to zero (ELECTRA's
+polynomial decay of power 1). Two-stage runs give each stage its own warmup and decay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from pretrain.config import PretrainConfig
+from reports.flops import TRAIN_TO_FORWARD_RATIO, train_step_flops
+
+
+@dataclass
+class Progress:
+    """What the budgets count; saved in every checkpoint."""
+
+    step: int = 0
+    tokens: int = 0  # real (non-padding) tokens in all processes' batches
+    flops: float = 0.0  # paper convention, summed over steps
+    elapsed_s: float = 0.0  # training wall time, resumed runs included
+    stage: int = 1  # two-stage only
+
+    def state_dict(self) -> dict:
+        return asdict(self)
+
+
+def budget_fraction(config: PretrainConfig, progress: Progress) -> float:
+    """Fraction of the budget used: the largest over the budgets that are set."""
+    used = [progress.step / config.max_steps if config.max_steps else 0.0,
+            progress.tokens / config.max_tokens if config.max_tokens else 0.0,
+            progress.elapsed_s / config.max_time_s if config.max_time_s else 0.0,
+            progress.flops / config.max_flops if config.max_flops else 0.0]
+    return max(used)
+
+
+def stage_fraction(config: PretrainConfig, fraction: float, stage: int) -> float:
+    """Progress within the current stage (the whole run unless two-stage)."""
+    if config.objective != "two-stage":
+        return fraction
+    switch = config.two_stage_switch
+    if stage == 1:
+        return fraction / switch if switch else 1.0
+    return (fraction - switch) / (1 - switch) if switch < 1 else 1.0
+
+
+def learning_rate(config: PretrainConfig, fraction: float) -> float:
+    """Peak rate times linear warmup, then linear decay to zero at the end of the budget."""
+    fraction = min(max(fraction, 0.0), 1.0)
+    warmup = config.warmup_fraction
+    if fraction < warmup:
+        return config.learning_rate * fraction / warmup
+    return config.learning_rate * (1.0 - fraction) / (1.0 - warmup) if warmup < 1 else 0.0
+
+
+def step_flops(objective: str, stage: int, discriminator, generator, batch_size: int, seq_len: int) -> float:
+    """Paper-convention FLOPs of one step of `batch_size` examples padded to `seq_len`.
+
+    replace-mlm and all-tokens-mlm are costed as an MLM main model plus the generator; the
+    all-tokens variant's vocabulary softmax over every position is not counted (an underestimate).
+    """
+    if objective == "mlm":
+        return train_step_flops(discriminator, None, batch_size, seq_len)
+    generator_alone = train_step_flops(generator, None, batch_size, seq_len)
+    if objective in ("replace-mlm", "all-tokens-mlm"):
+        return train_step_flops(discriminator, None, batch_size, seq_len) + generator_alone
+    if objective == "two-stage" and stage == 1:
+        return generator_alone
+    both = train_step_flops(discriminator, generator, batch_size, seq_len)
+    if objective == "two-stage":  # frozen generator: forward only
+        return both - generator_alone * (1 - 1 / TRAIN_TO_FORWARD_RATIO)
+    return both

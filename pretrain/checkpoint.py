@@ -1,0 +1,120 @@
+"""Output directory of a pre-training run, and exact resumption.
+
+OUT/discriminator/      ElectraForPreTraining + tokenizer files (safetensors); what fine-tuning loads
+OUT/generator/          ElectraForMaskedLM + tokenizer files
+OUT/pretrain_meta.json  objective, preset, shapes, tokens seen, train FLOPs, wall time, metrics
+OUT/checkpoints/step-N/ the same two model folders and meta, plus training_state.pt: every weight
+                        of the run, optimiser, budget counters, data position and each process's RNG
+Every folder and file is written to a temp name and renamed into place, so a kill at any moment
+leaves the previous checkpoint intact.
+
+Objectives without a separate generator (`mlm`) still fill both folders: discriminator/ holds the
+trained encoder under an untrained replaced-token head (fine-tuning replaces heads, so
+ElectraForSequenceClassification and `harness run glue` load it like any discriminator), and
+generator/ holds the same encoder with its trained MLM head. replace-mlm keeps its main MLM head
+only in training_state.pt. pretrain_meta.json says which heads were trained.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pretrain.config import PretrainConfig, config_differences
+from pretrain.errors import UserError
+from pretrain.files import atomic_dir, write_json
+
+STATE_FILE = "training_state.pt"
+META_FILE = "pretrain_meta.json"
+CHECKPOINTS = "checkpoints"
+_STEP_DIR = re.compile(r"step-(\d+)$")
+
+
+def checkpoints(out: Path) -> list[Path]:
+    """Complete checkpoints in OUT, oldest first."""
+    folder = out / CHECKPOINTS
+    found = [p for p in folder.iterdir() if _STEP_DIR.match(p.name) and (p / STATE_FILE).is_file()] \
+        if folder.is_dir() else []
+    return sorted(found, key=lambda p: int(_STEP_DIR.match(p.name).group(1)))
+
+
+def resume_point(out: Path, config: PretrainConfig) -> Path | None:
+    """The checkpoint to resume from, None for a fresh run, or a UserError if OUT is not ours."""
+    found = checkpoints(out)
+    if not found:
+        leftovers = [p.name for p in out.iterdir() if not p.name.startswith(".")] if out.is_dir() else []
+        if leftovers:
+            raise UserError(f"output directory {str(out)!r} already holds {', '.join(sorted(leftovers)[:5])} "
+                            "but no pre-training checkpoint; choose a new --output or empty it")
+        return None
+    saved = json.loads((found[-1] / META_FILE).read_text())["config"]
+    differences = config_differences(saved, config)
+    if differences:
+        raise UserError(f"{str(out)!r} holds a run with other settings ({'; '.join(differences)}); "
+                        "resume it with the same settings or choose a new --output")
+    return found[-1]
+
+
+def load_state(checkpoint: Path) -> dict:
+    """Everything `write_checkpoint` saved (our own file, so not restricted to weights)."""
+    return torch.load(checkpoint / STATE_FILE, map_location="cpu", weights_only=False)
+
+
+def write_checkpoint(out: Path, step: int, state: dict, export, meta: dict, keep: int) -> Path:
+    """Save step-N atomically (`export(folder)` writes the model folders), then prune old ones."""
+    target = out / CHECKPOINTS / f"step-{step}"
+    with atomic_dir(target) as tmp:
+        export(tmp)
+        torch.save(state, tmp / STATE_FILE)
+        write_json(tmp / META_FILE, meta)
+    for old in checkpoints(out)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def export_models(folder: Path, discriminator, generator, tokenizer) -> None:
+    """discriminator/ and generator/ as `save_pretrained` folders with the tokenizer beside them."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # one bar per shard per save drowns the run's own bar
+    try:
+        for name, model in (("discriminator", discriminator), ("generator", generator)):
+            if model is not None:
+                model.save_pretrained(folder / name)
+                tokenizer.save_pretrained(folder / name)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def publish(out: Path, checkpoint: Path) -> None:
+    """Make a checkpoint's model folders and meta the run's top-level result, atomically."""
+    for name in ("discriminator", "generator"):
+        if (checkpoint / name).is_dir():
+            with atomic_dir(out / name) as tmp:
+                shutil.copytree(checkpoint / name, tmp, dirs_exist_ok=True)
+    shutil.copyfile(checkpoint / META_FILE, out / f".{META_FILE}.tmp")
+    (out / f".{META_FILE}.tmp").replace(out / META_FILE)
+
+
+def rng_state() -> dict:
+    """Every random generator this process draws from."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

@@ -1,0 +1,70 @@
+"""Batches of packed examples in a seeded order that a checkpoint can resume exactly.
+
+The order is a fresh permutation per epoch drawn from (seed, epoch); the position is the number of
+examples already taken. A step takes the next `batch_size` examples (the global batch) and each
+process keeps its contiguous share, so the order and the token count do not depend on the
+number of processes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class BatchStream:
+    """Endless global batches over a `datasets.Dataset` of {"input_ids", "segment_b_start"}."""
+
+    def __init__(self, examples, batch_size: int, seed: int, pad_id: int, rank: int = 0, world_size: int = 1):
+        if len(examples) == 0:
+            raise ValueError("the corpus produced no examples")
+        if batch_size % world_size:
+            raise ValueError(f"batch_size={batch_size} does not split over {world_size} processes")
+        self.examples = examples
+        self.batch_size, self.seed, self.pad_id = batch_size, seed, pad_id
+        self.rank, self.world_size = rank, world_size
+        self.epoch, self.index = 0, 0
+        self._order = self._permutation(0)
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, epoch]).permutation(len(self.examples))
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "index": self.index}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.index = int(state["epoch"]), int(state["index"])
+        self._order = self._permutation(self.epoch)
+
+    def _take(self, count: int) -> list[int]:
+        taken: list[int] = []
+        while len(taken) < count:
+            if self.index == len(self._order):
+                self.epoch, self.index = self.epoch + 1, 0
+                self._order = self._permutation(self.epoch)
+            chunk = self._order[self.index:self.index + count - len(taken)]
+            taken.extend(int(i) for i in chunk)
+            self.index += len(chunk)
+        return taken
+
+    def next_batch(self) -> tuple[dict[str, torch.Tensor], int]:
+        """This process's share of the next global batch, and the global batch's real token count."""
+        rows = self.examples[self._take(self.batch_size)]
+        ids, b_starts = rows["input_ids"], rows["segment_b_start"]
+        width = max(len(x) for x in ids)  # every process pads to the global maximum: same FLOPs
+        share = self.batch_size // self.world_size
+        mine = slice(self.rank * share, (self.rank + 1) * share)
+        return collate(ids[mine], b_starts[mine], width, self.pad_id), sum(len(x) for x in ids)
+
+
+def collate(ids: list[list[int]], b_starts: list[int], width: int, pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad to `width`; token types are 1 from the second segment's start to the end of the example."""
+    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for row, seq in enumerate(ids):
+        input_ids[row, :len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+        attention_mask[row, :len(seq)] = 1
+    positions = torch.arange(width)
+    starts = torch.as_tensor(b_starts, dtype=torch.long)[:, None]
+    token_type_ids = ((positions >= starts) & attention_mask.bool()).long()
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}

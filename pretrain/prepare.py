@@ -1,0 +1,156 @@
+"""Everything a run needs before its first step: tokenizer, packed examples, networks, optimiser."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from pretrain import distributed as dist
+from pretrain.checkpoint import export_models
+from pretrain.config import PretrainConfig
+from pretrain.corpus import corpus_files, tokenized_paragraphs
+from pretrain.files import atomic_dir
+from pretrain.model import (
+    build_networks,
+    count_parameters,
+    electra_config,
+    export_discriminator,
+    export_main_mlm,
+    network_shapes,
+)
+from pretrain.models import PRESETS
+from pretrain.objectives import MaskingSettings
+from pretrain.packing import packed_examples
+from pretrain.pretraining_model import MAIN_MLM, PretrainingModel
+from pretrain.vocab import load_tokenizer, tokenizer_fingerprint
+from reports.flops import TransformerShape
+
+NO_DECAY = ("bias", "LayerNorm")  # ELECTRA's optimiser exempts biases and LayerNorm from decay
+
+
+def prepare_examples(config: PretrainConfig, context: dist.Context):
+    """(tokenizer, packed examples); rank 0 builds the caches while the others wait, then reuse them."""
+    if context.is_main:
+        result = _prepare(config)
+    dist.barrier(context)
+    if not context.is_main:
+        result = _prepare(config)
+    return result
+
+
+def _prepare(config: PretrainConfig):
+    cache = Path(config.cache_dir)
+    files = corpus_files(config.corpus)
+    tokenizer = load_tokenizer(config.tokenizer, files, cache, config.train_vocab_size)
+    key = tokenizer_fingerprint(tokenizer)
+    tokenizer_dir = cache / "tokenizers" / key
+    if not (tokenizer_dir / "tokenizer_config.json").is_file():
+        with atomic_dir(tokenizer_dir) as tmp:
+            tokenizer.save_pretrained(tmp)
+    paragraphs = tokenized_paragraphs(files, tokenizer_dir, key, cache)
+    examples = packed_examples(paragraphs, config.seq_len, config.seed, tokenizer.cls_token_id,
+                               tokenizer.sep_token_id, cache)
+    return tokenizer, examples
+
+
+@dataclass
+class Run:
+    """The model, optimiser and fixed facts of a run."""
+
+    config: PretrainConfig
+    model: PretrainingModel
+    optimizer: torch.optim.Optimizer
+    tokenizer: object
+    discriminator_shape: TransformerShape
+    generator_shape: TransformerShape | None
+    device: torch.device
+    precision: str
+    attention: str
+
+    def autocast(self):
+        if self.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def export(self, folder: Path) -> None:
+        """discriminator/ and generator/ (for `mlm`: the main model with its MLM head) in `folder`."""
+        model = self.model
+        # Building the export copies draws random initial weights: keep that off the run's RNG, or
+        # a resumed run (whose RNG was saved before the export) would diverge from an unbroken one.
+        with torch.random.fork_rng(devices=[]):
+            generator = export_main_mlm(model.discriminator, model.main_head) if model.generator is None \
+                else model.generator
+            export_models(folder, export_discriminator(model.discriminator), generator, self.tokenizer)
+
+    def meta(self, progress, metrics: dict, world_size: int) -> dict:
+        """pretrain_meta.json: what the reports module and a reader need to know about the run."""
+        model, config = self.model, self.config
+        return {
+            "objective": config.objective, "preset": config.preset,
+            "embedding_sharing": config.embedding_sharing if model.generator is not None else None,
+            "generator_fraction": config.generator_fraction if model.generator is not None else None,
+            "discriminator_shape": asdict(self.discriminator_shape),
+            "generator_shape": asdict(self.generator_shape) if self.generator_shape else None,
+            "parameters": {"discriminator": count_parameters(model.discriminator),
+                           "generator": count_parameters(model.generator),
+                           "total": count_parameters(model)},
+            "steps": progress.step, "tokens_seen": progress.tokens, "train_flops": progress.flops,
+            "wall_time_s": progress.elapsed_s, "stage": progress.stage,
+            "batch_size": config.batch_size, "seq_len": config.seq_len, "world_size": world_size,
+            "precision": self.precision, "attention": self.attention, "device": self.device.type,
+            # Heads the objective never trained: fine-tuning replaces the discriminator head anyway.
+            "discriminator_head_trained": config.objective in ("electra", "electra-15", "two-stage",
+                                                               "all-tokens-mlm"),
+            "metrics": metrics, "config": asdict(config),
+        }
+
+
+def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
+    """Networks (identically initialised in every process), the objective and AdamW."""
+    preset = PRESETS[config.preset]
+    device = context.device
+    fraction = config.generator_fraction if config.has_generator else None
+    disc_shape, gen_shape = network_shapes(preset, len(tokenizer), fraction)
+    attention = config.attention if config.attention != "auto" else \
+        ("sdpa" if device.type == "cuda" else "eager")  # sdpa in bf16 is slow on CPU (STACK.md)
+    pad_id = tokenizer.pad_token_id
+    disc_config = electra_config(disc_shape, preset.max_position_embeddings, pad_id, attention)
+    gen_config = electra_config(gen_shape, preset.max_position_embeddings, pad_id, attention) \
+        if gen_shape else None
+    torch.manual_seed(config.seed)
+    discriminator, generator, head = build_networks(disc_config, gen_config, config.embedding_sharing,
+                                                    config.objective in MAIN_MLM)
+    masking = MaskingSettings(
+        mask_id=tokenizer.mask_token_id, vocab_size=len(tokenizer),
+        special_ids=(tokenizer.cls_token_id, tokenizer.sep_token_id, pad_id, tokenizer.mask_token_id),
+        mask_prob=config.mask_prob, mask_token_fraction=config.mask_token_fraction,
+        random_token_fraction=config.random_token_fraction)
+    model = PretrainingModel(discriminator, generator, head, config.objective, masking,
+                             config.disc_weight, config.temperature).to(device)
+    model.train()
+    torch.manual_seed(config.seed + 7919 * (context.rank + 1))  # masking and dropout differ per process
+    return Run(config, model, make_optimizer(model, config, device), tokenizer, disc_shape, gen_shape,
+               device, resolve_precision(config.precision, device), attention)
+
+
+def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch.device):
+    """AdamW, decay 0.01 except biases and LayerNorm; fused where torch supports it."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (no_decay if any(k in name for k in NO_DECAY) else decay).append(param)
+    groups = [{"params": decay, "weight_decay": config.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=config.learning_rate, eps=config.adam_epsilon,
+                             fused=device.type in ("cpu", "cuda"))
+
+
+def resolve_precision(setting: str, device: torch.device) -> str:
+    """'auto': bf16 autocast where the hardware has bf16 (CPU: AVX512-BF16/AMX), else fp32."""
+    if setting != "auto":
+        return setting
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"

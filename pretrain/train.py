@@ -1,0 +1,157 @@
+"""The pre-training loop: one function, `pretrain(config, on_log)`, for one process or many.
+
+Labelled steps as in nanoGPT's train.py: budget and lr, batch, forward (bf16 autocast where
+supported), backward, clip, step, count, log, checkpoint. Under `torchrun` every process runs
+this; rank 0 prepares the data first, writes checkpoints and calls `on_log`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from pretrain import checkpoint as ckpt
+from pretrain import distributed as dist
+from pretrain.budget import Progress, budget_fraction, learning_rate, stage_fraction, step_flops
+from pretrain.config import PretrainConfig, check_runnable, resolve
+from pretrain.corpus import corpus_files
+from pretrain.data import BatchStream
+from pretrain.errors import UserError
+from pretrain.metrics import MetricWindow, final_metrics
+from pretrain.prepare import Run, build_run, prepare_examples
+
+LogCallback = Callable[[int, dict[str, float]], None]
+
+
+def preflight(config: PretrainConfig) -> PretrainConfig:
+    """The resolved config, or a UserError for a missing corpus, budget or a foreign output dir."""
+    try:
+        check_runnable(config)
+    except ValueError as error:
+        raise UserError(str(error)) from error
+    config = resolve(config)
+    corpus_files(config.corpus)
+    ckpt.resume_point(Path(config.output_dir), config)
+    return config
+
+
+def pretrain(config: PretrainConfig, on_log: LogCallback | None = None) -> dict:
+    """Train until the first budget is spent; write OUT and return its pretrain_meta.json dict."""
+    config = preflight(config)
+    context = dist.setup(config.device)
+    try:
+        return _pretrain(config, context, on_log or (lambda step, metrics: None))
+    finally:
+        dist.teardown(context)
+
+
+def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback) -> dict:
+    out = Path(config.output_dir)
+    resume_from = ckpt.resume_point(out, config)  # every process checks: all raise or none
+    tokenizer, examples = prepare_examples(config, context)
+    run = build_run(config, context, tokenizer)
+    stream = BatchStream(examples, config.batch_size, config.seed, tokenizer.pad_token_id,
+                         context.rank, context.world_size)
+    progress = Progress()
+    if resume_from is not None:
+        progress = _restore(resume_from, run, stream, context)
+    model = run.model
+    if context.distributed:
+        model = torch.nn.parallel.DistributedDataParallel(
+            run.model, find_unused_parameters=config.objective == "two-stage")
+
+    window = MetricWindow()
+    if resume_from is not None:  # a resumed run that is already done still reports its metrics
+        window.last = json.loads((resume_from / ckpt.META_FILE).read_text()).get("metrics", {})
+    loop_start, last_save = time.perf_counter() - progress.elapsed_s, progress.elapsed_s
+    fraction = budget_fraction(config, progress)
+    while fraction < 1.0:
+        # Stage switch (two-stage only): discriminator starts as a copy of the trained generator.
+        if config.objective == "two-stage" and progress.stage == 1 and fraction >= config.two_stage_switch:
+            run.model.start_second_stage()
+            progress.stage = 2
+        # Learning rate from the fraction of the budget used.
+        lr = learning_rate(config, stage_fraction(config, fraction, progress.stage))
+        for group in run.optimizer.param_groups:
+            group["lr"] = lr
+        # Batch, then forward, backward, clip, step.
+        batch, batch_tokens = stream.next_batch()
+        batch = {k: v.to(context.device, non_blocking=True) for k, v in batch.items()}
+        loss, stats, grad_norm = train_step(run, model, batch, progress.stage)
+        # Count.
+        progress.step += 1
+        progress.tokens += batch_tokens
+        progress.flops += step_flops(config.objective, progress.stage, run.discriminator_shape,
+                                     run.generator_shape, config.batch_size, batch["input_ids"].shape[1])
+        progress.elapsed_s = dist.from_main(context, time.perf_counter() - loop_start)
+        fraction = budget_fraction(config, progress)
+        window.add(loss, stats, batch_tokens, grad_norm)
+        # Checkpoint, log.
+        due = (config.checkpoint_every_steps and progress.step % config.checkpoint_every_steps == 0) or \
+            progress.elapsed_s - last_save >= config.checkpoint_every_s
+        if due and fraction < 1.0:
+            _save(out, config, run, stream, progress, context, window.last)
+            last_save = progress.elapsed_s
+        if progress.step % config.log_every_steps == 0 or fraction >= 1.0:
+            metrics = window.flush(context, progress, lr, fraction)
+            if context.is_main:
+                on_log(progress.step, metrics)
+    meta = _save(out, config, run, stream, progress, context, window.last, final=True)
+    return meta
+
+
+def train_step(run: Run, model: torch.nn.Module, batch: dict[str, torch.Tensor], stage: int = 1):
+    """Forward, backward, clip, optimiser step; `model` is `run.model` or its DDP wrapper."""
+    with run.autocast():
+        loss, stats = model(**batch, stage=stage)
+    loss.backward()
+    for p in run.model.idle_parameters(stage):
+        p.grad = None
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.config.max_grad_norm)
+    run.optimizer.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    return loss.detach(), stats, grad_norm
+
+
+def _save(out: Path, config: PretrainConfig, run: Run, stream: BatchStream, progress: Progress,
+          context: dist.Context, metrics: dict, final: bool = False) -> dict:
+    """Checkpoint (and, when final, publish) from rank 0; every process must call it."""
+    rng_states = dist.gather(context, ckpt.rng_state())
+    _check_replicas_agree(run, context)
+    meta = run.meta(progress, final_metrics(metrics), context.world_size)
+    if context.is_main:
+        state = {"config": asdict(config), "model": run.model.state_dict(),
+                 "optimizer": run.optimizer.state_dict(), "progress": progress.state_dict(),
+                 "data": stream.state_dict(), "rng": rng_states, "world_size": context.world_size}
+        folder = ckpt.write_checkpoint(out, progress.step, state, run.export, meta, config.keep_checkpoints)
+        if final:
+            ckpt.publish(out, folder)
+    dist.barrier(context)
+    return meta
+
+
+def _restore(folder: Path, run: Run, stream: BatchStream, context: dist.Context) -> Progress:
+    state = ckpt.load_state(folder)
+    run.model.load_state_dict(state["model"])
+    run.optimizer.load_state_dict(state["optimizer"])
+    stream.load_state_dict(state["data"])
+    if len(state["rng"]) == context.world_size:
+        ckpt.restore_rng(state["rng"][context.rank])
+    else:  # another process count: the data order still resumes exactly, the random draws cannot
+        torch.manual_seed(state["progress"]["step"] * 7919 + context.rank)
+    return Progress(**state["progress"])
+
+
+def _check_replicas_agree(run: Run, context: dist.Context) -> None:
+    if not context.distributed:
+        return
+    with torch.no_grad():
+        checksum = sum(float(p.double().sum()) for p in run.model.parameters())
+    sums = dist.gather(context, checksum)
+    if max(sums) - min(sums) > 1e-6 * max(1.0, abs(sums[0])):
+        raise RuntimeError(f"DDP replicas diverged (parameter sums {sums})")

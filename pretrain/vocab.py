@@ -1,0 +1,76 @@
+"""The WordPiece tokenizer of a run: the BERT uncased vocabulary by default, a given one, or one
+trained on the corpus with `tokenizers` (cached, so every process and resumption gets the same)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from pretrain.errors import UserError
+from pretrain.files import atomic_dir
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+DEFAULT_TOKENIZER = "models/electra-small-discriminator"  # under the shared dir: BERT uncased vocab
+
+
+def shared_dir() -> Path:
+    """The shared data folder: $SHARED_DIR, else ../shared beside the repository."""
+    if os.environ.get("SHARED_DIR"):
+        return Path(os.environ["SHARED_DIR"]).expanduser()
+    return Path(__file__).resolve().parents[2] / "shared"
+
+
+def load_tokenizer(spec: str | None, corpus_files: list[Path], cache_dir: Path, vocab_size: int):
+    """A `transformers` WordPiece tokenizer for `spec` (None, a dir, a vocab.txt, or "train")."""
+    from transformers import AutoTokenizer, BertTokenizer
+
+    if spec == "train":
+        return AutoTokenizer.from_pretrained(trained_tokenizer_dir(corpus_files, cache_dir, vocab_size))
+    path = Path(spec).expanduser() if spec else shared_dir() / DEFAULT_TOKENIZER
+    if path.is_file():
+        tokenizer = BertTokenizer(vocab=str(path), do_lower_case=True)
+    elif path.is_dir():
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    elif spec:
+        raise UserError(f"tokenizer {spec!r} does not exist; pass a tokenizer directory, a vocab.txt, "
+                        "or tokenizer=train to train one on the corpus")
+    else:
+        raise UserError(f"default BERT vocabulary not found at {str(path)!r}; set SHARED_DIR to the shared "
+                        "folder, pass tokenizer=DIR, or tokenizer=train")
+    missing = [t for t in SPECIAL_TOKENS if t not in tokenizer.get_vocab()]
+    if missing:
+        raise UserError(f"tokenizer {str(path)!r} lacks {', '.join(missing)}; ELECTRA needs a BERT-style "
+                        "WordPiece vocabulary")
+    return tokenizer
+
+
+def trained_tokenizer_dir(corpus_files: list[Path], cache_dir: Path, vocab_size: int) -> Path:
+    """Train (once) a lower-cased WordPiece vocabulary on the corpus; its saved directory."""
+    key = hashlib.sha256(repr((files_signature(corpus_files), vocab_size)).encode()).hexdigest()[:16]
+    target = cache_dir / "tokenizers" / key
+    if (target / "tokenizer_config.json").is_file():
+        return target
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertTokenizer
+
+    from pretrain.corpus import iter_paragraphs  # deferred: corpus imports this module
+
+    trainer = BertWordPieceTokenizer(lowercase=True)
+    trainer.train_from_iterator((line for line, _ in iter_paragraphs(corpus_files)),
+                                vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False)
+    tokenizer = BertTokenizer(vocab=trainer.get_vocab(), do_lower_case=True, model_max_length=512)
+    with atomic_dir(target) as tmp:
+        tokenizer.save_pretrained(tmp)
+    return target
+
+
+def files_signature(files: Iterable[Path]) -> list[tuple[str, int, int]]:
+    """Path, size and mtime of each file: changes when the corpus does."""
+    return [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """Hash of the tokenizer's full definition (vocabulary, normalisation, special tokens)."""
+    return hashlib.sha256(tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:16]

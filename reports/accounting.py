@@ -1,0 +1,92 @@
+"""What a fine-tuning run cost, in the paper's convention: the `flops` section of results.json.
+
+Pre-training FLOPs come from the pre-training run's own record (pretrain_meta.json beside the
+discriminator); we never guess them. A released or foreign checkpoint has none, and says so in
+`pretrain_flops_basis`; its published figures live in the leaderboard's published rows instead.
+Fine-tuning FLOPs count every example the loop trained on, padded to max_length as the paper
+pads; inference FLOPs are per 128-token example, as in Table 1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pretrain.errors import UserError
+from pretrain.models import PRESETS
+from reports import flops
+
+CONVENTION = "ELECTRA paper (flops_computation.py): backward = forward, one-hot embeddings"
+INFERENCE_SEQ_LEN = 128
+UNKNOWN = "unknown"
+
+
+def model_identity(name: str, path: str) -> str:
+    """A stable key for a discriminator: the hub id of a registry name, else its absolute path."""
+    preset = PRESETS.get(name)
+    if preset is not None and preset.hub_id and not Path(name).expanduser().is_dir():
+        return preset.hub_id
+    return str(Path(path).expanduser().resolve())
+
+
+def count_params(config: dict) -> int:
+    """Encoder parameters with embedding tables (ElectraModel/BertModel, no pooler or head)."""
+    shape = flops.shape_of(config)
+    tables = (shape.vocab_size + config.get("max_position_embeddings", 512)
+              + config.get("type_vocab_size", flops.TYPE_VOCAB_SIZE))
+    return flops.count_non_embedding_params(shape) + shape.embedding_size * tables
+
+
+def run_flops(model_name: str, model_path: str, runs: list[dict]) -> dict:
+    """The `flops` section for a results file: pre-training, fine-tuning and inference FLOPs.
+
+    `runs` are results.json run records; each needs `task`, `resolved_config` (max_length,
+    num_epochs) and either `train_examples_per_s` with `train_time_s` or `num_train_examples`.
+    """
+    config = _read_json(Path(model_path) / "config.json", "the model's config.json")
+    shape = flops.shape_of(config)
+    pretrain_flops, basis = pretraining(model_name, Path(model_path))
+    finetune: dict[str, float] = {}
+    for record in runs:
+        settings = record["resolved_config"]
+        cost = flops.finetune_flops(shape, examples_trained(record), settings["max_length"])
+        finetune[record["task"]] = finetune.get(record["task"], 0.0) + cost
+    return {"convention": CONVENTION, "model_id": model_identity(model_name, model_path),
+            "num_params": count_params(config),
+            "pretrain_flops": pretrain_flops, "pretrain_flops_basis": basis,
+            "inference_seq_len": INFERENCE_SEQ_LEN,
+            "inference_flops": flops.inference_flops(shape, INFERENCE_SEQ_LEN),
+            "finetune_flops": finetune, "finetune_flops_total": sum(finetune.values())}
+
+
+def examples_trained(record: dict) -> int:
+    """Examples the loop stepped over: its rate times its time gives back its own count exactly."""
+    if record.get("train_examples_per_s") and record.get("train_time_s"):
+        return round(record["train_examples_per_s"] * record["train_time_s"])
+    return round(record["num_train_examples"] * record["resolved_config"]["num_epochs"])
+
+
+def pretraining(model_name: str, model_path: Path) -> tuple[float | None, str]:
+    """(train FLOPs, where they come from) for a discriminator; (None, 'unknown: why') if not known."""
+    from pretrain.checkpoint import META_FILE  # deferred: pulls in torch
+
+    for meta_path in (model_path / META_FILE, model_path.parent / META_FILE):
+        if meta_path.is_file():
+            meta = _read_json(meta_path, "the pre-training record")
+            if not isinstance(meta.get("train_flops"), int | float):
+                return None, f"{UNKNOWN}: {meta_path} has no train_flops"
+            return float(meta["train_flops"]), (
+                f"{meta_path}: {meta.get('objective', '?')} objective, {meta.get('steps', '?')} steps x "
+                f"batch {meta.get('batch_size', '?')} x seq_len {meta.get('seq_len', '?')}")
+    preset = PRESETS.get(model_name)
+    if preset is not None and preset.hub_id:
+        return None, (f"{UNKNOWN}: released checkpoint {preset.hub_id} ships no pre-training record; "
+                      "see the published rows for the paper's figures")
+    return None, f"{UNKNOWN}: no {META_FILE} beside {model_path} (not a `harness pretrain` output)"
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise UserError(f"cannot read {what} {str(path)!r} ({error})") from error

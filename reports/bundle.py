@@ -1,0 +1,95 @@
+"""The deployment bundle's manifest: what a bundle holds, its checksums, and checking them on load.
+
+A bundle is a directory with model.onnx (fp32), optionally model.int8.onnx, tokenizer.json and
+manifest.json. The manifest names the task, its labels, the input limits, the versions that made
+it and a sha256 for every other file. Torch-free: the runtime imports this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pretrain.errors import UserError
+
+BUNDLE_FORMAT = "electra-harness/onnx-bundle/1"
+MANIFEST = "manifest.json"
+TOKENIZER = "tokenizer.json"
+MODEL_FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+KINDS = ("sequence-classification", "question-answering")
+PER_TOKEN_OUTPUTS = ("start_logits", "end_logits")  # one value per position; the rest one per example
+VERSIONED = ("electra-harness", "torch", "transformers", "onnx", "onnxruntime", "tokenizers", "numpy")
+
+
+def sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_entries(directory: Path, names: list[str]) -> dict[str, dict]:
+    """Manifest `files` entries (sha256 and size) for the named files in `directory`."""
+    return {name: {"sha256": sha256(directory / name), "bytes": (directory / name).stat().st_size}
+            for name in names}
+
+
+def new_manifest(directory: Path, files: list[str], fields: dict) -> dict:
+    """A manifest of `fields` plus the format, the package versions and checksums of `files`."""
+    versions = {}
+    for package in VERSIONED:
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return {"format": BUNDLE_FORMAT, **fields, "versions": versions,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "files": file_entries(directory, files)}
+
+
+def read_manifest(directory: Path) -> dict:
+    """The bundle's manifest, checked for the fields the runtime reads."""
+    if not directory.is_dir():
+        raise UserError(f"bundle directory {str(directory)!r} does not exist; pass the --output of "
+                        "`harness export onnx`")
+    path = directory / MANIFEST
+    if not path.is_file():
+        raise UserError(f"{str(directory)!r} has no {MANIFEST}; is it a bundle written by "
+                        "`harness export onnx`?")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"{path} is not valid JSON ({error}); re-export the bundle") from error
+    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise UserError(f"{path} has format {found!r}, not {BUNDLE_FORMAT!r}; re-export the bundle "
+                        "with this version of the harness")
+    missing = [key for key in ("task", "kind", "max_length", "files", "pad_token_id") if key not in manifest]
+    if missing:
+        raise UserError(f"{path} lacks {', '.join(missing)}; re-export the bundle")
+    if manifest["kind"] not in KINDS:
+        raise UserError(f"{path} has kind {manifest['kind']!r}; expected one of {', '.join(KINDS)}")
+    return manifest
+
+
+def verify_files(directory: Path, manifest: dict, names: list[str]) -> None:
+    """Raise UserError unless each named file exists and matches its manifest checksum."""
+    for name in names:
+        entry = manifest["files"].get(name)
+        path = directory / name
+        if entry is None:
+            raise UserError(f"{directory / MANIFEST} lists no {name}; choose a precision the bundle has "
+                            f"({', '.join(p for p, f in MODEL_FILES.items() if f in manifest['files'])})")
+        if not path.is_file():
+            raise UserError(f"bundle file {str(path)!r} is missing; restore the bundle or re-export it")
+        actual = sha256(path)
+        if actual != entry["sha256"]:
+            raise UserError(f"checksum mismatch for {str(path)!r}: sha256 {actual[:12]}... but the manifest "
+                            f"says {entry['sha256'][:12]}...; the file was changed or corrupted, re-export "
+                            "the bundle")

@@ -1,0 +1,162 @@
+"""Leaderboard rows: one per discriminator, from results files (measured) or the literature (published).
+
+Scores are x100 and use the metric the ELECTRA paper reports per task, median over seeds, so our
+rows line up with the published ones. A measured row may gather tasks from several results files
+of the same model; its GLUE score is the mean of the tasks it has, and `glue_tasks` says how many.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from pretrain.errors import UserError
+from reports import accounting
+from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS, published_entries
+from tasks.registry import GLUE_TASKS, SQUAD_TASKS
+
+MEASURED, PUBLISHED = "measured", "published"
+SQUAD_VERSIONS = {task.name: task.version for task in SQUAD_TASKS.values()}  # squad_v2 -> 2.0
+VALUE_COLUMNS = ("num_params", "pretrain_flops", "inference_flops", *GLUE_COLUMNS, "glue_score", "glue_tasks",
+                 *SQUAD_COLUMNS)
+RESULTS_FORMAT = re.compile(r"electra-harness/([a-z0-9]+)-results/(\d+)$")
+RESULTS_VERSION = "1"
+MAX_REFERENCES = 20  # results files listed per measured row, newest kept
+NO_FLOPS = ("{path} has no FLOPs metadata (written before FLOPs accounting); re-run the same "
+            "`harness run` command with its --output-dir to add it")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One leaderboard row; `values` holds only what is known (a missing key is a gap)."""
+
+    key: str  # stable identity: hub id or resolved path (measured), model @ citation (published)
+    model: str
+    source: str  # MEASURED or PUBLISHED
+    reference: str  # results files, one a line (measured) or the citation (published)
+    values: dict[str, float] = field(default_factory=dict)
+    notes: str = ""
+
+
+def published_rows() -> list[Row]:
+    """The reference figures as rows tagged PUBLISHED."""
+    return [Row(f"{entry['model']} @ {entry['reference']}", entry["model"], PUBLISHED, entry["reference"],
+                entry["values"], entry["notes"]) for entry in published_entries()]
+
+
+def load_results(paths: list[Path]) -> list[tuple[Path, dict]]:
+    """Read results files (or run directories holding one); all bad ones reported in one error."""
+    loaded, errors = [], []
+    for path in paths:
+        file = path / "results.json" if path.is_dir() else path
+        try:
+            results = json.loads(file.read_text())
+        except FileNotFoundError:
+            errors.append(f"{str(path)!r} has no results.json (is the run finished?)")
+            continue
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            errors.append(f"{str(file)!r} is not a JSON results file ({type(error).__name__})")
+            continue
+        problem = _format_problem(results)
+        if problem:
+            errors.append(f"{str(file)!r} {problem}")
+        else:
+            loaded.append((file.resolve(), results))
+    if errors:
+        raise UserError("; ".join(errors))
+    return loaded
+
+
+def _format_problem(results) -> str | None:
+    found = results.get("format") if isinstance(results, dict) else None
+    match = RESULTS_FORMAT.match(found) if isinstance(found, str) else None
+    if match is None:
+        return (f"is not a harness results file (format {found!r}); expected electra-harness/glue-results/"
+                f"{RESULTS_VERSION} as `harness run` writes")
+    if match.group(2) != RESULTS_VERSION:
+        return (f"has format {found!r}, another version than this harness reads "
+                f"({RESULTS_VERSION}); re-run it with this version")
+    if not isinstance(results.get("model"), dict) or not isinstance(results.get("summary"), dict):
+        return "lacks its model or summary section (an unfinished run?); finish it with `harness run`"
+    return None
+
+
+def measured_row(path: Path, results: dict) -> Row:
+    """A results file as a measured row: task medians, SQuAD EM/F1, FLOPs (or a note why not)."""
+    model = results["model"]
+    costs = results.get("flops") or {}
+    key = costs.get("model_id") or accounting.model_identity(model.get("name", ""), model.get("path", ""))
+    values = _task_values(results["summary"])
+    values |= {name: float(costs[name]) for name in ("num_params", "pretrain_flops", "inference_flops")
+               if isinstance(costs.get(name), int | float)}
+    if not costs:
+        notes = NO_FLOPS.format(path=path)
+    elif values.get("pretrain_flops") is None:
+        notes = f"pre-training FLOPs {costs.get('pretrain_flops_basis') or accounting.UNKNOWN}"
+    else:
+        notes = ""
+    return _with_glue(Row(key, model.get("name") or key, MEASURED, str(path), values, notes))
+
+
+def _task_values(summary: dict) -> dict[str, float]:
+    values = {}
+    for task_name, stats in summary.items():
+        if task_name in GLUE_COLUMNS:
+            task = GLUE_TASKS[task_name]
+            # The registry lists each task's metrics with the one the paper reports last (CoLA MCC,
+            # STS-B Spearman, MRPC/QQP accuracy); MNLI's first dev split is the matched one.
+            metric = task.metrics[-1]
+            label = metric if len(task.dev_splits) == 1 else f"{task.dev_splits[0]}_{metric}"
+            chosen = stats.get(label) or stats.get("score")
+            if isinstance(chosen, dict) and isinstance(chosen.get("median"), int | float):
+                values[task_name] = 100 * chosen["median"]
+        elif task_name in SQUAD_VERSIONS:
+            # The official script's keys, already x100: EM is exact_match (1.1) or exact (2.0, at
+            # the default null threshold, not the dev-tuned best_exact).
+            prefix = "squad" + SQUAD_VERSIONS[task_name].replace(".", "")
+            for metrics, column in ((("exact_match", "exact"), "em"), (("f1",), "f1")):
+                found = [stats[m]["median"] for m in metrics if isinstance(stats.get(m), dict)]
+                if found and isinstance(found[0], int | float):
+                    values[f"{prefix}_{column}"] = float(found[0])
+    return values
+
+
+def _with_glue(row: Row) -> Row:
+    """Measured rows: GLUE score = mean of the paper's eight tasks present (WNLI left out, as there)."""
+    tasks = [row.values[name] for name in GLUE_COLUMNS if name in row.values]
+    values = {k: v for k, v in row.values.items() if k not in ("glue_score", "glue_tasks")}
+    if tasks:
+        values |= {"glue_score": statistics.fmean(tasks), "glue_tasks": float(len(tasks))}
+    return replace(row, values=values)
+
+
+def merge(old: Row, new: Row) -> Row:
+    """`new` over `old` for one model: newer task scores win, tasks from both are kept."""
+    if new.source == PUBLISHED:
+        return new
+    references = list(dict.fromkeys([*old.reference.splitlines(), *new.reference.splitlines()]))
+    references = references[-MAX_REFERENCES:]
+    values = old.values | new.values
+    notes = "" if {"pretrain_flops", "inference_flops"} <= values.keys() else (new.notes or old.notes)
+    return _with_glue(Row(old.key, new.model, MEASURED, "\n".join(references), values, notes))
+
+
+def merge_rows(rows: list[Row]) -> list[Row]:
+    """Rows with the same key folded in order (later ones win)."""
+    merged: dict[str, Row] = {}
+    for row in rows:
+        merged[row.key] = merge(merged[row.key], row) if row.key in merged else row
+    return list(merged.values())
+
+
+def rows_from_results(paths: list[Path]) -> list[Row]:
+    """Measured rows, one per model, from results files in the given order."""
+    return merge_rows([measured_row(path, results) for path, results in load_results(paths)])
+
+
+def ranked(rows: list[Row]) -> list[Row]:
+    """Best GLUE score first; rows without one last, by name."""
+    return sorted(rows, key=lambda r: (-r.values.get("glue_score", float("-inf")), r.model, r.key))

@@ -1,0 +1,65 @@
+"""A bundle on real dev examples: the requests they make, and the dev metric each precision scores.
+
+The metric runs through the runtime itself (tokenizer.json, windows, post-processing), so it is the
+score the deployed bundle gets, not the score of the tensors the exporter saw.
+"""
+
+from __future__ import annotations
+
+from datasets import Dataset
+
+from reports.runtime import Predictor, Request
+from tasks import metrics, squad_metrics
+from tasks.registry import GlueTask, SquadTask
+
+
+def requests_for(task: GlueTask | SquadTask, examples: Dataset) -> list[Request]:
+    """One runtime request per dev example, named by its position for error messages."""
+    where = f"{task.name} dev example"
+    if isinstance(task, SquadTask):
+        return [Request(row["question"], row["context"], row["id"], f"{where} {row['id']}")
+                for row in examples]
+    pairs = examples["text_b"] if "text_b" in examples.column_names else [None] * len(examples)
+    return [Request(text, pair, str(i), f"{where} {i}")
+            for i, (text, pair) in enumerate(zip(examples["text_a"], pairs, strict=True))]
+
+
+def dev_predictions(predictor: Predictor, task: GlueTask | SquadTask, examples: Dataset) -> list[dict]:
+    """The runtime's result for each dev example, in order."""
+    return predictor.predict(requests_for(task, examples))
+
+
+def dev_scores(task: GlueTask | SquadTask, examples: Dataset, results: list[dict],
+               null_threshold: float = 0.0) -> dict[str, float]:
+    """The task's dev metrics plus `score`, in the task's own units (GLUE fractions, SQuAD percent)."""
+    if isinstance(task, SquadTask):
+        answers = {r["id"]: r["answer"] for r in results}
+        if task.has_unanswerable:
+            null_odds = {r["id"]: r["null_odds"] for r in results}
+            scores = squad_metrics.squad_v2_scores(answers, examples, null_odds, threshold=null_threshold)
+        else:
+            scores = squad_metrics.squad_v1_scores(answers, examples)
+        return {name: scores[name] for name in task.metrics} | {"score": scores["f1"]}
+    if task.is_regression:
+        predictions = [r["score"] for r in results]
+    else:
+        predictions = [task.label_names.index(r["label"]) for r in results]
+    return metrics.compute(task.metrics, predictions, examples["label"])
+
+
+def agreement(first: list[dict], second: list[dict]) -> dict[str, float]:
+    """How closely two precisions' results match: share of equal labels (answers), largest output gap."""
+    pairs = list(zip(first, second, strict=True))
+    if "score" in first[0] and "answer" not in first[0]:  # regression
+        return {"max_abs_diff": max(abs(a["score"] - b["score"]) for a, b in pairs)}
+    key = "label" if "label" in first[0] else "answer"
+    result = {"same_prediction": sum(a[key] == b[key] for a, b in pairs) / len(pairs)}
+    if key == "label":
+        result["max_abs_diff"] = max(abs(a["probabilities"][name] - b["probabilities"][name])
+                                     for a, b in pairs for name in a["probabilities"])
+    return result
+
+
+def points(task: GlueTask | SquadTask, score: float) -> float:
+    """A score in points (percent), the unit of the int8 accuracy target."""
+    return score if isinstance(task, SquadTask) else 100.0 * score

@@ -1,0 +1,152 @@
+"""The leaderboard as Markdown, CSV and a self-contained HTML page (the plot inlined)."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+
+from reports.leaderboard import MEASURED, PUBLISHED, VALUE_COLUMNS, Row, ranked
+from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS
+
+TITLE = "ELECTRA harness leaderboard"
+ABOUT = ("GLUE dev scores x100, median over fine-tuning seeds: CoLA MCC, STS-B Spearman, MNLI matched "
+         "accuracy, the rest accuracy; GLUE is their mean (WNLI left out, as in the paper), with the "
+         "number of tasks when fewer than eight. SQuAD dev EM/F1. FLOPs in the ELECTRA paper's "
+         "convention; inference per 128-token example.")
+LEGEND = "? = not known (see notes); - = not run or not published."
+HEADERS = {"num_params": "params", "pretrain_flops": "pre-train FLOPs", "inference_flops": "infer FLOPs",
+           "glue_score": "GLUE", "squad11_em": "SQuAD1.1 EM", "squad11_f1": "SQuAD1.1 F1",
+           "squad20_em": "SQuAD2.0 EM", "squad20_f1": "SQuAD2.0 F1"}
+SECTIONS = ((MEASURED, "Measured (this harness)"),
+            (PUBLISHED, "Published (reference figures, not measured here)"))
+# Display columns: glue_tasks folds into the GLUE cell.
+SHOWN = ("num_params", "pretrain_flops", "inference_flops", *GLUE_COLUMNS, "glue_score", *SQUAD_COLUMNS)
+FLOPS_COLUMNS = ("pretrain_flops", "inference_flops")
+
+
+def format_count(value: float) -> str:
+    """13548800 -> '13.5M'; FLOPs 1.4e18 -> '1.4e18'."""
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if value >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def format_flops(value: float) -> str:
+    """3.677e9 -> '3.68e9', as the paper prints them."""
+    mantissa, _, exponent = f"{value:.3g}".partition("e")
+    return f"{mantissa}e{int(exponent)}" if exponent else mantissa
+
+
+def cell(row: Row, column: str) -> str:
+    """One table cell: '?' for a cost we could not know, '-' for a score not run or not published."""
+    value = row.values.get(column)
+    if value is None:
+        return "?" if row.source == MEASURED and column in (*FLOPS_COLUMNS, "num_params") else "-"
+    if column == "num_params":
+        return format_count(value)
+    if column in FLOPS_COLUMNS:
+        return format_flops(value)
+    text = f"{value:.1f}"
+    tasks = row.values.get("glue_tasks")
+    if column == "glue_score" and tasks is not None and tasks < len(GLUE_COLUMNS):
+        text += f" ({tasks:.0f}/{len(GLUE_COLUMNS)})"
+    return text
+
+
+def _sections(rows: list[Row]) -> list[tuple[str, list[Row], list[str]]]:
+    """(title, rows, shown columns) per source; columns with no value in the section are dropped."""
+    found = []
+    for source, title in SECTIONS:
+        mine = ranked([r for r in rows if r.source == source])
+        columns = [c for c in SHOWN if c == "glue_score" or any(c in r.values for r in mine)]
+        if source == MEASURED:  # measured costs always show, '?' marking what is unknown
+            columns = [c for c in SHOWN if c in (*FLOPS_COLUMNS, "num_params") or c in columns]
+        found.append((title, mine, columns))
+    return found
+
+
+def _header(column: str) -> str:
+    return HEADERS.get(column, column)
+
+
+def markdown(rows: list[Row]) -> str:
+    """Two tables, measured then published, best GLUE first."""
+    lines = [f"# {TITLE}", "", ABOUT, LEGEND]
+    for title, mine, columns in _sections(rows):
+        lines += ["", f"## {title}", ""]
+        if not mine:
+            lines.append("No rows yet: run `harness run glue` (or `harness report --runs RUN_DIR`).")
+            continue
+        extra = ["source"] if mine[0].source == PUBLISHED else []
+        header = ["model", *extra, *map(_header, columns), "notes"]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for row in mine:
+            cells = [row.model, *([row.reference] if extra else []), *(cell(row, c) for c in columns),
+                     row.notes]
+            lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(rows: list[Row]) -> str:
+    """Every row and value column, full precision; an empty cell is a gap (see notes)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["model", "source", "reference", *VALUE_COLUMNS, "notes", "key"])
+    for _, mine, _ in _sections(rows):
+        for row in mine:
+            values = [_number(row.values.get(column)) for column in VALUE_COLUMNS]
+            writer.writerow([row.model, row.source, row.reference.replace("\n", "; "), *values, row.notes,
+                             row.key])
+    return buffer.getvalue()
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(float(value))
+
+
+STYLE = """body{font:14px system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:1em 0}th,td{padding:.3em .6em;border-bottom:1px solid #ddd}
+th{cursor:pointer;background:#f4f4f4;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+tr:hover td{background:#fafafa}.note{color:#666;font-size:12px}img{max-width:100%}"""
+# Click a header to sort by it; numbers sort numerically, gaps last.
+SORT_SCRIPT = """document.querySelectorAll('th').forEach((th,i)=>th.onclick=()=>{
+const body=th.closest('table').tBodies[0],down=th.dataset.down!=='1';th.dataset.down=down?'1':'0';
+const key=r=>{const t=r.cells[i].dataset.v??r.cells[i].textContent;const n=parseFloat(t);return isNaN(n)?t:n};
+[...body.rows].sort((a,b)=>{const x=key(a),y=key(b);if(typeof x!==typeof y)return typeof x==='number'?-1:1;
+return (x<y?-1:x>y?1:0)*(down?-1:1)}).forEach(r=>body.appendChild(r))});"""
+
+
+def to_html(rows: list[Row], plot_png: bytes | None) -> str:
+    """One file, no external resources: tables sortable by clicking a header, the plot as a data URI."""
+    esc = html.escape
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(TITLE)}</title>"
+             f"<style>{STYLE}</style></head><body><h1>{esc(TITLE)}</h1><p>{esc(ABOUT)}</p>"
+             f"<p class='note'>{esc(LEGEND)} Click a column header to sort.</p>"]
+    if plot_png:
+        parts.append("<img alt='GLUE score versus pre-training FLOPs' src='data:image/png;base64,"
+                     f"{base64.b64encode(plot_png).decode()}'>")
+    for title, mine, columns in _sections(rows):
+        parts.append(f"<h2>{esc(title)}</h2>")
+        if not mine:
+            parts.append("<p>No rows yet.</p>")
+            continue
+        extra = ["source"] if mine[0].source == PUBLISHED else []
+        head = "".join(f"<th>{esc(h)}</th>" for h in ["model", *extra, *map(_header, columns), "notes"])
+        parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>")
+        for row in mine:
+            cells = [f"<td title='{esc(row.key)}'>{esc(row.model)}</td>"]
+            cells += [f"<td>{esc(row.reference)}</td>"] if extra else []
+            for column in columns:
+                value = row.values.get(column)
+                sort_value = "" if value is None else f" data-v='{value!r}'"
+                cells.append(f"<td class='n'{sort_value}>{esc(cell(row, column))}</td>")
+            cells.append(f"<td class='note'>{esc(row.notes)}</td>")
+            parts.append(f"<tr>{''.join(cells)}</tr>")
+        parts.append("</tbody></table>")
+    parts.append(f"<script>{SORT_SCRIPT}</script></body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,276 @@
+"""Torch-free inference on an ONNX bundle: tokenizers + onnxruntime + numpy, nothing else.
+
+Imports neither torch nor transformers (tests/test_onnx.py checks), so a deployment needs only
+`pip install onnxruntime tokenizers numpy` and this package. Requests are batched longest first and
+padded to the longest in each batch. Classification inputs longer than the bundle's max_length are
+truncated (longest first, as at fine-tuning) with a note; SQuAD contexts are split into overlapping
+windows as at fine-tuning, and the best span over all windows wins.
+
+Batch input (`harness predict` from a file or stdin) is JSON Lines, one object per line, blank lines
+skipped: {"text": ..., "text_pair": ...} for classification (text_pair for two-sentence tasks) and
+{"question": ..., "context": ...} for SQuAD; an optional "id" is echoed back. JSON Lines rather than
+TSV because sentences and contexts may hold tabs and quotes that TSV cannot carry unescaped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+from tokenizers import Encoding, Tokenizer
+
+from pretrain.errors import UserError
+from reports.bundle import INPUT_NAMES, MODEL_FILES, PER_TOKEN_OUTPUTS, TOKENIZER, read_manifest, verify_files
+
+PRECISIONS = ("auto", *MODEL_FILES)
+REQUEST_KEYS = {"sequence-classification": ("text", "text_pair"),
+                "question-answering": ("question", "context")}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One input: a text (and pair), or for SQuAD a question and its context; `where` names it in errors."""
+
+    text: str
+    text_pair: str | None = None
+    id: object = None  # echoed back unchanged
+    where: str = "input"
+
+
+@dataclass
+class Encoded:
+    """Encodings of a list of requests: `owners[k]` is the request of encoding k (SQuAD has several)."""
+
+    encodings: list[Encoding]
+    owners: list[int]
+    notes: dict[int, str] = field(default_factory=dict)  # request index -> what was truncated
+
+
+class Predictor:
+    """A loaded, checksum-verified bundle that predicts batches of Requests."""
+
+    def __init__(self, directory: str | Path, precision: str = "auto", batch_size: int = 32,
+                 threads: int = 0):
+        directory = Path(directory)
+        if precision not in PRECISIONS:
+            raise UserError(f"unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}")
+        if batch_size < 1:
+            raise UserError(f"batch size must be at least 1 (got {batch_size})")
+        self.manifest = read_manifest(directory)
+        if precision == "auto":
+            precision = "int8" if MODEL_FILES["int8"] in self.manifest["files"] else "fp32"
+        self.precision = precision
+        verify_files(directory, self.manifest, [TOKENIZER, MODEL_FILES[precision]])
+        self.kind, self.max_length = self.manifest["kind"], int(self.manifest["max_length"])
+        self.labels = self.manifest.get("labels")
+        self.batch_size = batch_size
+        self.tokenizer = Tokenizer.from_file(str(directory / TOKENIZER))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        # A second copy truncates: long classification inputs, or SQuAD contexts into windows
+        # (stride = tokens shared by consecutive windows, as in tasks/squad_features.py).
+        self.truncating = Tokenizer.from_str(self.tokenizer.to_str())
+        if self.kind == "question-answering":
+            self.truncating.enable_truncation(self.max_length, stride=self.manifest["qa"]["doc_stride"],
+                                              strategy="only_second")
+        else:
+            self.truncating.enable_truncation(self.max_length, strategy="longest_first")
+        self.session = _session(directory / MODEL_FILES[precision], threads)
+        self.input_names = [i.name for i in self.session.get_inputs()]
+
+    def predict(self, requests: Sequence[Request]) -> list[dict]:
+        """One result dict per request, in order; a "note" key says what was truncated."""
+        encoded = self.encode(requests)
+        outputs = self.run(encoded.encodings)
+        by_request: list[list[int]] = [[] for _ in requests]
+        for k, owner in enumerate(encoded.owners):
+            by_request[owner].append(k)
+        results = []
+        for i, (request, mine) in enumerate(zip(requests, by_request, strict=True)):
+            if self.kind == "question-answering":
+                result = best_answer(request.text_pair, [encoded.encodings[k] for k in mine],
+                                     [[output[k] for k in mine] for output in outputs], self.manifest["qa"])
+            else:
+                result = self._label(outputs[0][mine[0]])
+            results.append(_finish(result, request, encoded.notes.get(i)))
+        return results
+
+    def encode(self, requests: Sequence[Request]) -> Encoded:
+        """Model inputs: one encoding per request, or for SQuAD one per context window."""
+        for request in requests:
+            _check_request(request, self.kind)
+        if self.kind == "question-answering":
+            return self._windows(requests)
+        inputs = [r.text if r.text_pair is None else (r.text, r.text_pair) for r in requests]
+        encodings = self.tokenizer.encode_batch(inputs)
+        notes = {}
+        long = [i for i, e in enumerate(encodings) if len(e.ids) > self.max_length]
+        if long:
+            truncated = self.truncating.encode_batch([inputs[i] for i in long])
+            for i, encoding in zip(long, truncated, strict=True):
+                notes[i] = (f"{requests[i].where}: {len(encodings[i].ids)} tokens exceed the bundle's "
+                            f"max_length {self.max_length}; truncated to {self.max_length}")
+                encodings[i] = encoding
+        return Encoded(encodings, list(range(len(encodings))), notes)
+
+    def _windows(self, requests: Sequence[Request]) -> Encoded:
+        qa = self.manifest["qa"]
+        questions, notes = _truncate_questions(self.tokenizer, requests, qa["max_query_length"])
+        pairs = [(q, r.text_pair) for q, r in zip(questions, requests, strict=True)]
+        encodings, owners = [], []
+        for i, encoding in enumerate(self.truncating.encode_batch(pairs)):
+            windows = [encoding, *encoding.overflowing]
+            encodings += windows
+            owners += [i] * len(windows)
+        return Encoded(encodings, owners, notes)
+
+    def _label(self, logits: np.ndarray) -> dict:
+        if self.labels is None:  # regression (STS-B): the one output is the score
+            return {"score": float(logits[0])}
+        probabilities = np.exp(logits - logits.max())
+        probabilities /= probabilities.sum()
+        best = int(probabilities.argmax())
+        return {"label": self.labels[best], "probability": float(probabilities[best]),
+                "probabilities": {name: float(p) for name, p in zip(self.labels, probabilities, strict=True)}}
+
+    def batches(self, encodings: Sequence[Encoding]) -> Iterator[tuple[list[int], dict[str, np.ndarray]]]:
+        """(indices, padded inputs) batches, longest first so each pads little."""
+        order = sorted(range(len(encodings)), key=lambda i: -len(encodings[i].ids))
+        for first in range(0, len(order), self.batch_size):
+            batch = order[first:first + self.batch_size]
+            yield batch, pad_batch([encodings[i] for i in batch], int(self.manifest["pad_token_id"]))
+
+    def run(self, encodings: Sequence[Encoding]) -> list[list[np.ndarray]]:
+        """Each model output, one array per encoding; per-token outputs cut to the encoding's length."""
+        outputs: list[list] = [[None] * len(encodings) for _ in self.session.get_outputs()]
+        per_token = [o.name in PER_TOKEN_OUTPUTS for o in self.session.get_outputs()]
+        for batch, feed in self.batches(encodings):
+            results = self.session.run(None, {name: feed[name] for name in self.input_names})
+            for output, result, cut in zip(outputs, results, per_token, strict=True):
+                for row, i in enumerate(batch):
+                    output[i] = result[row, :len(encodings[i].ids)] if cut else result[row]
+        return outputs
+
+
+def pad_batch(encodings: Sequence[Encoding], pad_id: int) -> dict[str, np.ndarray]:
+    """input_ids, attention_mask and token_type_ids as int64 arrays padded to the longest encoding."""
+    length = max(len(e.ids) for e in encodings)
+    arrays = {name: np.zeros((len(encodings), length), dtype=np.int64) for name in INPUT_NAMES}
+    arrays["input_ids"].fill(pad_id)
+    for row, encoding in enumerate(encodings):
+        size = len(encoding.ids)
+        arrays["input_ids"][row, :size] = encoding.ids
+        arrays["attention_mask"][row, :size] = 1
+        arrays["token_type_ids"][row, :size] = encoding.type_ids
+    return arrays
+
+
+def best_answer(context: str, windows: Sequence[Encoding], outputs: Sequence[Sequence[np.ndarray]],
+                qa: dict) -> dict:
+    """The best context span over all windows, picked as tasks/squad_features.postprocess picks it.
+
+    outputs: start logits and end logits per window, then null logits where the bundle has
+    `harness run squad`'s answerability classifier. SQuAD 2.0 null odds: the lowest null logit over
+    the windows with that classifier, else the lowest [CLS] score minus the best span's score.
+    """
+    best, found = (0.0, 0, 0), False  # no allowed span: an empty answer scored 0, as utils_qa.py
+    for window, start_logits, end_logits in zip(windows, outputs[0], outputs[1], strict=True):
+        allowed = [s == 1 for s in window.sequence_ids]  # context tokens only
+        top_starts = np.argsort(start_logits)[::-1][:qa["n_best"]]
+        top_ends = np.argsort(end_logits)[::-1][:qa["n_best"]]
+        for start in top_starts:
+            for end in top_ends:
+                if not (allowed[start] and allowed[end]) or end < start or \
+                        end - start + 1 > qa["max_answer_length"]:
+                    continue
+                score = float(start_logits[start] + end_logits[end])
+                if not found or score > best[0]:
+                    best, found = (score, window.offsets[start][0], window.offsets[end][1]), True
+    score, start_char, end_char = best
+    result = {"answer": context[start_char:end_char], "start": start_char, "end": end_char, "score": score}
+    if qa["version_2"]:
+        if len(outputs) > 2:
+            result["null_odds"] = min(float(null) for null in outputs[2])
+        else:
+            cls_scores = [float(s[0] + e[0]) for s, e in zip(outputs[0], outputs[1], strict=True)]
+            result["null_odds"] = min(cls_scores) - score
+        if result["null_odds"] > qa["null_threshold"]:
+            result.update(answer="", start=None, end=None)
+    return result
+
+
+def _truncate_questions(tokenizer: Tokenizer, requests: Sequence[Request],
+                        max_query_length: int) -> tuple[list[str], dict[int, str]]:
+    # As tasks/squad_features.truncate_questions: cut after the max_query_length-th token, in the text.
+    questions, notes = [], {}
+    stripped = [r.text.lstrip() for r in requests]
+    for i, encoding in enumerate(tokenizer.encode_batch(stripped, add_special_tokens=False)):
+        question = stripped[i]
+        if len(encoding.ids) > max_query_length:
+            question = question[:encoding.offsets[max_query_length - 1][1]]
+            notes[i] = (f"{requests[i].where}: the question has {len(encoding.ids)} tokens, over the "
+                        f"bundle's max_query_length {max_query_length}; truncated")
+        questions.append(question)
+    return questions, notes
+
+
+def _finish(result: dict, request: Request, note: str | None) -> dict:
+    if request.id is not None:
+        result = {"id": request.id} | result
+    return result | ({"note": note} if note else {})
+
+
+def _check_request(request: Request, kind: str) -> None:
+    first, second = REQUEST_KEYS[kind]
+    if not request.text.strip():
+        raise UserError(f"{request.where}: empty {first}; give some text")
+    if kind == "question-answering" and (request.text_pair is None or not request.text_pair.strip()):
+        raise UserError(f"{request.where}: empty {second}; a SQuAD bundle needs a question and its context")
+    if request.text_pair is not None and not request.text_pair.strip():
+        raise UserError(f"{request.where}: empty {second}; give some text or leave it out")
+
+
+def _session(path: Path, threads: int) -> onnxruntime.InferenceSession:
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3  # warnings about unused initialisers etc. are not the user's business
+    try:
+        return onnxruntime.InferenceSession(str(path), sess_options=options,
+                                            providers=["CPUExecutionProvider"])
+    except Exception as error:  # onnxruntime raises its own untyped errors for unreadable models
+        raise UserError(f"onnxruntime cannot load {str(path)!r} ({type(error).__name__}); re-export the "
+                        "bundle") from error
+
+
+def read_requests(lines: Iterable[str], kind: str, source: str) -> list[Request]:
+    """Requests from JSON Lines (see the module docstring); errors name the source and line."""
+    first, second = REQUEST_KEYS[kind]
+    allowed = {first, second, "id"}
+    requests = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{source} line {number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise UserError(f"{where}: not valid JSON ({error.msg}); give one object per line, e.g. "
+                            f'{{"{first}": "...", "{second}": "..."}}') from None
+        if not isinstance(record, dict):
+            raise UserError(f"{where}: expected a JSON object with {first!r}, got {type(record).__name__}")
+        unknown = sorted(set(record) - allowed)
+        if unknown:
+            raise UserError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; use "
+                            f"{', '.join(map(repr, sorted(allowed)))}")
+        texts = [record.get(first), record.get(second)]
+        if not isinstance(texts[0], str) or not isinstance(texts[1], str | None):
+            raise UserError(f"{where}: {first!r} must be a string (and {second!r} a string if given)")
+        requests.append(Request(texts[0], texts[1], record.get("id"), where))
+    if not requests:
+        raise UserError(f"{source} holds no requests; give one JSON object per line, e.g. "
+                        f'{{"{first}": "..."}}')
+    return requests

@@ -1,0 +1,188 @@
+"""SQuAD through the one loop: where examples come from, windows, the span model, post-processing, scores."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+from datasets import Dataset
+from transformers import AutoModelForQuestionAnswering
+
+from pretrain.errors import UserError
+from tasks import squad_data, squad_features, squad_metrics
+from tasks.registry import SquadTask
+from tasks.squad_model import QuestionAnsweringWithAnswerability
+
+
+@dataclass(frozen=True)
+class SquadConfig:
+    """SQuAD-only settings (the loop's own, max_length included, are in FinetuneConfig)."""
+
+    doc_stride: int = squad_features.DOC_STRIDE  # tokens shared by consecutive windows of a long context
+    max_query_length: int = squad_features.MAX_QUERY_LENGTH
+    n_best: int = 20  # start and end candidates per window
+    max_answer_length: int = 30  # tokens
+    null_threshold: float = 0.0  # v2.0: answer "" when the null odds exceed this
+    answerability_head: bool | None = None  # ELECTRA's answerable classifier; None: on for v2.0, off for v1.1
+    holdout_fraction: float = 0.2  # without a train file: this share of the dev articles is evaluated on
+    holdout_seed: int = 0
+    max_eval_examples: int | None = None  # evaluate on a seeded sample of the dev questions, for quick looks
+
+    def __post_init__(self):
+        problems = [f"{name} must be positive (got {getattr(self, name)})" for name in (
+            "doc_stride", "max_query_length", "n_best", "max_answer_length", "max_eval_examples")
+            if getattr(self, name) is not None and getattr(self, name) <= 0]
+        fraction = self.holdout_fraction
+        if not 0 < fraction < 1:
+            problems.append(f"holdout_fraction must be between 0 and 1, e.g. 0.2 (got {fraction})")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def uses_head(self, task: SquadTask) -> bool:
+        """Whether the answerability classifier is on for this task."""
+        if self.answerability_head and not task.has_unanswerable:
+            raise UserError(f"answerability_head=true needs unanswerable questions, which SQuAD "
+                            f"{task.version} lacks; use --version 2.0 or drop the setting")
+        return task.has_unanswerable if self.answerability_head is None else self.answerability_head
+
+
+@dataclass(frozen=True)
+class SquadSource:
+    """Where the examples come from: --train-file/--dev-file, else --data-dir or $SQUAD_DIR, else the Hub."""
+
+    data_dir: str | None = None
+    train_file: str | None = None
+    dev_file: str | None = None
+
+
+@dataclass
+class SquadSplits:
+    train: Dataset
+    dev: Dataset
+    info: dict  # for results.json: files, holdout split, answers that disagree with their context
+
+
+def load_splits(task: SquadTask, source: SquadSource, settings: SquadConfig) -> SquadSplits:
+    """Train and dev examples; without a train file, a by-article split of the dev file (see info)."""
+    if source.data_dir and (source.train_file or source.dev_file):
+        raise UserError("pass either --data-dir or --train-file/--dev-file, not both")
+    if source.train_file and not source.dev_file:
+        raise UserError(f"--train-file {source.train_file!r} needs a --dev-file to evaluate on")
+    train_path, dev_path = _paths(task, source)
+    if dev_path is None:
+        train = squad_data.load_squad_hub(task.version, "train")
+        dev = squad_data.load_squad_hub(task.version, "validation")
+        # The Hub rows come pre-flattened, so their answers are not checked against the context.
+        return SquadSplits(train, dev, {"source": "hub", "holdout": None, "answer_problems": None,
+                                        "num_train_examples": len(train), "num_dev_examples": len(dev)})
+    dev, problems = squad_data.load_squad_json(dev_path, task.version)
+    info = {"source": "files", "dev_file": str(dev_path), "train_file": None, "holdout": None}
+    if train_path is not None:
+        train, train_problems = squad_data.load_squad_json(train_path, task.version)
+        info["train_file"], problems = str(train_path), problems + train_problems
+    else:
+        train, dev = squad_data.split_by_article(dev, settings.holdout_fraction, settings.holdout_seed)
+        info["holdout"] = {"fraction": settings.holdout_fraction, "seed": settings.holdout_seed,
+                           "train_articles": len(set(train["title"])), "dev_articles": len(set(dev["title"]))}
+    return SquadSplits(train, dev, info | {"answer_problems": problems, "num_train_examples": len(train),
+                                           "num_dev_examples": len(dev)})
+
+
+def _paths(task: SquadTask, source: SquadSource) -> tuple[Path | None, Path | None]:
+    """(train, dev) files; train None means "hold out dev articles", dev None means "the Hub"."""
+    if source.dev_file:
+        return (Path(source.train_file) if source.train_file else None), Path(source.dev_file)
+    data_dir = source.data_dir or os.environ.get("SQUAD_DIR")
+    if not data_dir:
+        return None, None
+    dev = squad_data.squad_file(data_dir, task.version, "dev")
+    train = Path(data_dir) / f"train-v{task.version}.json"
+    return (train if train.is_file() else None), dev
+
+
+@dataclass
+class SquadFinetuneTask:
+    """A SQuAD version's windows and its scoring; satisfies tasks.finetune.FinetuneTask."""
+
+    task: SquadTask
+    settings: SquadConfig
+    uses_head: bool
+    train: Dataset  # windows with start/end token positions ([CLS] when the answer is not inside)
+    evals: dict[str, Dataset]  # model inputs of the dev windows
+    examples: dict[str, Dataset]  # the dev questions, for post-processing and scoring
+    windows: dict[str, Dataset]  # example_id and offset_mapping of each dev window
+    num_train_examples: int  # questions (train holds their windows)
+    num_misaligned: int  # training answers that do not start or end on a token boundary
+
+    def example_outputs(self, output, batch) -> list[np.ndarray]:
+        """Per window: rows of start and end logits and, with the classifier, its null logit repeated."""
+        rows = [output.start_logits, output.end_logits]
+        if self.uses_head:
+            rows.append(output.null_logits[:, None].expand_as(output.start_logits))
+        stacked = torch.stack(rows, dim=1).float().cpu().numpy()  # batch, rows, length
+        lengths = batch["attention_mask"].sum(dim=1).tolist()
+        return [window[:, :length] for window, length in zip(stacked, lengths, strict=True)]
+
+    def predictions(self, split: str, outputs: list[np.ndarray]) -> tuple[dict[str, str], dict[str, float]]:
+        """Best non-null answer per question and, for v2.0, its null odds (the official na_prob file)."""
+        # Spans are never blanked here (threshold inf): the null decision belongs to scoring, as in
+        # ELECTRA's predictions.json, so evaluate-v2.0.py can tune the threshold from these files.
+        answers, null_odds = squad_features.postprocess(
+            self.examples[split], self.windows[split], [o[0] for o in outputs], [o[1] for o in outputs],
+            n_best=self.settings.n_best, max_answer_length=self.settings.max_answer_length,
+            version_2=self.task.has_unanswerable, null_threshold=math.inf)
+        if self.uses_head:
+            null_odds = {}
+            for example_id, window in zip(self.windows[split]["example_id"], outputs, strict=True):
+                null_odds[example_id] = min(float(window[2, 0]), null_odds.get(example_id, math.inf))
+        return answers, null_odds
+
+    def score(self, split: str, outputs: list[np.ndarray]) -> dict[str, float]:
+        """The official script's metrics (percent) plus `score`, the F1."""
+        answers, null_odds = self.predictions(split, outputs)
+        if self.task.has_unanswerable:
+            scores = squad_metrics.squad_v2_scores(answers, self.examples[split], null_odds,
+                                                   threshold=self.settings.null_threshold)
+        else:
+            scores = squad_metrics.squad_v1_scores(answers, self.examples[split])
+        return scores | {"score": scores["f1"]}
+
+
+def _sample(examples: Dataset, limit: int | None) -> Dataset:
+    if limit is None or limit >= len(examples):
+        return examples
+    return examples.shuffle(seed=0).select(range(limit))
+
+
+def build_task(task: SquadTask, splits: SquadSplits, tokenizer, max_length: int, settings: SquadConfig,
+               max_train_examples: int | None = None) -> SquadFinetuneTask:
+    """Windows of the training and dev questions (each subsampled when a limit is set)."""
+    windowing = {"max_length": max_length, "doc_stride": settings.doc_stride,
+                 "max_query_length": settings.max_query_length}
+    train_examples = _sample(splits.train, max_train_examples)
+    train, num_misaligned = squad_features.prepare_train_features(train_examples, tokenizer, **windowing)
+    dev = _sample(splits.dev, settings.max_eval_examples)
+    dev_windows = squad_features.prepare_eval_features(dev, tokenizer, **windowing)
+    return SquadFinetuneTask(
+        task=task, settings=settings, uses_head=settings.uses_head(task), train=train,
+        evals={"validation": dev_windows.remove_columns(["example_id", "offset_mapping"])},
+        examples={"validation": dev.select_columns(["id", "context", "answers"])},
+        windows={"validation": dev_windows.select_columns(["example_id", "offset_mapping"])},
+        num_train_examples=len(train_examples), num_misaligned=num_misaligned)
+
+
+def load_model(model_path: str, uses_head: bool, attn_implementation: str) -> torch.nn.Module:
+    """The discriminator with a fresh span head (and answerability classifier)."""
+    # A pre-training checkpoint lacks the new heads and has the RTD head we drop: expected, so quiet.
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        model_class = QuestionAnsweringWithAnswerability if uses_head else AutoModelForQuestionAnswering
+        return model_class.from_pretrained(model_path, attn_implementation=attn_implementation)
+    finally:
+        transformers.logging.set_verbosity(verbosity)

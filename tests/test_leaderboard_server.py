@@ -1,0 +1,106 @@
+"""End to end through a real MLflow server on loopback: runs log through the harness, and the
+leaderboard rows come back through the REST API, one per model, published rows tagged apart."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from harness.cli import main
+from reports.leaderboard import published_rows
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    """`mlflow ui` on 127.0.0.1 with a fresh SQLite store; its URL, stopped after the test."""
+    port = free_port()
+    env = os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}  # no job runner (STACK.md)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+         "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port)],
+        env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120  # ~5 s idle; a busy two-core machine can take much longer
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2):
+                    break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"mlflow ui did not come up on {url} (exit status {process.poll()})")
+                time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def rest(url: str, endpoint: str, body: dict | None = None) -> dict:
+    """GET (no body) or POST a JSON body to MLflow's REST API."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{url}/api/2.0/mlflow/{endpoint}", data=data,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def leaderboard_rows(url: str, source: str) -> list[dict]:
+    experiment = rest(url, "experiments/get-by-name?experiment_name=leaderboard")["experiment"]
+    found = rest(url, "runs/search", {"experiment_ids": [experiment["experiment_id"]],
+                                      "filter": f"tags.source = '{source}'", "max_results": 1000})
+    return found.get("runs", [])
+
+
+def flatten(run: dict) -> tuple[dict, dict]:
+    tags = {t["key"]: t["value"] for t in run["data"].get("tags", [])}
+    metrics = {m["key"]: m["value"] for m in run["data"].get("metrics", [])}
+    return tags, metrics
+
+
+def test_glue_runs_fill_the_leaderboard_on_a_server(server, tiny_model, glue_data, tmp_path, capsys):
+    for task in ("rte", "cola"):  # two invocations, one model: one row that gathers both tasks
+        code = main(["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", task,
+                     "--output-dir", str(tmp_path / task), "--tracking-uri", server, "num_epochs=1",
+                     "batch_size=8", "precision=fp32", "save_models=false"])
+        assert code == 0, capsys.readouterr().err
+    (run,) = leaderboard_rows(server, "measured")
+    tags, metrics = flatten(run)
+    assert tags["model_id"] == str(tiny_model.resolve()) and tags["source"] == "measured"
+    assert {"rte", "cola", "glue_score", "num_params", "inference_flops"} <= metrics.keys()
+    assert metrics["glue_tasks"] == 2.0 and "pretrain_flops" not in metrics
+    assert tags["notes"].startswith("pre-training FLOPs unknown: no pretrain_meta.json beside")
+    assert tags["reference"].splitlines() == [str(tmp_path / t / "results.json") for t in ("rte", "cola")]
+    published = leaderboard_rows(server, "published")
+    assert len(published) == len(published_rows())
+    assert {flatten(r)[0]["model"] for r in published} >= {"ELECTRA-Small", "BERT-Base", "ELECTRA-Large"}
+
+    capsys.readouterr()
+    assert main(["report", "--output", str(tmp_path / "report"), "--tracking-uri", server]) == 0
+    assert "1 measured and 18 published rows" in capsys.readouterr().out
+    table = (tmp_path / "report" / "leaderboard.md").read_text()
+    assert f"| {tiny_model} | " in table and "(2/8)" in table
+    assert len(leaderboard_rows(server, "measured")) == 1  # reporting did not add a row
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(server)
+    (report,) = client.search_runs([client.get_experiment_by_name("leaderboard-reports").experiment_id])
+    assert {f.path for f in client.list_artifacts(report.info.run_id)} == {
+        "leaderboard.md", "leaderboard.csv", "leaderboard.html", "flops_vs_glue.png"}

@@ -1,0 +1,337 @@
+"""ONNX export and the torch-free runtime, on a tiny model fine-tuned through `harness run glue`."""
+
+import json
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from harness.cli import main
+from reports.bundle import sha256
+from tests.conftest import REPO, WORDS, write_glue_dir, write_tiny_model
+
+
+def run(args, capsys):
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A tiny model fine-tuned one epoch on RTE and STS-B, and its RTE seed exported with int8."""
+    root = tmp_path_factory.mktemp("onnx")
+    glue = write_glue_dir(root / "glue")
+    tracking = f"sqlite:///{root / 'mlflow.db'}"
+    code = main(["run", "glue", "--model", str(write_tiny_model(root / "tiny")), "--tasks", "rte,stsb",
+                 "--data-dir", str(glue), "--output-dir", str(root / "run"), "--tracking-uri", tracking,
+                 "num_epochs=1", "batch_size=8", "precision=fp32"])
+    assert code == 0
+    code = main(["export", "onnx", "--run", str(root / "run"), "--task", "rte", "--quantize", "int8",
+                 "--data-dir", str(glue), "--tracking-uri", tracking])
+    assert code == 0
+    return {"root": root, "glue": glue, "tracking": tracking, "run": root / "run",
+            "bundle": root / "run" / "onnx" / "rte-seed0"}
+
+
+def export_args(work, *extra):
+    return ["export", "onnx", "--data-dir", work["glue"], "--tracking-uri", work["tracking"], *extra]
+
+
+def test_export_writes_a_checked_bundle(work):
+    import onnxruntime
+
+    bundle = work["bundle"]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert sorted(p.name for p in bundle.iterdir()) == ["manifest.json", "model.int8.onnx", "model.onnx",
+                                                        "tokenizer.json"]
+    assert {name: entry["sha256"] for name, entry in manifest["files"].items()} == {
+        name: sha256(bundle / name) for name in ("model.onnx", "model.int8.onnx", "tokenizer.json")}
+    assert (manifest["task"], manifest["labels"], manifest["max_length"]) == (
+        "rte", ["entailment", "not_entailment"], 64)  # the tiny model has 64 positions
+    assert manifest["source"]["seed"] == 0 and manifest["versions"]["onnxruntime"] == onnxruntime.__version__
+    assert manifest["parity"]["examples"] == 8 and manifest["parity"]["max_abs_diff"] <= 1e-4
+    session = onnxruntime.InferenceSession(str(bundle / "model.onnx"))
+    assert [(i.name, i.shape) for i in session.get_inputs()] == [
+        ("input_ids", ["batch", "sequence"]), ("attention_mask", ["batch", "sequence"]),
+        ("token_type_ids", ["batch", "sequence"])]
+    # The runtime's fp32 dev score is the fine-tuning loop's own PyTorch dev score: same tokens, same logits.
+    results = json.loads((work["run"] / "results.json").read_text())
+    rte = next(r for r in results["runs"] if r["task"] == "rte")
+    assert manifest["quality"]["fp32"]["accuracy"] == rte["metrics"]["validation"]["accuracy"]
+    assert manifest["quality"]["int8_delta_points"] >= -1.0 and manifest["quality"]["int8_target_met"]
+    agreement = manifest["quality"]["int8_vs_fp32"]
+    assert set(agreement) == {"same_prediction", "max_abs_diff"} and agreement["max_abs_diff"] < 0.05
+
+
+def test_export_is_logged_to_mlflow_as_onnx_models(work):
+    import mlflow
+
+    from reports.accounting import model_identity
+
+    mlflow.set_tracking_uri(work["tracking"])
+    experiment = mlflow.get_experiment_by_name("export").experiment_id
+    (run_row,) = mlflow.search_runs([experiment], "tags.task = 'rte'", output_format="list")
+    assert run_row.info.status == "FINISHED" and run_row.data.metrics["parity_max_abs_diff"] <= 1e-4
+    assert "dev_accuracy_int8" in run_row.data.metrics
+    # A leaderboard row's key is the model_id tag: its ONNX models are one search away.
+    key = model_identity(str(work["root"] / "tiny"), str(work["root"] / "tiny"))
+    models = mlflow.search_logged_models(experiment_ids=[experiment], output_format="list",
+                                         filter_string=f"tags.model_id = '{key}' AND tags.task = 'rte'")
+    assert sorted((m.name, m.tags["precision"], m.source_run_id) for m in models) == [
+        ("onnx-fp32", "fp32", run_row.info.run_id), ("onnx-int8", "int8", run_row.info.run_id)]
+    loaded = mlflow.onnx.load_model(models[0].model_uri)
+    assert [i.name for i in loaded.graph.input] == ["input_ids", "attention_mask", "token_type_ids"]
+
+
+def test_int8_bundle_predicts_like_pytorch(work):
+    import torch
+    import transformers
+
+    from reports.runtime import Predictor, Request
+
+    texts = [("the cat was very happy .", "the cat is happy ."), ("a dog was sad .", "she is good .")]
+    fp32 = Predictor(work["bundle"], "fp32").predict([Request(a, b) for a, b in texts])
+    int8 = Predictor(work["bundle"]).predict([Request(a, b) for a, b in texts])
+    model_dir = work["run"] / "models" / "rte-seed0"
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    with torch.inference_mode():
+        logits = model(**tokenizer([a for a, _ in texts], [b for _, b in texts], padding=True,
+                                   return_tensors="pt")).logits
+    expected = torch.softmax(logits, dim=-1).numpy()
+    got = np.array([[r["probabilities"][name] for name in ("entailment", "not_entailment")] for r in fp32])
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    assert [r["label"] for r in int8] == [["entailment", "not_entailment"][i] for i in expected.argmax(1)]
+
+
+def test_predict_in_a_process_without_torch(work, tmp_path):
+    """`harness predict` from stdin: JSON Lines in, JSON Lines out, and torch is never imported."""
+    lines = ['{"text": "the cat was happy .", "text_pair": "the cat is happy .", "id": 7}', "",
+             '{"text": "a dog was sad .", "text_pair": "he is bad ."}']
+    check = ("import sys; from harness.cli import main; code = main(sys.argv[1:]); "
+             "heavy = sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules); "
+             "print('imported:', heavy, file=sys.stderr); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", check, "predict", "--bundle", str(work["bundle"])],
+                          input="\n".join(lines), capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "imported: []" in done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(results) == 2 and results[0]["id"] == 7 and "id" not in results[1]
+    assert {r["label"] for r in results} <= {"entailment", "not_entailment"}
+
+
+def test_long_input_is_truncated_with_a_note(work, capsys):
+    code, out, err = run(["predict", "--bundle", work["bundle"], "the cat sat on the mat . " * 20], capsys)
+    assert code == 0 and json.loads(out)["label"] in ("entailment", "not_entailment")
+    assert "harness: note: TEXT: 142 tokens exceed the bundle's max_length 64; truncated to 64" in err
+
+
+def test_regression_bundle_from_a_checkpoint_directory(work, tmp_path, capsys):
+    import torch
+    import transformers
+
+    bundle, model_dir = tmp_path / "stsb", work["run"] / "models" / "stsb-seed0"
+    code, out, err = run(export_args(work, "--model", model_dir, "--task", "stsb", "--output", bundle),
+                         capsys)
+    assert code == 0, err
+    assert "max |Δ|" in out and "dev fp32 on 8 examples: pearson" in out and "int8" not in out
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["labels"] is None and manifest["source"]["run_dir"] is None
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    pairs = [("a dog was sad .", "he is bad ."), ("the film was very good .", "it is good .")]
+    with torch.inference_mode():
+        encoded = tokenizer([a for a, _ in pairs], [b for _, b in pairs], padding=True, return_tensors="pt")
+        expected = model(**encoded).logits[:, 0]
+    for (text, pair), score in zip(pairs, expected.tolist(), strict=True):
+        code, out, _ = run(["predict", "--bundle", bundle, text, pair], capsys)
+        assert code == 0 and json.loads(out) == {"score": pytest.approx(score, abs=1e-5)}
+    code, _, err = run(["predict", "--bundle", bundle, "--precision", "int8", "a dog"], capsys)
+    assert code == 2 and "lists no model.int8.onnx; choose a precision the bundle has (fp32)" in err
+
+
+def test_checksum_mismatch_is_caught(work, tmp_path, capsys):
+    for name in ("model.int8.onnx", "tokenizer.json"):
+        copy = shutil.copytree(work["bundle"], tmp_path / name)
+        with (copy / name).open("ab") as handle:
+            handle.write(b" ")
+        code, _, err = run(["predict", "--bundle", copy, "a cat"], capsys)
+        assert code == 2 and f"checksum mismatch for '{copy / name}'" in err and "re-export" in err
+
+
+PREDICT_ERRORS = {
+    "no bundle": (["--bundle", "{tmp}/nope", "a cat"], "bundle directory '{tmp}/nope' does not exist"),
+    "empty text": (["--bundle", "{bundle}", " "], "TEXT: empty text; give some text"),
+    "three texts": (["--bundle", "{bundle}", "a", "b", "c"], "got 3 texts; pass one text, or two"),
+    "missing file": (["--bundle", "{bundle}", "--input", "{tmp}/in.jsonl"], "does not exist"),
+}
+
+
+@pytest.mark.parametrize("case", list(PREDICT_ERRORS))
+def test_predict_bad_arguments(case, work, tmp_path, capsys):
+    args, message = PREDICT_ERRORS[case]
+    fill = {"bundle": work["bundle"], "tmp": tmp_path}
+    code, out, err = run(["predict", *(a.format(**fill) for a in args)], capsys)
+    assert code == 2 and message.format(**fill) in err and len(err.strip().splitlines()) == 1, err
+    assert out == ""
+
+
+BAD_LINES = {
+    '{"text": "a cat"}\nnot json\n': "requests.jsonl line 2: not valid JSON",
+    '{"txt": "a cat"}\n': "requests.jsonl line 1: unknown key(s) 'txt'; use 'id', 'text', 'text_pair'",
+    '{"text": 3}\n': "requests.jsonl line 1: 'text' must be a string",
+    '{"text": "a", "text_pair": ""}\n': "requests.jsonl line 1: empty text_pair",
+    "\n\n": "requests.jsonl holds no requests",
+}
+
+
+@pytest.mark.parametrize("content", list(BAD_LINES))
+def test_predict_bad_batch_input(content, work, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "requests.jsonl").write_text(content)
+    code, _, err = run(["predict", "--bundle", work["bundle"], "--input", "requests.jsonl"], capsys)
+    assert code == 2 and BAD_LINES[content] in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_broken_bundles(work, tmp_path, capsys):
+    no_manifest = shutil.copytree(work["bundle"], tmp_path / "a")
+    (no_manifest / "manifest.json").unlink()
+    no_model = shutil.copytree(work["bundle"], tmp_path / "b")
+    (no_model / "model.int8.onnx").unlink()
+    for bundle, message in ((no_manifest, "has no manifest.json"), (no_model, "model.int8.onnx' is missing")):
+        code, _, err = run(["predict", "--bundle", bundle, "a cat"], capsys)
+        assert code == 2 and message in err and "Traceback" not in err, err
+
+
+def test_export_bad_arguments(work, tmp_path, capsys):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    cases = [
+        (["--run", work["run"], "--task", "sst"], "unknown task 'sst'; choose one of cola, sst2"),
+        (["--run", tmp_path, "--task", "rte"], "has no results.json"),
+        (["--run", work["run"], "--task", "cola"], "has no fine-tuned 'cola'; it has rte, stsb"),
+        (["--run", work["run"], "--task", "rte", "--seed", "3"], "has no rte seed 3; choose one of 0"),
+        (["--model", work["root"] / "tiny", "--task", "rte"], "holds a ElectraForPreTraining, not a fine-"),
+        (["--model", work["run"] / "models" / "rte-seed0", "--task", "stsb"], "has 2 outputs but stsb has 1"),
+        (["--model", work["run"] / "models" / "rte-seed0", "--task", "squad"], "needs a span model"),
+        (["--run", work["run"], "--task", "rte", "--output", tmp_path / "full"], "is not empty and holds no"),
+    ]
+    for extra, message in cases:
+        code, _, err = run(export_args(work, *extra), capsys)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (extra, err)
+
+
+def test_parity_failure_fails_the_export(work, tmp_path, capsys, monkeypatch):
+    from reports import onnx_export
+
+    monkeypatch.setattr(onnx_export, "parity", lambda model, path, feeds: 3e-3)
+    code, _, err = run(export_args(work, "--run", work["run"], "--task", "rte", "--output", tmp_path / "b"),
+                       capsys)
+    assert code == 2 and "parity check failed: max |Δlogit| 0.003 between PyTorch and onnxruntime" in err
+    assert not (tmp_path / "b").exists() and list(tmp_path.iterdir()) == []  # staging removed too
+    with sqlite3.connect(work["root"] / "mlflow.db") as db:
+        statuses = [s for (s,) in db.execute("select status from runs where name = 'rte onnx export'")]
+    assert "FAILED" in statuses
+
+
+def test_int8_below_target_warns_but_exports(work, tmp_path, capsys, monkeypatch):
+    from reports import onnx_check
+
+    scores = iter([{"accuracy": 0.75, "score": 0.75}, {"accuracy": 0.73, "score": 0.73}])  # fp32, then int8
+    monkeypatch.setattr(onnx_check, "dev_scores", lambda *args: next(scores))
+    code, out, err = run(export_args(work, "--run", work["run"], "--task", "rte", "--quantize", "int8",
+                                     "--output", tmp_path / "b"), capsys)
+    assert code == 0, err
+    assert err.strip() == ("harness: warning: int8 scores 2.00 points below fp32 on 8 rte dev examples "
+                           "(target: at most 1); deploy model.onnx (--precision fp32) if that matters")
+    assert "int8 - fp32: -2.00 points (target >= -1) MISSED" in out
+    quality = json.loads((tmp_path / "b" / "manifest.json").read_text())["quality"]
+    assert quality["int8_delta_points"] == pytest.approx(-2.0) and quality["int8_target_met"] is False
+
+
+def _squad_file(path, version):
+    """Eight questions over two long contexts (two or three 64-token windows each)."""
+    rng = random.Random(0)
+    plain = [w for w in WORDS if w not in ",.?"]
+    paragraphs = []
+    for p in range(2):
+        sentences = [" ".join(rng.choice(plain) for _ in range(4)) + " ." for _ in range(14)]
+        context, qas = " ".join(sentences), []
+        for q in range(4):
+            qa = {"id": f"p{p}q{q}", "question": " ".join(rng.choice(plain) for _ in range(3)) + " ?"}
+            start = sum(len(s) + 1 for s in sentences[:3 * q])
+            impossible = version == "2.0" and q == 3
+            qa["answers"] = [] if impossible else [{"text": sentences[3 * q][:-2], "answer_start": start}]
+            qas.append(qa | ({"is_impossible": impossible} if version == "2.0" else {}))
+        paragraphs.append({"context": context, "qas": qas})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": version, "data": [{"title": "t", "paragraphs": paragraphs}]}))
+
+
+@pytest.mark.parametrize("version", ["1.1", "2.0"])
+def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, work, tmp_path, capsys):
+    import torch
+    import transformers
+
+    from reports.runtime import Predictor, Request
+    from tasks import squad_data, squad_features
+    from tasks.squad_model import QuestionAnsweringWithAnswerability
+
+    task = "squad" if version == "1.1" else "squad_v2"
+    _squad_file(tmp_path / "squad" / f"dev-v{version}.json", version)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(work["root"] / "tiny")
+    transformers.set_seed(0)
+    model = transformers.ElectraForQuestionAnswering.from_pretrained(work["root"] / "tiny")
+    if version == "2.0":  # `harness run squad`'s SQuAD 2.0 model: span head plus answerability classifier
+        model = QuestionAnsweringWithAnswerability(model)
+    # v1.1 through a `harness run squad` directory, whose settings the bundle takes; v2.0 through --model.
+    settings = {"doc_stride": 16, "max_query_length": 16, "n_best": 10 if version == "1.1" else 20,
+                "max_answer_length": 30, "null_threshold": 0.0}
+    source = tmp_path / "run" / "models" / f"{task}-seed1"
+    model.save_pretrained(source)
+    tokenizer.save_pretrained(source)
+    if version == "1.1":
+        (tmp_path / "run" / "results.json").write_text(json.dumps({
+            "model": {"name": "tiny", "path": "tiny"}, "settings": settings,
+            "runs": [{"task": task, "seed": 1, "score": 10.0, "resolved_config": {"max_length": 64}}]}))
+    origin = ["--run", tmp_path / "run"] if version == "1.1" else ["--model", source]
+    code, out, err = run(["export", "onnx", *origin, "--task", task, "--quantize", "int8", "--data-dir",
+                          tmp_path / "squad", "--output", tmp_path / "bundle",
+                          "--tracking-uri", work["tracking"]], capsys)
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert manifest["qa"] == settings | {"version_2": version == "2.0"}
+    assert manifest["outputs"][-1] == ("null_logits" if version == "2.0" else "end_logits")
+    examples, _ = squad_data.load_squad_json(tmp_path / "squad" / f"dev-v{version}.json", version)
+    features = squad_features.prepare_eval_features(examples, tokenizer, 64, 16, 16)
+    model.eval()
+    with torch.inference_mode():
+        output = model(**tokenizer.pad(features.remove_columns(["example_id", "offset_mapping"]).to_dict(),
+                                       return_tensors="pt"))
+    # Cut off the batch padding, as the fine-tuning loop's example_outputs does (it competes for n_best).
+    lengths = [len(ids) for ids in features["input_ids"]]
+    starts, ends = ([row[:n] for row, n in zip(logits.numpy(), lengths, strict=True)]
+                    for logits in (output.start_logits, output.end_logits))
+    answers, _ = squad_features.postprocess(examples, features, starts, ends, n_best=settings["n_best"])
+    predictor = Predictor(tmp_path / "bundle", "fp32")
+    requests = [Request(row["question"], row["context"], row["id"]) for row in examples]
+    assert len(predictor.encode(requests).encodings) == len(features) > len(examples)  # several windows
+    results = predictor.predict(requests)
+    if version == "2.0":
+        null_odds = {}
+        for example_id, logit in zip(features["example_id"], output.null_logits.tolist(), strict=True):
+            null_odds[example_id] = min(logit, null_odds.get(example_id, logit))
+        expected = [null_odds[r["id"]] for r in results]
+        assert [r["null_odds"] for r in results] == pytest.approx(expected, abs=1e-5)
+        answers = {qid: "" if null_odds[qid] > 0 else text for qid, text in answers.items()}
+    assert {r["id"]: r["answer"] for r in results} == answers
+    code, out, _ = run(["predict", "--bundle", tmp_path / "bundle", examples[0]["question"],
+                        examples[0]["context"]], capsys)
+    assert code == 0 and set(json.loads(out)) >= {"answer", "start", "end", "score"}
+    code, _, err = run(["predict", "--bundle", tmp_path / "bundle", "who ?"], capsys)
+    assert code == 2 and "a SQuAD bundle needs two texts" in err

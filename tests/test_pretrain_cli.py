@@ -1,0 +1,125 @@
+"""`harness pretrain`: the config it builds, a real run logged to MLflow, one-line errors, and the
+same command under torchrun with two CPU processes (DDP over gloo)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from pretrain.config import PretrainConfig
+from pretrain.models import PRESETS, resolve_model
+from tests.test_pretrain_train import MICRO, write_corpus
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCHER = """import sys
+from pretrain.models import PRESETS
+from tests.test_pretrain_train import MICRO
+PRESETS[MICRO.name] = MICRO
+from harness.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.fixture
+def micro(monkeypatch):
+    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
+
+
+def cli_args(tmp_path, corpus_path, *extra, name="out"):
+    return ["pretrain", "--preset", MICRO.name, "--corpus", str(corpus_path), "--output",
+            str(tmp_path / name), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", *extra,
+            "tokenizer=train", "train_vocab_size=200", "precision=fp32", f"cache_dir={tmp_path / 'cache'}"]
+
+
+def test_flags_config_file_and_overrides_build_the_config(tmp_path, micro, corpus, monkeypatch, capsys):
+    import pretrain.train
+
+    seen = []
+
+    def fake_pretrain(config, on_log=None):
+        seen.append(config)
+        on_log(1, {"progress": 0.5, "generator_loss": 3.0})
+        return {"steps": 1, "tokens_seen": 10, "train_flops": 1.0, "wall_time_s": 0.1, "metrics": {}}
+
+    monkeypatch.setattr(pretrain.train, "pretrain", fake_pretrain)
+    (tmp_path / "run.toml").write_text('objective = "electra-15"\nlearning_rate = 0.001\nmax_steps = 50\n')
+    code = main(cli_args(tmp_path, corpus, "--objective", "mlm", "--max-flops", "1e15", "--config",
+                         str(tmp_path / "run.toml"), "--corpus", str(corpus), "max_steps=7",
+                         "embedding_sharing=gdes"))
+    assert code == 0, capsys.readouterr().err
+    assert seen == [PretrainConfig(
+        preset=MICRO.name, corpus=(str(corpus), str(corpus)), output_dir=str(tmp_path / "out"),
+        objective="mlm", max_flops=1e15, learning_rate=1e-3, max_steps=7, embedding_sharing="gdes",
+        tokenizer="train", train_vocab_size=200, precision="fp32", cache_dir=str(tmp_path / "cache"))]
+
+
+def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys):
+    code = main(cli_args(tmp_path, corpus, "max_steps=6", "log_every_steps=2"))
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "6 steps" in captured.out
+    assert resolve_model(str(tmp_path / "out")) == str(tmp_path / "out" / "discriminator")
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:
+        status = db.execute("select status from runs").fetchall()
+        keys = {k for (k,) in db.execute("select distinct key from metrics")}
+        steps = sorted(s for (s,) in db.execute("select step from metrics where key = 'generator_loss'"))
+    assert status == [("FINISHED",)]
+    assert keys >= {"generator_loss", "discriminator_loss", "disc_accuracy_replaced",
+                    "disc_accuracy_original", "replaced_fraction", "tokens", "train_flops", "tokens_per_s",
+                    "learning_rate"}
+    assert steps == [2, 4, 6]
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["max_steps=5", "warmup=0.1"], "unknown setting 'warmup'"),
+    ([], "no budget given"),
+    (["--objective", "two-stage", "max_steps=5", "generator_fraction=0.25"], "needs generator_fraction=1"),
+    (["max_steps=5", "mask_prob=1.5"], "mask_prob=1.5 must be between 0 and 1"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, micro, corpus, capsys, extra, message):
+    code = main(cli_args(tmp_path, corpus, *extra))
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1
+    assert not (tmp_path / "mlflow.db").exists()  # rejected before an MLflow run was opened
+
+
+def test_missing_corpus_is_a_user_error(tmp_path, micro, capsys):
+    code = main(cli_args(tmp_path, tmp_path / "nope.txt", "max_steps=1"))
+    assert code == 2 and "corpus path" in capsys.readouterr().err
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ddp_with_two_cpu_processes_matches_one_process(tmp_path, micro, corpus, capsys):
+    script = tmp_path / "launch.py"
+    script.write_text(LAUNCHER)
+    args = cli_args(tmp_path, corpus, "max_steps=4", "batch_size=8", name="ddp")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                             f"--master_port={free_port()}", str(script), *args],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ddp = json.loads((tmp_path / "ddp" / "pretrain_meta.json").read_text())
+    assert ddp["world_size"] == 2 and ddp["steps"] == 4
+
+    assert main(cli_args(tmp_path, corpus, "max_steps=4", "batch_size=8", name="single")) == 0
+    single = json.loads((tmp_path / "single" / "pretrain_meta.json").read_text())
+    # The global batch order does not depend on the process count: same tokens, same FLOPs.
+    assert ddp["tokens_seen"] == single["tokens_seen"] and ddp["train_flops"] == single["train_flops"]

@@ -1,0 +1,242 @@
+"""FLOPs accounting, leaderboard rows, their Markdown/CSV/HTML/PNG renderings, and bad input."""
+
+import json
+import socket
+import time
+
+import pytest
+
+from harness.cli import main
+from reports import accounting, flops
+from reports.leaderboard import (
+    MEASURED,
+    NO_FLOPS,
+    PUBLISHED,
+    measured_row,
+    published_rows,
+    rows_from_results,
+)
+from reports.render import markdown, to_csv
+from tests.conftest import write_tiny_model
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def stats(median):
+    return {"median": median, "mean": median, "std": 0.0, "best": median, "n": 1}
+
+
+def write_results(path, model_name, model_path, summary, costs=None, fmt="electra-harness/glue-results/1"):
+    path.mkdir(parents=True, exist_ok=True)
+    body = {"format": fmt, "model": {"name": model_name, "path": str(model_path)}, "config": {},
+            "tasks": list(summary), "runs": [], "summary": summary, "glue_score": 0.0, "flops": costs}
+    (path / "results.json").write_text(json.dumps(body))
+    return path
+
+
+SUMMARY_A = {"cola": {"score": stats(0.5), "mcc": stats(0.5)},
+             "stsb": {"score": stats(0.725), "pearson": stats(0.7), "spearman": stats(0.75)},
+             "rte": {"score": stats(0.625), "accuracy": stats(0.625)}}
+COSTS_A = {"model_id": "/m/a", "num_params": 13548800, "pretrain_flops": 1.294e18, "inference_flops": 3.677e9,
+           "pretrain_flops_basis": "pretrain_meta.json"}
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    a = write_results(tmp_path / "a", "runs/pretrain/a", "/m/a", SUMMARY_A, COSTS_A)
+    b = write_results(tmp_path / "b", "electra-small", tmp_path / "hub-snapshot",
+                      {"rte": {"score": stats(0.5), "accuracy": stats(0.5)}})
+    return a, b
+
+
+def test_run_flops_reads_the_pretraining_record(tmp_path):
+    import transformers
+
+    out = tmp_path / "pretrain-out"
+    tiny_model = write_tiny_model(out / "discriminator")
+    (out / "pretrain_meta.json").write_text(json.dumps(
+        {"objective": "electra", "steps": 100, "batch_size": 8, "seq_len": 32, "train_flops": 1.5e12}))
+    runs = [{"task": "rte", "train_examples_per_s": 8.0, "train_time_s": 2.0, "num_train_examples": 99,
+             "resolved_config": {"max_length": 32, "num_epochs": 3}},
+            {"task": "rte", "num_train_examples": 10,
+             "resolved_config": {"max_length": 32, "num_epochs": 1.5}},
+            {"task": "cola", "train_examples_per_s": 4.0, "train_time_s": 4.0,
+             "resolved_config": {"max_length": 16, "num_epochs": 1}}]
+    costs = accounting.run_flops(str(out), str(out / "discriminator"), runs)
+    shape = flops.shape_of(json.loads((tiny_model / "config.json").read_text()))
+    # rate x time = 16 examples, then 10 x 1.5 epochs = 15: each trained example costs 2 forwards.
+    assert costs["finetune_flops"] == {"rte": 2 * 31 * flops.inference_flops(shape, 32),
+                                       "cola": 2 * 16 * flops.inference_flops(shape, 16)}
+    assert costs["finetune_flops_total"] == sum(costs["finetune_flops"].values())
+    assert costs["pretrain_flops"] == 1.5e12
+    assert costs["pretrain_flops_basis"].endswith("electra objective, 100 steps x batch 8 x seq_len 32")
+    assert costs["inference_flops"] == flops.inference_flops(shape, 128) and costs["inference_seq_len"] == 128
+    assert costs["num_params"] == transformers.ElectraModel.from_pretrained(tiny_model).num_parameters()
+    assert costs["model_id"] == str(tiny_model.resolve())
+
+
+def test_run_flops_without_a_record_says_unknown(tiny_model):
+    plain = accounting.run_flops(str(tiny_model), str(tiny_model), [])
+    assert plain["pretrain_flops"] is None and plain["finetune_flops"] == {}
+    assert plain["pretrain_flops_basis"] == (f"unknown: no pretrain_meta.json beside {tiny_model} "
+                                             "(not a `harness pretrain` output)")
+    released = accounting.run_flops("electra-small", str(tiny_model), [])
+    assert released["pretrain_flops"] is None and released["model_id"] == "google/electra-small-discriminator"
+    assert released["pretrain_flops_basis"].startswith(
+        "unknown: released checkpoint google/electra-small-discriminator ships no pre-training record")
+
+
+def test_measured_row_uses_the_papers_metric_per_task(tmp_path):
+    summary = {"stsb": {"score": stats(0.5), "pearson": stats(0.25), "spearman": stats(0.75)},
+               "mrpc": {"score": stats(0.5), "f1": stats(0.25), "accuracy": stats(0.75)},
+               "mnli": {"score": stats(0.5), "validation_matched_accuracy": stats(0.75),
+                        "validation_mismatched_accuracy": stats(0.25)},
+               "wnli": {"score": stats(0.5), "accuracy": stats(0.5)},
+               "squad": {"score": stats(70.0), "exact_match": stats(70.0), "f1": stats(80.0)},
+               "squad_v2": {"score": stats(60.0), "exact": stats(60.0), "f1": stats(65.0),
+                            "best_exact": stats(61.0), "best_f1": stats(66.0)}}
+    path = write_results(tmp_path / "r", "m", "/m", summary, COSTS_A) / "results.json"
+    row = measured_row(path, json.loads(path.read_text()))
+    assert row.values == {"stsb": 75.0, "mrpc": 75.0, "mnli": 75.0, "squad11_em": 70.0, "squad11_f1": 80.0,
+                          "squad20_em": 60.0, "squad20_f1": 65.0,
+                          "glue_score": 75.0, "glue_tasks": 3.0, "num_params": 13548800.0,
+                          "pretrain_flops": 1.294e18, "inference_flops": 3.677e9}
+    assert row.key == "/m/a" and row.source == MEASURED and row.notes == ""
+
+
+def test_rows_of_one_model_merge_newest_wins(tmp_path):
+    first = write_results(tmp_path / "1", "runs/pretrain/a", "/m/a", SUMMARY_A, COSTS_A)
+    second = write_results(tmp_path / "2", "runs/pretrain/a", "/m/a",
+                           {"rte": {"score": stats(0.75), "accuracy": stats(0.75)},
+                            "sst2": {"score": stats(0.875), "accuracy": stats(0.875)}}, COSTS_A)
+    (row,) = rows_from_results([first, second])
+    assert {k: row.values[k] for k in ("cola", "stsb", "rte", "sst2", "glue_tasks")} == {
+        "cola": 50.0, "stsb": 75.0, "rte": 75.0, "sst2": 87.5, "glue_tasks": 4.0}
+    assert row.values["glue_score"] == pytest.approx((50 + 75 + 75 + 87.5) / 4)
+    assert row.reference.splitlines() == [str(first / "results.json"), str(second / "results.json")]
+
+
+def test_published_rows_keep_their_sources_apart():
+    rows = {(r.model, r.reference): r for r in published_rows()}
+    assert {r.source for r in rows.values()} == {PUBLISHED} and len(rows) == 18
+    table1 = rows[("ELECTRA-Small", "ELECTRA paper Table 1")]
+    assert table1.values == {"num_params": 14e6, "pretrain_flops": 1.4e18, "inference_flops": 3.7e9,
+                             "glue_score": 79.9}
+    readme = rows[("ELECTRA-Small (Small++)", "google-research/electra README")]
+    assert readme.values["squad20_em"] == 70.1 and readme.values["glue_score"] == pytest.approx(81.1375)
+    assert "pretrain_flops" not in readme.values  # Small++ is not Table 1's model
+
+
+def test_markdown_and_csv_exactly(two_runs):
+    a, b = two_runs
+    published = [r for r in published_rows() if r.key == "ELECTRA-Small @ ELECTRA paper Table 1"]
+    rows = rows_from_results([b, a]) + published
+    note_b = NO_FLOPS.format(path=b / "results.json")
+    text = markdown(rows)
+    assert text.split("## Measured (this harness)\n\n")[1] == (
+        "| model | params | pre-train FLOPs | infer FLOPs | cola | stsb | rte | GLUE | notes |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+        "| runs/pretrain/a | 13.5M | 1.29e18 | 3.68e9 | 50.0 | 75.0 | 62.5 | 62.5 (3/8) |  |\n"
+        f"| electra-small | ? | ? | ? | - | - | 50.0 | 50.0 (1/8) | {note_b} |\n"
+        "\n## Published (reference figures, not measured here)\n\n"
+        "| model | source | params | pre-train FLOPs | infer FLOPs | GLUE | notes |\n"
+        "|---|---|---|---|---|---|---|\n"
+        "| ELECTRA-Small | ELECTRA paper Table 1 | 14M | 1.4e18 | 3.7e9 | 79.9 | trained 4d on 1 V100 GPU; "
+        "per-task scores not in Table 1 |\n")
+    assert to_csv(rows).splitlines() == [
+        "model,source,reference,num_params,pretrain_flops,inference_flops,cola,sst2,mrpc,stsb,qqp,mnli,qnli,"
+        "rte,glue_score,glue_tasks,squad11_em,squad11_f1,squad20_em,squad20_f1,notes,key",
+        f"runs/pretrain/a,measured,{a / 'results.json'},13548800,1.294e+18,3677000000,50,,,75,,,,62.5,62.5,3,"
+        ",,,,,/m/a",
+        f"electra-small,measured,{b / 'results.json'},,,,,,,,,,,50,50,1,,,,,{note_b},"
+        "google/electra-small-discriminator",
+        "ELECTRA-Small,published,ELECTRA paper Table 1,14000000,1.4e+18,3700000000,,,,,,,,,79.9,,,,,,"
+        "trained 4d on 1 V100 GPU; per-task scores not in Table 1,ELECTRA-Small @ ELECTRA paper Table 1"]
+
+
+def leaderboard_runs(uri):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("leaderboard")
+    return client, client.search_runs([experiment.experiment_id], max_results=1000)
+
+
+def test_report_updates_the_leaderboard_without_duplicates(two_runs, tmp_path, capsys):
+    a, b = two_runs
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "report"
+    for runs in ([a, b], [a]):
+        assert main(["report", "--runs", *map(str, runs), "--output", str(out), "--tracking-uri", uri]) == 0
+    newer = write_results(tmp_path / "a2", "runs/pretrain/a", "/m/a",
+                          {"rte": {"score": stats(0.75), "accuracy": stats(0.75)}}, COSTS_A)
+    assert main(["report", "--runs", str(newer), "--output", str(out), "--tracking-uri", uri]) == 0
+    client, runs = leaderboard_runs(uri)
+    measured = {r.data.tags["model_id"]: r for r in runs if r.data.tags["source"] == MEASURED}
+    assert sorted(measured) == ["/m/a", "google/electra-small-discriminator"]
+    assert len([r for r in runs if r.data.tags["source"] == PUBLISHED]) == len(published_rows())
+    metrics = measured["/m/a"].data.metrics
+    assert (metrics["cola"], metrics["rte"], metrics["glue_tasks"], metrics["pretrain_flops"]) == (
+        50.0, 75.0, 3.0, 1.294e18)
+    assert measured["/m/a"].data.tags["reference"].splitlines() == [
+        str(a / "results.json"), str(newer / "results.json")]
+    # No --runs: the table comes from the leaderboard experiment, with the merged row.
+    capsys.readouterr()
+    assert main(["report", "--output", str(out), "--tracking-uri", uri]) == 0
+    assert "2 measured and 18 published rows" in capsys.readouterr().out
+    assert "| runs/pretrain/a | 13.5M | 1.29e18 | 3.68e9 | 50.0 | 75.0 | 75.0 | 66.7 (3/8) |  |" in (
+        out / "leaderboard.md").read_text()
+    assert (out / "flops_vs_glue.png").read_bytes().startswith(PNG_MAGIC)
+    page = (out / "leaderboard.html").read_text()
+    assert "src='data:image/png;base64,iVBORw0KGgo" in page and "src='http" not in page and "href" not in page
+    assert page.count("<table>") == 2 and "runs/pretrain/a" in page
+    report_runs = client.search_runs([client.get_experiment_by_name("leaderboard-reports").experiment_id])
+    assert len(report_runs) == 4
+    assert sorted(f.path for f in client.list_artifacts(report_runs[0].info.run_id)) == [
+        "flops_vs_glue.png", "leaderboard.csv", "leaderboard.html", "leaderboard.md"]
+
+
+def test_bad_results_files_are_one_line_and_write_nothing(two_runs, tmp_path, capsys):
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps({"format": "other-tool/1", "accuracy": 0.9}))
+    older = write_results(tmp_path / "old", "m", "/m", SUMMARY_A, fmt="electra-harness/glue-results/0")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    empty = tmp_path / "unfinished"
+    empty.mkdir()
+    out = tmp_path / "report"
+    code = main(["report", "--runs", str(two_runs[0]), str(foreign), str(older), str(broken), str(empty),
+                 "--output", str(out), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "foreign.json' is not a harness results file (format 'other-tool/1')" in err
+    assert "has format 'electra-harness/glue-results/0', another version than this harness reads" in err
+    assert "broken.json' is not a JSON results file (JSONDecodeError)" in err
+    assert "unfinished' has no results.json" in err
+    assert not out.exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_unreachable_tracking_server_is_one_line(two_runs, tmp_path, capsys):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    code = main(["report", "--runs", str(two_runs[0]), "--output", str(tmp_path / "report"),
+                 "--tracking-uri", f"http://127.0.0.1:{port}"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"MLflow tracking server http://127.0.0.1:{port} is unreachable" in err
+    assert time.monotonic() - started < 10 and not (tmp_path / "report").exists()
+
+
+def test_a_failed_leaderboard_update_says_the_results_are_saved(two_runs, monkeypatch):
+    from harness import leaderboard
+    from pretrain.errors import UserError
+
+    def store_down(rows, uri):
+        raise UserError("MLflow store http://127.0.0.1:9 failed while updating the leaderboard (refused)")
+
+    monkeypatch.setattr(leaderboard, "upsert", store_down)
+    with pytest.raises(UserError, match=r"\(refused\); the results are saved: add them later with `harness "
+                                        f"report --runs {two_runs[0]}`"):
+        leaderboard.record([two_runs[0]], "http://127.0.0.1:9")

@@ -1,0 +1,246 @@
+"""`harness run squad` end to end on a tiny model and tiny SQuAD files; bad input is one line and exit 2."""
+
+import json
+import random
+import sqlite3
+
+import pytest
+import torch
+
+from harness.cli import main
+from tasks.finetune import FinetuneConfig
+from tasks.registry import SQUAD_TASKS
+from tasks.squad import SquadConfig, SquadSource
+from tests.conftest import WORDS
+
+PLAIN = [w for w in WORDS if w not in ",.?"]
+# The tiny model has 64 positions: windows of 64 tokens with 16-token questions and overlaps.
+SMALL = ["max_length=64", "doc_stride=16", "max_query_length=16", "precision=fp32", "batch_size=8"]
+
+
+def _paragraph(rng, index, version, num_questions=4):
+    # 8 to 14 sentences of 4 words: some contexts need two or three 64-token windows.
+    sentences = [" ".join(rng.choice(PLAIN) for _ in range(4)) + " ." for _ in range(rng.randint(8, 14))]
+    context = " ".join(sentences)
+    qas = []
+    for q in range(num_questions):
+        qa = {"id": f"p{index}q{q}", "question": " ".join(rng.choice(PLAIN) for _ in range(3)) + " ?"}
+        impossible = version == "2.0" and q % 2 == 1
+        if impossible:
+            qa["answers"] = []
+        else:
+            sentence = rng.randrange(len(sentences))
+            start = sum(len(s) + 1 for s in sentences[:sentence])
+            qa["answers"] = [{"text": sentences[sentence][:-2], "answer_start": start}]
+        if version == "2.0":
+            qa["is_impossible"] = impossible
+        qas.append(qa)
+    return {"context": context, "qas": qas}
+
+
+def write_squad(path, version, num_articles=5, seed=0, bad_offset=False):
+    """An official-format SQuAD file of `num_articles` articles, two paragraphs of four questions each."""
+    rng = random.Random(seed)
+    articles = [{"title": f"article {a}", "paragraphs": [_paragraph(rng, 2 * a + p, version)
+                                                          for p in range(2)]} for a in range(num_articles)]
+    if bad_offset:
+        articles[0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 10_000
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": version, "data": articles}))
+    return path
+
+
+def squad_args(model, tmp_path, *extra):
+    return ["run", "squad", "--model", str(model), "--output-dir", str(tmp_path / "out"),
+            "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", *extra]
+
+
+def run(args, capsys):
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def statuses(tmp_path):
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:
+        return dict(db.execute("select name, status from runs").fetchall())
+
+
+def test_v1_holds_out_dev_articles_and_writes_results(tiny_model, tmp_path, capsys):
+    data = tmp_path / "squad"
+    write_squad(data / "dev-v1.1.json", "1.1", bad_offset=True)
+    args = squad_args(tiny_model, tmp_path, "--version", "1.1", "--data-dir", str(data), *SMALL,
+                      "num_epochs=3", "learning_rate=2e-3")
+    code, out, err = run(args, capsys)
+    assert code == 0, err
+    assert "note: no train file, so training uses 4 articles" in out and "exact_match" in out
+    assert err.count("harness: warning:") == 1 and "lies outside its" in err
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["format"] == "electra-harness/squad-results/1" and results["tasks"] == ["squad"]
+    assert results["data"]["holdout"] == {"fraction": 0.2, "seed": 0, "train_articles": 4, "dev_articles": 1}
+    assert (results["data"]["answer_problems"], results["data"]["misaligned_answers"]) == (1, 0)
+    assert (results["data"]["num_train_examples"], results["data"]["num_dev_examples"]) == (32, 8)
+    assert results["settings"]["doc_stride"] == 16 and results["config"]["max_length"] == 64
+    record = results["runs"][0]
+    assert set(record["metrics"]["validation"]) == {"exact_match", "f1", "score"}
+    assert record["resolved_config"]["num_epochs"] == 3 and record["num_train_examples"] == 32
+    losses = [row["train_loss"] for row in record["history"]]
+    assert losses[-1] < losses[0]
+    assert set(results["summary"]["squad"]) >= {"score", "exact_match", "f1"}
+    stem = tmp_path / "out" / "predictions" / "squad-seed0"
+    predictions = json.loads((stem / "predictions.json").read_text())
+    articles = [{f"p{2 * a + p}q{q}" for p in range(2) for q in range(4)} for a in range(5)]
+    assert set(predictions) in articles  # one whole article held out, every question predicted
+    assert not (stem / "null_odds.json").exists()
+    assert set(statuses(tmp_path).values()) == {"FINISHED"} and len(statuses(tmp_path)) == 2
+    assert (tmp_path / "out" / "models" / "squad-seed0" / "model.safetensors").is_file()
+
+
+
+def test_v2_with_train_file_writes_null_odds_and_resumes(tiny_model, tmp_path, capsys, monkeypatch):
+    train = write_squad(tmp_path / "train.json", "2.0", num_articles=3, seed=1)
+    dev = write_squad(tmp_path / "dev.json", "2.0", num_articles=2, seed=2)
+    args = squad_args(tiny_model, tmp_path, "--version", "2.0", "--train-file", str(train),
+                      "--dev-file", str(dev), *SMALL, "num_epochs=1", "max_eval_examples=10")
+    code, out, err = run(args, capsys)
+    assert code == 0, err
+    assert "note: no train file" not in out and "best_f1" in out and "best_f1_thresh" in out
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["data"]["holdout"] is None and results["data"]["train_file"] == str(train)
+    assert (results["data"]["num_train_examples_used"], results["data"]["num_dev_examples_used"]) == (24, 10)
+    assert results["data"]["answerability_head"] is True
+    metrics = results["runs"][0]["metrics"]["validation"]
+    assert {"exact", "f1", "HasAns_exact", "NoAns_f1", "best_exact", "best_exact_thresh", "best_f1",
+            "best_f1_thresh"} <= set(metrics) and metrics["total"] == 10
+    stem = tmp_path / "out" / "predictions" / "squad_v2-seed0"
+    predictions = json.loads((stem / "predictions.json").read_text())
+    null_odds = json.loads((stem / "null_odds.json").read_text())
+    assert set(predictions) == set(null_odds) and len(predictions) == 10
+    assert all(text for text in predictions.values())  # best non-null spans: the threshold is the scorer's
+    assert set(statuses(tmp_path).values()) == {"FINISHED"}
+    assert (tmp_path / "out" / "models" / "squad_v2-seed0" / "answerability_head.safetensors").is_file()
+
+    import harness.squad_run
+
+    def must_not_train(*a, **k):
+        raise AssertionError("a finished seed was trained again")
+
+    monkeypatch.setattr(harness.squad_run, "finetune", must_not_train)
+    assert run(args, capsys)[0] == 0
+    code, _, err = run(args + ["null_threshold=1"], capsys)
+    assert code == 2 and "holds results of another model or config" in err
+
+
+def test_answerability_classifier_saves_and_loads(tiny_model, tmp_path):
+    from tasks.squad_model import QuestionAnsweringWithAnswerability
+
+    torch.manual_seed(0)
+    model = QuestionAnsweringWithAnswerability.from_pretrained(tiny_model).eval()
+    batch = {"input_ids": torch.tensor([[2, 5, 7, 3, 9, 11, 12, 3]]),
+             "attention_mask": torch.ones(1, 8, dtype=torch.long)}
+    with torch.no_grad():
+        before = model(**batch)
+    model.save_pretrained(tmp_path / "saved")
+    again = QuestionAnsweringWithAnswerability.from_pretrained(tmp_path / "saved").eval()
+    with torch.no_grad():
+        after = again(**batch)
+    torch.testing.assert_close(after.null_logits, before.null_logits)
+    torch.testing.assert_close(after.start_logits, before.start_logits)
+    # Training output: the span loss plus half the null-logit cross-entropy ("no answer" when start is 0).
+    output = model(**batch, start_positions=torch.tensor([0]), end_positions=torch.tensor([0]))
+    span_loss = model.qa(**batch, start_positions=torch.tensor([0]), end_positions=torch.tensor([0])).loss
+    null_loss = torch.nn.functional.softplus(-output.null_logits).mean()  # -log sigmoid(logit), target 1
+    torch.testing.assert_close(output.loss, span_loss + 0.5 * null_loss)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # as the loop runs it where bf16 is fast
+        assert model(**batch, start_positions=torch.tensor([3]), end_positions=torch.tensor([4])).loss > 0
+
+
+def test_settings_go_to_their_configs(tiny_model, tmp_path, capsys, monkeypatch):
+    import harness.squad_run
+
+    seen = {}
+
+    def fake_run(run, progress=None):
+        seen["run"] = run
+        return {"summary": {}, "runs": []}
+
+    monkeypatch.setattr(harness.squad_run, "run_squad", fake_run)
+    config_file = tmp_path / "squad.toml"
+    config_file.write_text("batch_size = 16\nanswerability_head = false\nholdout_fraction = 0.5\n")
+    args = squad_args(tiny_model, tmp_path, "--version", "2.0", "--data-dir", "d", "--config",
+                      str(config_file), "doc_stride=64", "batch_size=8", "max_length=512")
+    code, _, err = run(args, capsys)
+    assert code == 0, err
+    squad_run = seen["run"]
+    assert squad_run.task == SQUAD_TASKS["2.0"] and squad_run.source == SquadSource(data_dir="d")
+    assert squad_run.config == FinetuneConfig(batch_size=8, max_length=512)
+    assert squad_run.settings == SquadConfig(doc_stride=64, answerability_head=False, holdout_fraction=0.5)
+
+
+def test_max_length_defaults_to_384(tiny_model, tmp_path, capsys):
+    write_squad(tmp_path / "squad" / "dev-v1.1.json", "1.1")
+    code, _, err = run(squad_args(tiny_model, tmp_path, "--data-dir", str(tmp_path / "squad")), capsys)
+    assert code == 2 and "max_length 384 exceeds the model's 64 positions; pass max_length=64" in err
+
+
+def _malformed(path):
+    path.write_text('{"data": [\n  {"title": "A",\n  }\n]}')
+
+
+def _without_id(path):
+    write_squad(path, "1.1")
+    data = json.loads(path.read_text())
+    del data["data"][1]["paragraphs"][0]["qas"][2]["id"]
+    path.write_text(json.dumps(data))
+
+
+BAD_INPUTS = {
+    "malformed json": (_malformed, [], "dev-v1.1.json is not valid JSON: Expecting property name enclosed in "
+                                       "double quotes at line 3 column 3"),
+    "question without id": (_without_id, [], "question 2 in paragraph 0 of article 'article 1' has no 'id'"),
+    "is_impossible in v1.1": (lambda p: write_squad(p, "2.0"), [],
+                              "has 'is_impossible', a SQuAD 2.0 field, but version 1.1 was asked for"),
+    "unknown version": (None, ["--version", "3.0"], "unknown SQuAD version '3.0'; choose one of 1.1, 2.0"),
+    "unknown setting": (None, ["doc_strid=3", "batch_size=0"],
+                        "unknown setting 'doc_strid' (known: adam_epsilon, answerability_head, batch_size, "
+                        "doc_stride"),
+    "two bad settings": (None, ["doc_strid=3", "batch_size=0"], "; batch_size must be positive (got 0)"),
+    "bad setting": (None, ["holdout_fraction=1"], "holdout_fraction must be between 0 and 1"),
+    "classifier on v1.1": (None, ["answerability_head=true"], "answerability_head=true needs unanswerable"),
+    "stride too long": (None, ["max_query_length=48"], "raise max_length or lower doc_stride"),
+    "train without dev": (None, ["--train-file", "t.json"], "--train-file 't.json' needs a --dev-file"),
+    "no dev file": (lambda p: p.unlink(), [], "dev-v1.1.json not found (JSON files there: none)"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_one_line(case, tiny_model, tmp_path, capsys):
+    spoil, extra, message = BAD_INPUTS[case]
+    path = write_squad(tmp_path / "squad" / "dev-v1.1.json", "1.1")
+    if spoil is not None:
+        spoil(path)
+    data = [] if "--train-file" in extra else ["--data-dir", str(tmp_path / "squad")]
+    code, _, err = run(squad_args(tiny_model, tmp_path, *data, *SMALL, *extra), capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_data_dir_from_env_else_the_hub(tiny_model, tmp_path, capsys, monkeypatch):
+    from pretrain.errors import UserError
+    from tasks import squad_data
+
+    monkeypatch.setenv("SQUAD_DIR", str(tmp_path / "empty"))
+    code, _, err = run(squad_args(tiny_model, tmp_path, *SMALL), capsys)
+    assert code == 2 and f"{tmp_path / 'empty' / 'dev-v1.1.json'} not found" in err
+    asked = []
+
+    def offline(version, split):
+        asked.append((version, split))
+        raise UserError("could not load it; pass --data-dir")
+
+    monkeypatch.delenv("SQUAD_DIR")
+    monkeypatch.setattr(squad_data, "load_squad_hub", offline)
+    code, _, err = run(squad_args(tiny_model, tmp_path, "--version", "2.0", *SMALL), capsys)
+    assert code == 2 and asked == [("2.0", "train")]
+    assert err.strip() == "harness: error: could not load it; pass --data-dir"
