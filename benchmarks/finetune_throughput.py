@@ -7,7 +7,7 @@ autocast where the CPU has it (our default), plus an fp32 row to separate the tw
 "Tokens" are real (non-pad) tokens, identical for every row, so the ratio is a time ratio.
 Target: ours (default) >= 1.5x Trainer.
 
-    python benchmarks/finetune_throughput.py [--steps 20] [--shared ../shared]
+    python benchmarks/finetune_throughput.py [--steps 20] [--repeats 2] [--shared ../shared]
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ def trainer(train, tokenizer, steps: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=2, help="turns per setup; the best time counts")
     parser.add_argument("--shared", type=Path,
                         default=Path(os.environ.get("SHARED_DIR", REPO.parent / "shared")))
     args = parser.parse_args()
@@ -80,11 +81,16 @@ def main() -> None:
     train = train.shuffle(seed=0).select(range(32 * args.steps))
     print(f"ELECTRA-Small, MRPC, batch 32, {args.steps} steps, {torch.get_num_threads()} threads, "
           f"load average {os.getloadavg()[0]:.2f}")
-    rows = {}
-    trainer_s = trainer(train, tokenizer, args.steps)
-    for precision in ("fp32", "bf16"):
-        rows[f"ours {precision}"], tokens = ours(train, tokenizer, args.steps, precision)
-    rows = {"Trainer (run_glue defaults: fp32, padded to 128)": trainer_s} | rows
+    # Setups take turns and each keeps its best time: load from other processes on a shared machine
+    # then hurts every setup alike instead of whichever happened to run during it.
+    trainer_name = "Trainer (run_glue defaults: fp32, padded to 128)"
+    rows: dict[str, float] = {}
+    for _ in range(args.repeats):
+        rows[trainer_name] = min(rows.get(trainer_name, float("inf")), trainer(train, tokenizer, args.steps))
+        for precision in ("fp32", "bf16"):
+            seconds, tokens = ours(train, tokenizer, args.steps, precision)
+            rows[f"ours {precision}"] = min(rows.get(f"ours {precision}", float("inf")), seconds)
+    trainer_s = rows[trainer_name]
     print(f"{'setup':50} {'time s':>8} {'tokens/s':>9} {'vs Trainer':>10}")
     for name, seconds in rows.items():
         print(f"{name:50} {seconds:8.1f} {tokens / seconds:9.0f} {trainer_s / seconds:9.2f}x")
