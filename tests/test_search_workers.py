@@ -125,6 +125,14 @@ def test_killed_worker_trial_fails_and_is_retried(tiny_model, glue_data, tmp, ca
     assert (str(running), "KILLED", "FAIL") in nested_runs(tmp)  # its MLflow run closed by the next worker
 
 
+def has_heartbeat(storage, trial_id) -> bool:
+    import sqlalchemy
+
+    with sqlalchemy.create_engine(storage).connect() as connection:
+        query = sqlalchemy.text("select count(*) from trial_heartbeats where trial_id = :id")
+        return connection.execute(query, {"id": trial_id}).scalar() > 0
+
+
 def wait_for_running_trial(storage, process, timeout_s=120):
     started = time.monotonic()
     while time.monotonic() - started < timeout_s:
@@ -132,7 +140,9 @@ def wait_for_running_trial(storage, process, timeout_s=120):
         try:
             for name in optuna.study.get_all_study_names(storage):
                 for trial in optuna.load_study(study_name=name, storage=storage).trials:
-                    if trial.state.name == "RUNNING":
+                    # Optuna only fails RUNNING trials that have beaten their heart at least once;
+                    # on a loaded machine a worker can be killed before its first beat.
+                    if trial.state.name == "RUNNING" and has_heartbeat(storage, trial._trial_id):
                         return trial.number
         except Exception:  # the worker may be creating the tables right now
             pass
