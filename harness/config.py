@@ -25,7 +25,7 @@ def load_config(cls: type[C], config_file: str | Path | None = None, overrides: 
     values: dict[str, Any] = {}
     errors: list[str] = []
     if config_file is not None:
-        values.update(_read_toml(Path(config_file)))
+        values.update(read_toml(Path(config_file)))
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
@@ -52,7 +52,8 @@ def load_config(cls: type[C], config_file: str | Path | None = None, overrides: 
         raise UserError(str(error)) from error
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML settings file, or a UserError naming it."""
     if not path.is_file():
         raise UserError(f"config file {str(path)!r} does not exist; pass a TOML file with --config")
     try:

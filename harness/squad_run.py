@@ -14,7 +14,7 @@ import transformers
 
 from harness import benchmark_run, outputs, tracking
 from harness.benchmark_run import Setup
-from harness.config import _read_toml, as_dict, load_config
+from harness.config import as_dict, load_config, read_toml
 from pretrain.errors import UserError
 from tasks import batching, squad
 from tasks.finetune import FinetuneConfig, finetune
@@ -42,7 +42,7 @@ class SquadRun:
 def load_settings(config_file: str | None, overrides: Sequence[str]) -> tuple[FinetuneConfig, SquadConfig]:
     """Both configs from one flat TOML file and key=value list; each key goes to the config that has it."""
     items = [f"{key}={str(value).lower() if isinstance(value, bool) else value}"
-             for key, value in (_read_toml(Path(config_file)) if config_file else {}).items()]
+             for key, value in (read_toml(Path(config_file)) if config_file else {}).items()]
     items += list(overrides)
     owners = {field.name: cls for cls in (FinetuneConfig, SquadConfig) for field in dataclasses.fields(cls)}
     keys = [item.partition("=")[0].strip() for item in items]

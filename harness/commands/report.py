@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 
 from harness import leaderboard, outputs, tracking
@@ -45,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
              FILES[2]: render.to_html(rows, png)}
     for name, text in texts.items():
         outputs.write_text(args.output / name, text)
-    _write_bytes(args.output / FILES[3], png)
+    outputs.write_bytes(args.output / FILES[3], png)
     measured = sum(r.source == MEASURED for r in rows)
     run_id = _log_artifacts(args.output, uri, measured, len(rows) - measured)
     print(f"wrote {', '.join(str(args.output / name) for name in FILES)}")
@@ -66,16 +64,3 @@ def _log_artifacts(directory: Path, uri: str, measured: int, published: int) -> 
             for name in FILES:
                 mlflow.log_artifact(str(directory / name))
         return active.info.run_id
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    """Atomic, like harness.outputs.write_text."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
