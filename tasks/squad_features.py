@@ -111,18 +111,7 @@ def prepare_train_features(
     Off-boundary answers ("1990" inside "1990s" tokenised as one piece) keep the enclosing tokens as
     their span; they are counted, not dropped.
     """
-    _check_setup(tokenizer, max_length, doc_stride, max_query_length)
-    features = examples.map(
-        _train_batch,
-        batched=True,
-        remove_columns=examples.column_names,
-        fn_kwargs={
-            "tokenizer": tokenizer,
-            "max_length": max_length,
-            "doc_stride": doc_stride,
-            "max_query_length": max_query_length,
-        },
-    )
+    features = _windows(examples, _train_batch, tokenizer, max_length, doc_stride, max_query_length)
     num_misaligned = sum(features["misaligned"])
     return features.remove_columns("misaligned"), num_misaligned
 
@@ -147,18 +136,17 @@ def prepare_eval_features(
     max_query_length: int = MAX_QUERY_LENGTH,
 ) -> datasets.Dataset:
     """Eval windows keeping example_id and the context-only offset_mapping that `postprocess` needs."""
+    return _windows(examples, _eval_batch, tokenizer, max_length, doc_stride, max_query_length)
+
+
+def _windows(examples, batch_function, tokenizer, max_length: int, doc_stride: int,
+             max_query_length: int) -> datasets.Dataset:
+    """`batch_function` mapped over the examples, one row per window."""
     _check_setup(tokenizer, max_length, doc_stride, max_query_length)
-    return examples.map(
-        _eval_batch,
-        batched=True,
-        remove_columns=examples.column_names,
-        fn_kwargs={
-            "tokenizer": tokenizer,
-            "max_length": max_length,
-            "doc_stride": doc_stride,
-            "max_query_length": max_query_length,
-        },
-    )
+    settings = {"tokenizer": tokenizer, "max_length": max_length, "doc_stride": doc_stride,
+                "max_query_length": max_query_length}
+    return examples.map(batch_function, batched=True, remove_columns=examples.column_names,
+                        fn_kwargs=settings)
 
 
 def _feature_spans(start_logits, end_logits, offsets, n_best: int, max_answer_length: int):

@@ -27,23 +27,29 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Fine-tune on GLUE tasks with ELECTRA's recipe; writes results.json, dev/test "
                     "predictions and glue_submission.zip, logs to MLflow, prints a results table.")
-    glue.add_argument("--model", required=True,
-                      help="registry name (harness models), checkpoint directory or harness pretrain output")
+    common_arguments(glue, "glue")
     glue.add_argument("--tasks", default="rte,mrpc,stsb,cola",
                       help=f"comma list of {', '.join(GLUE_TASKS)} or all (default: %(default)s)")
-    glue.add_argument("--seeds", type=int, default=1,
-                      help="fine-tunings per task; the table reports median, mean, std, best")
     glue.add_argument("--data-dir", help="classic glue_data directory (default: $GLUE_DIR, else the Hub)")
-    glue.add_argument("--config", help="TOML file of settings (see below)")
     glue.add_argument("--params-from", metavar="STUDY_OR_FILE",
                       help="the best trial of a harness search: its best_params.json, STORAGE_URL#STUDY or "
                            "a study in runs/optuna.db; key=value overrides still win")
-    glue.add_argument("--output-dir", type=Path,
-                      help="where results go (default: runs/glue/MODEL-TIME); an existing one is resumed")
-    glue.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
-    glue.add_argument("overrides", nargs="*", metavar="key=value", help="setting overrides")
     glue.set_defaults(handler=run_glue_command)
     add_squad_parser(benchmarks)
+
+
+def common_arguments(parser, benchmark: str) -> None:
+    """The arguments every benchmark run takes: model, seeds, settings, outputs, tracking."""
+    parser.add_argument("--model", required=True, help="registry name (harness models), checkpoint "
+                        "directory or harness pretrain output")
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="fine-tunings per task; the table reports median, mean, std, best")
+    parser.add_argument("--config", help="TOML file of settings (see below)")
+    parser.add_argument("--output-dir", type=Path,
+                        help=f"where results go (default: runs/{benchmark}/MODEL-TIME); an existing one "
+                        "is resumed")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="setting overrides")
 
 
 def run_glue_command(args) -> int:
@@ -89,21 +95,13 @@ def add_squad_parser(benchmarks) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Fine-tune on SQuAD with ELECTRA's recipe; writes results.json, predictions.json "
                     "(and null_odds.json for 2.0), logs to MLflow, prints EM/F1.")
-    squad.add_argument("--model", required=True,
-                       help="registry name (harness models), checkpoint directory or harness pretrain output")
+    common_arguments(squad, "squad")
     squad.add_argument("--version", default="1.1",
                        help=f"SQuAD version: {' or '.join(SQUAD_TASKS)} (default: %(default)s)")
-    squad.add_argument("--seeds", type=int, default=1,
-                       help="fine-tunings; the table reports median, mean, std, best")
     squad.add_argument("--data-dir",
                        help="folder of train-vX.json/dev-vX.json (default: $SQUAD_DIR, else the Hub)")
     squad.add_argument("--train-file", help="official-format training JSON (with --dev-file)")
     squad.add_argument("--dev-file", help="official-format dev JSON; alone, its articles are split")
-    squad.add_argument("--config", help="TOML file of settings (see below)")
-    squad.add_argument("--output-dir", type=Path,
-                       help="where results go (default: runs/squad/MODEL-TIME); an existing one is resumed")
-    squad.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
-    squad.add_argument("overrides", nargs="*", metavar="key=value", help="setting overrides")
     squad.set_defaults(handler=run_squad_command)
 
 
