@@ -10,7 +10,8 @@ import importlib
 import sys
 
 # Subcommand modules under harness/commands/; each defines add_parser(subparsers) and run(args).
-COMMANDS = ["run", "tasks", "models", "init", "flops", "pretrain", "search", "report", "export", "predict"]
+COMMANDS = ["run", "tasks", "models", "init", "flops", "pretrain", "search", "report", "export", "predict",
+            "experiment"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -61,6 +61,15 @@ def resume_point(out: Path, config: PretrainConfig) -> Path | None:
     return found[-1]
 
 
+def finished_meta(out: Path, config: PretrainConfig) -> dict | None:
+    """OUT's pretrain_meta.json if OUT holds a finished run of these (resolved) settings, else None."""
+    path = out / META_FILE
+    if not path.is_file():  # published only when a run ends
+        return None
+    meta = json.loads(path.read_text())
+    return None if config_differences(meta["config"], config) else meta
+
+
 def load_state(checkpoint: Path) -> dict:
     """Everything `write_checkpoint` saved (our own file, so not restricted to weights)."""
     return torch.load(checkpoint / STATE_FILE, map_location="cpu", weights_only=False)

@@ -23,8 +23,6 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    import tempfile
-
     import transformers
 
     from pretrain.errors import UserError
@@ -41,14 +39,25 @@ def run(args) -> int:
     except (OSError, ValueError) as error:
         raise UserError(f"could not load tokenizer {args.tokenizer!r} ({type(error).__name__}); pass a "
                         "directory with vocab.txt/tokenizer.json as --tokenizer") from error
-    transformers.set_seed(args.seed)
-    model = transformers.ElectraForPreTraining(discriminator_config(preset, len(tokenizer)))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=args.output.parent, prefix=f".{args.output.name}."))
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    if args.output.exists():
-        args.output.rmdir()
-    staging.rename(args.output)
+    model_config = discriminator_config(preset, len(tokenizer))
+    model = write_random_init(model_config, tokenizer, args.output, args.seed)
     print(f"wrote random-init {preset.name} ({model.num_parameters():,} parameters) to {args.output}")
     return 0
+
+
+def write_random_init(model_config, tokenizer, output: Path, seed: int = 0):
+    """A fresh ElectraForPreTraining of `model_config` and `tokenizer`, written atomically to `output`."""
+    import tempfile
+
+    import transformers
+
+    transformers.set_seed(seed)
+    model = transformers.ElectraForPreTraining(model_config)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}."))
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    if output.exists():
+        output.rmdir()
+    staging.rename(output)
+    return model

@@ -65,19 +65,30 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    meta = run_pretrain(config, args.experiment, args.tracking_uri)
+    if meta is not None:
+        print(f"{meta['steps']} steps, {meta['tokens_seen']:,} tokens, {meta['train_flops']:.3g} FLOPs, "
+              f"{meta['wall_time_s']:.0f} s: {_summary(meta['steps'], meta['metrics'])}")
+        print(f"discriminator: {Path(config.output_dir) / 'discriminator'}")
+    return 0
+
+
+def run_pretrain(config: PretrainConfig, experiment: str = "pretrain",
+                 tracking_uri: str | None = None) -> dict | None:
+    """Pre-train with a progress bar and an MLflow run; pretrain_meta.json's dict (None off rank 0)."""
     from pretrain.train import preflight, pretrain
 
-    config = config_from_args(args)
     preflight(config)  # bad input fails here, before an MLflow run is opened
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports
         pretrain(config)
-        return 0
+        return None
     from tqdm.auto import tqdm
 
     from harness import tracking
     from harness.config import as_dict
 
-    tracking.setup(args.experiment, args.tracking_uri)
+    tracking.setup(experiment, tracking_uri)
     name = Path(config.output_dir).name if config.output_dir else "pretrain"
     tags = {"command": "pretrain", "objective": config.objective, "preset": config.preset,
             "output_dir": str(config.output_dir)}
@@ -90,10 +101,7 @@ def run(args: argparse.Namespace) -> int:
 
         meta = pretrain(config, on_log)
         tracking.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
-    print(f"{meta['steps']} steps, {meta['tokens_seen']:,} tokens, {meta['train_flops']:.3g} FLOPs, "
-          f"{meta['wall_time_s']:.0f} s: {_summary(meta['steps'], meta['metrics'])}")
-    print(f"discriminator: {Path(config.output_dir) / 'discriminator'}")
-    return 0
+    return meta
 
 
 def _summary(step: int, metrics: dict[str, float]) -> str:

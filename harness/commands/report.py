@@ -30,9 +30,15 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    uri = leaderboard.check_reachable(args.tracking_uri)
-    if args.runs:
-        rows = rows_from_results(args.runs) + published_rows()  # every file checked before any write
+    write_report(args.runs, args.output, args.tracking_uri)
+    return 0
+
+
+def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None = None) -> None:
+    """The four report files in `output` from `runs` (default: the leaderboard experiment's rows)."""
+    uri = leaderboard.check_reachable(tracking_uri)
+    if runs:
+        rows = rows_from_results(runs) + published_rows()  # every file checked before any write
         leaderboard.upsert(rows, uri)
     else:
         leaderboard.upsert(published_rows(), uri)
@@ -42,16 +48,15 @@ def run(args: argparse.Namespace) -> int:
     texts = {FILES[0]: render.markdown(rows), FILES[1]: render.to_csv(rows),
              FILES[2]: render.to_html(rows, png)}
     for name, text in texts.items():
-        outputs.write_text(args.output / name, text)
-    outputs.write_bytes(args.output / FILES[3], png)
+        outputs.write_text(output / name, text)
+    outputs.write_bytes(output / FILES[3], png)
     measured = sum(r.source == MEASURED for r in rows)
-    run_id = _log_artifacts(args.output, uri, measured, len(rows) - measured)
-    print(f"wrote {', '.join(str(args.output / name) for name in FILES)}")
+    run_id = _log_artifacts(output, uri, measured, len(rows) - measured)
+    print(f"wrote {', '.join(str(output / name) for name in FILES)}")
     print(f"{measured} measured and {len(rows) - measured} published rows; artefacts in MLflow experiment "
           f"{REPORTS_EXPERIMENT!r}, run {run_id} ({uri})")
     if not measured:
         print("no measured rows yet: run `harness run glue`, or pass --runs RUN_DIR")
-    return 0
 
 
 def _log_artifacts(directory: Path, uri: str, measured: int, published: int) -> str:

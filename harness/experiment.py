@@ -1,0 +1,181 @@
+"""`harness experiment efficiency`: pre-training objectives against each other at equal FLOPs.
+
+Every arm is an objective pre-trained at a FLOPs budget from the same corpus, tokenizer, preset and
+settings, then fine-tuned on the same GLUE tasks with the same recipe and seeds; a random-init
+discriminator of the same shape and tokenizer is the control. Only existing commands do the work
+(`harness pretrain`, `harness init`, `harness run glue`, `harness report`), so every arm is an
+ordinary run directory and MLflow run. Layout of OUT:
+
+    experiment.json           the fixed settings; a rerun must match them (budgets, objectives,
+                              tasks and seeds may change)
+    pretrain/OBJECTIVE-BUDGET `harness pretrain` outputs (a killed one resumes from its checkpoint)
+    random-init/              the control
+    glue/ARM/                 `harness run glue` outputs (finished task x seed pairs are kept)
+    efficiency.{md,csv,png}   GLUE score against pre-training FLOPs, rewritten after every arm
+    report/                   the `harness report` leaderboard of the arms
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import outputs
+from harness.config import as_dict, load_config
+from harness.glue_run import GlueRun, run_glue
+from pretrain.config import PretrainConfig, resolve
+from pretrain.errors import UserError
+from reports import efficiency
+from reports.efficiency import CONTROL, Arm
+from tasks.finetune import FinetuneConfig
+from tasks.glue_data import glue_dir, load_glue
+from tasks.registry import GlueTask
+
+MANIFEST = "experiment.json"
+FORMAT = "electra-harness/efficiency-experiment/1"
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """One experiment: which arms, which tasks and seeds, and the settings they all share."""
+
+    preset: str
+    corpus: tuple[str, ...]
+    budgets: tuple[float, ...]  # pre-training FLOPs, paper convention
+    objectives: tuple[str, ...]
+    tasks: tuple[GlueTask, ...]
+    output_dir: Path
+    seeds: int = 3
+    pretrain_settings: tuple[str, ...] = ()  # key=value for every pre-training run
+    finetune: FinetuneConfig = FinetuneConfig()
+    data_dir: str | None = None
+    control: bool = True
+    tracking_uri: str | None = None
+    command: str = ""  # as typed, recorded for the reader
+
+
+def arm_name(objective: str, budget: float) -> str:
+    return f"{objective}-{budget:g}"
+
+
+def pretrain_configs(exp: Efficiency) -> dict[tuple[str, float], PretrainConfig]:
+    """Each arm's resolved pre-training config, smallest budget first; all bad settings in one error."""
+    if not exp.budgets or any(b <= 0 for b in exp.budgets):
+        raise UserError(f"--budget-flops needs positive FLOPs counts (got {exp.budgets}); e.g. 1e14,4e14")
+    if not exp.objectives:
+        raise UserError("--objectives is empty; name at least one, e.g. electra,mlm")
+    if exp.seeds < 1:
+        raise UserError(f"--seeds must be at least 1 (got {exp.seeds})")
+    reserved = [s for s in exp.pretrain_settings if s.partition("=")[0].strip() in ("max_flops", "objective")]
+    if reserved:
+        raise UserError(f"{', '.join(reserved)}: the experiment sets budgets and objectives itself; use "
+                        "--budget-flops and --objectives")
+    return {(objective, budget): resolve(load_config(
+        PretrainConfig, None, list(exp.pretrain_settings), preset=exp.preset, corpus=exp.corpus,
+        objective=objective, max_flops=budget,
+        output_dir=str(exp.output_dir / "pretrain" / arm_name(objective, budget))))
+        for budget in sorted(set(exp.budgets)) for objective in dict.fromkeys(exp.objectives)}
+
+
+def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[efficiency.Point]:
+    """Pre-train, fine-tune and tabulate every arm not already done; the table's points."""
+    configs = pretrain_configs(exp)
+    for task in exp.tasks:  # bad GLUE data fails now, not after the first hour of pre-training
+        load_glue(task, glue_dir(exp.data_dir))
+    _check_manifest(exp)
+    arms: list[Arm] = []
+    steps = len(configs) + exp.control
+    for (objective, budget), config in configs.items():
+        meta = _pretrained(config, f"[{len(arms) + 1}/{steps}]", exp.tracking_uri)
+        if exp.control and not any(a.objective == CONTROL for a in arms):
+            like = Path(config.output_dir) / "discriminator"
+            arms.append(_control(exp, like, progress, len(arms) + 1, steps))
+            _write_tables(exp, arms)
+        print(f"[{len(arms) + 1}/{steps}] fine-tune {arm_name(objective, budget)} on "
+              f"{','.join(t.name for t in exp.tasks)} x {exp.seeds} seeds")
+        results = _finetune(exp, config.output_dir, arm_name(objective, budget), progress)
+        arms.append(Arm(objective, budget, meta["train_flops"], results, _pretrain_summary(meta)))
+        _write_tables(exp, arms)
+    from harness.commands.report import write_report
+
+    write_report([exp.output_dir / "glue" / name for name in _glue_dirs(arms)], exp.output_dir / "report",
+                 exp.tracking_uri)
+    return [efficiency.point(arm, [t.name for t in exp.tasks]) for arm in arms]
+
+
+def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None) -> dict:
+    """The finished run's meta: kept if OUT already holds it, else trained (or resumed) now."""
+    from harness.commands.pretrain import run_pretrain
+    from pretrain.checkpoint import finished_meta
+
+    out = Path(config.output_dir)
+    meta = finished_meta(out, config)
+    if meta is not None:
+        print(f"{step} pre-trained {out.name}: kept ({meta['steps']} steps, {meta['train_flops']:.3g} FLOPs)")
+        return meta
+    print(f"{step} pre-train {config.objective} to {config.max_flops:g} FLOPs -> {out}")
+    return run_pretrain(config, tracking_uri=tracking_uri)
+
+
+def _control(exp: Efficiency, like: Path, progress, index: int, steps: int) -> Arm:
+    """The untrained control: `like`'s config and tokenizer, fresh weights; then fine-tuned."""
+    import transformers
+
+    from harness.commands.init import write_random_init
+    from pretrain.models import has_weights
+
+    folder = exp.output_dir / CONTROL
+    if not has_weights(folder):
+        tokenizer = transformers.AutoTokenizer.from_pretrained(like)
+        write_random_init(transformers.AutoConfig.from_pretrained(like), tokenizer, folder, seed=0)
+    print(f"[{index}/{steps}] fine-tune {CONTROL} (no pre-training) x {exp.seeds} seeds")
+    return Arm(CONTROL, 0.0, 0.0, _finetune(exp, str(folder), CONTROL, progress))
+
+
+def _finetune(exp: Efficiency, model: str, name: str, progress) -> dict:
+    return run_glue(GlueRun(model=model, tasks=exp.tasks, output_dir=exp.output_dir / "glue" / name,
+                            config=exp.finetune, seeds=exp.seeds, data_dir=exp.data_dir,
+                            tracking_uri=exp.tracking_uri), progress)
+
+
+def _glue_dirs(arms: list[Arm]) -> list[str]:
+    return [CONTROL if a.objective == CONTROL else arm_name(a.objective, a.budget_flops) for a in arms]
+
+
+def _pretrain_summary(meta: dict) -> dict:
+    keys = ("steps", "tokens_seen", "wall_time_s", "train_flops")
+    return {k: meta[k] for k in keys} | {"metrics": meta.get("metrics", {})}
+
+
+def _write_tables(exp: Efficiency, arms: list[Arm]) -> None:
+    tasks = [t.name for t in exp.tasks]
+    points = [efficiency.point(arm, tasks) for arm in arms]
+    title = f"{exp.preset}: GLUE ({', '.join(tasks)}) vs pre-training FLOPs"
+    outputs.write_text(exp.output_dir / "efficiency.md", efficiency.markdown(points, tasks))
+    outputs.write_text(exp.output_dir / "efficiency.csv", efficiency.to_csv(points, tasks))
+    outputs.write_bytes(exp.output_dir / "efficiency.png", efficiency.plot_png(points, title))
+    outputs.write_json(exp.output_dir / "efficiency.json", {
+        "format": FORMAT, "command": exp.command, "tasks": tasks, "seeds": exp.seeds,
+        "arms": [dataclasses.asdict(p) for p in points]})
+
+
+def _fixed_settings(exp: Efficiency) -> dict:
+    """What every arm shares; changing any of it would make the arms incomparable."""
+    return {"format": FORMAT, "preset": exp.preset, "corpus": [str(Path(c).resolve()) for c in exp.corpus],
+            "pretrain_settings": sorted(exp.pretrain_settings), "finetune": as_dict(exp.finetune),
+            "data_dir": exp.data_dir}
+
+
+def _check_manifest(exp: Efficiency) -> None:
+    """Write OUT/experiment.json, or refuse a rerun whose shared settings differ from the first."""
+    path = exp.output_dir / MANIFEST
+    fixed = _fixed_settings(exp)
+    if path.is_file():
+        saved = json.loads(path.read_text()).get("fixed", {})
+        changed = [key for key in fixed if saved.get(key) != fixed[key]]
+        if changed:
+            raise UserError(f"{str(exp.output_dir)!r} holds an experiment with other {', '.join(changed)}; "
+                            "rerun it with the same settings or pass a new --output")
+    outputs.write_json(path, {"fixed": fixed, "command": exp.command})

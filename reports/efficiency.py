@@ -1,0 +1,142 @@
+"""Score against pre-training FLOPs per objective: the table and plot of `harness experiment efficiency`.
+
+Pure functions of the arms' GLUE results. A seed's GLUE score is the mean over the tasks of that
+seed's task scores (fine-tuning seed s of every task); an arm reports the median over seeds and
+the spread (standard deviation, min and max), and each task's median. Scores are x100 as the
+paper prints them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+CONTROL = "random-init"
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One pre-trained discriminator (or the untrained control) and its fine-tuning results."""
+
+    objective: str  # an --objective, or CONTROL
+    budget_flops: float  # the budget asked for; 0 for the control
+    pretrain_flops: float  # what the run actually spent (>= budget by at most one step)
+    results: dict  # the arm's GLUE results.json
+    pretrain: dict = field(default_factory=dict)  # steps, tokens_seen, wall_time_s, metrics
+
+
+@dataclass(frozen=True)
+class Point:
+    """An arm reduced to what the table and plot show."""
+
+    objective: str
+    budget_flops: float
+    pretrain_flops: float
+    seeds: int
+    glue_median: float
+    glue_std: float
+    glue_min: float
+    glue_max: float
+    task_medians: dict[str, float]
+    pretrain: dict
+
+
+def seed_scores(results: dict, tasks: Sequence[str]) -> dict[int, float]:
+    """GLUE score per fine-tuning seed: mean of that seed's task scores, seeds with every task only."""
+    by_seed: dict[int, dict[str, float]] = {}
+    for record in results["runs"]:
+        if record["task"] in tasks:
+            by_seed.setdefault(record["seed"], {})[record["task"]] = record["score"]
+    return {seed: 100 * statistics.fmean(scores[t] for t in tasks)
+            for seed, scores in sorted(by_seed.items()) if set(tasks) <= scores.keys()}
+
+
+def point(arm: Arm, tasks: Sequence[str]) -> Point:
+    scores = list(seed_scores(arm.results, tasks).values())
+    if not scores:
+        raise ValueError(f"{arm.objective} at {arm.budget_flops:g} FLOPs has no seed with every task")
+    task_medians = {t: 100 * statistics.median(r["score"] for r in arm.results["runs"] if r["task"] == t)
+                    for t in tasks}
+    return Point(arm.objective, arm.budget_flops, arm.pretrain_flops, len(scores), statistics.median(scores),
+                 statistics.pstdev(scores), min(scores), max(scores), task_medians, arm.pretrain)
+
+
+def markdown(points: Sequence[Point], tasks: Sequence[str]) -> str:
+    """One row per arm, control first, then by budget and objective."""
+    header = ["objective", "budget FLOPs", "spent FLOPs", "steps", "tokens", "pre-train time",
+              *[t.upper() if len(t) <= 4 else t for t in tasks], "GLUE median", "± std", "min–max", "seeds"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for p in _ordered(points):
+        cells = [p.objective, _flops(p.budget_flops), _flops(p.pretrain_flops),
+                 _count(p.pretrain.get("steps")), _count(p.pretrain.get("tokens_seen")),
+                 _minutes(p.pretrain.get("wall_time_s")), *[f"{p.task_medians[t]:.1f}" for t in tasks],
+                 f"**{p.glue_median:.1f}**", f"{p.glue_std:.1f}", f"{p.glue_min:.1f}–{p.glue_max:.1f}",
+                 str(p.seeds)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(points: Sequence[Point], tasks: Sequence[str]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["objective", "budget_flops", "pretrain_flops", "steps", "tokens_seen", "pretrain_wall_s",
+                     *tasks, "glue_median", "glue_std", "glue_min", "glue_max", "seeds"])
+    for p in _ordered(points):
+        writer.writerow([p.objective, p.budget_flops, p.pretrain_flops, p.pretrain.get("steps", ""),
+                         p.pretrain.get("tokens_seen", ""), p.pretrain.get("wall_time_s", ""),
+                         *[round(p.task_medians[t], 2) for t in tasks], round(p.glue_median, 2),
+                         round(p.glue_std, 2), round(p.glue_min, 2), round(p.glue_max, 2), p.seeds])
+    return buffer.getvalue()
+
+
+def plot_png(points: Sequence[Point], title: str) -> bytes:
+    """GLUE median (bars: min–max over seeds) against spent FLOPs, a line per objective; the
+    untrained control is a dashed line with its seed range shaded."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(8, 5), dpi=110, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    trained = [p for p in points if p.objective != CONTROL]
+    for index, objective in enumerate(dict.fromkeys(p.objective for p in trained)):
+        mine = sorted((p for p in trained if p.objective == objective), key=lambda p: p.pretrain_flops)
+        x = [p.pretrain_flops for p in mine]
+        y = [p.glue_median for p in mine]
+        error = [[p.glue_median - p.glue_min for p in mine], [p.glue_max - p.glue_median for p in mine]]
+        axes.errorbar(x, y, yerr=error, marker="os^Dv"[index % 5], capsize=3, linewidth=1.6, label=objective,
+                      color=f"C{index}")
+    for p in points:
+        if p.objective == CONTROL:
+            axes.axhline(p.glue_median, color="grey", linestyle="--", linewidth=1.2,
+                         label=f"{CONTROL} (no pre-training)")
+            axes.axhspan(p.glue_min, p.glue_max, color="grey", alpha=0.12)
+    if trained:
+        axes.set_xscale("log")
+    axes.set_xlabel("pre-training FLOPs (ELECTRA paper convention, log scale)")
+    axes.set_ylabel("GLUE dev score, median over seeds (x100)")
+    axes.set_title(title)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8, loc="best")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _ordered(points: Sequence[Point]) -> list[Point]:
+    return sorted(points, key=lambda p: (p.objective != CONTROL, p.budget_flops, p.objective))
+
+
+def _flops(value: float) -> str:
+    return "0" if not value else f"{value:.2e}"
+
+
+def _count(value) -> str:
+    return "" if value is None else f"{value:,}"
+
+
+def _minutes(seconds) -> str:
+    return "" if seconds is None else f"{seconds / 60:.1f} min"

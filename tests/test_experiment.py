@@ -1,0 +1,119 @@
+"""`harness experiment efficiency`: arms pre-trained to equal FLOPs, fine-tuned, tabulated, resumed;
+and the table's seed statistics against values worked by hand."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from harness.cli import main
+from pretrain.models import PRESETS
+from reports import efficiency
+from reports.efficiency import CONTROL, Arm
+from tests.test_pretrain_train import MICRO, write_corpus
+
+
+def _results(scores: dict[tuple[str, int], float]) -> dict:
+    return {"runs": [{"task": task, "seed": seed, "score": score} for (task, seed), score in scores.items()]}
+
+
+def test_seed_scores_are_means_over_tasks_and_points_take_median_and_spread():
+    # seed 0: (0.50 + 0.70) / 2 = 0.60; seed 1: (0.60 + 0.90) / 2 = 0.75; seed 2: (0.40 + 0.80) / 2 = 0.60;
+    # seed 3 lacks mrpc and is left out.
+    results = _results({("rte", 0): 0.5, ("mrpc", 0): 0.7, ("rte", 1): 0.6, ("mrpc", 1): 0.9,
+                        ("rte", 2): 0.4, ("mrpc", 2): 0.8, ("rte", 3): 1.0})
+    assert efficiency.seed_scores(results, ["rte", "mrpc"]) == pytest.approx({0: 60.0, 1: 75.0, 2: 60.0})
+    p = efficiency.point(Arm("electra", 1e14, 1.02e14, results, {"steps": 7}), ["rte", "mrpc"])
+    assert (p.glue_median, p.glue_min, p.glue_max, p.seeds) == pytest.approx((60.0, 60.0, 75.0, 3))
+    assert p.glue_std == pytest.approx(50 ** 0.5)  # population std of 60, 75, 60: sqrt(((-5)² + 10² + (-5)²) / 3)
+    # Task medians over every seed a task has: rte 0.5, 0.6, 0.4, 1.0 -> 0.55; mrpc 0.7, 0.9, 0.8 -> 0.8.
+    assert p.task_medians == pytest.approx({"rte": 55.0, "mrpc": 80.0})
+    control = efficiency.point(Arm(CONTROL, 0.0, 0.0, _results({("rte", 0): 0.5, ("mrpc", 0): 0.5})),
+                               ["rte", "mrpc"])
+    table = efficiency.markdown([p, control], ["rte", "mrpc"])
+    assert table.splitlines()[2].startswith(f"| {CONTROL} | 0 | 0 |")  # the control comes first
+    assert "| **60.0** | 7.1 | 60.0–75.0 | 3 |" in table
+    with pytest.raises(ValueError, match="no seed with every task"):
+        efficiency.point(Arm("mlm", 1e14, 1e14, _results({("rte", 0): 0.5})), ["rte", "mrpc"])
+
+
+@pytest.fixture
+def micro(monkeypatch):
+    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
+
+
+def _args(tmp_path, corpus, glue_data, *extra, **flags):
+    """The command line; `flags` replace the defaults of --budget-flops, --objectives, --seeds."""
+    chosen = {"budget_flops": "2e8,4e8", "objectives": "electra,mlm", "seeds": "2"} | flags
+    return ["experiment", "efficiency", "--preset", MICRO.name, "--corpus", str(corpus),
+            "--budget-flops", chosen["budget_flops"], "--objectives", chosen["objectives"], "--tasks", "rte,stsb",
+            "--seeds", chosen["seeds"], "--data-dir", str(glue_data), "--output", str(tmp_path / "exp"),
+            "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "pretrain.tokenizer=train", "pretrain.train_vocab_size=200", "pretrain.precision=fp32",
+            f"pretrain.cache_dir={tmp_path / 'cache'}", "finetune.num_epochs=1", "finetune.batch_size=8",
+            "finetune.precision=fp32", *extra]
+
+
+def test_experiment_pretrains_every_arm_to_its_budget_finetunes_and_resumes(tmp_path, micro, glue_data, capsys):
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    assert main(_args(tmp_path, corpus, glue_data)) == 0
+    out = tmp_path / "exp"
+    summary = json.loads((out / "efficiency.json").read_text())
+    arms = {(a["objective"], a["budget_flops"]): a for a in summary["arms"]}
+    assert set(arms) == {(CONTROL, 0.0), ("electra", 2e8), ("mlm", 2e8), ("electra", 4e8), ("mlm", 4e8)}
+    for (objective, budget), arm in arms.items():
+        if objective == CONTROL:
+            continue
+        meta = json.loads((out / "pretrain" / f"{objective}-{budget:g}" / "pretrain_meta.json").read_text())
+        assert meta["objective"] == objective and meta["config"]["max_flops"] == budget
+        # Stopped by the budget: at or past it by less than one step.
+        assert budget <= meta["train_flops"] < budget + meta["train_flops"] / meta["steps"]
+        assert arm["pretrain_flops"] == meta["train_flops"] and arm["seeds"] == 2
+    # Every arm shares the tokenizer and the discriminator shape, the control included.
+    shapes = {json.dumps({k: v for k, v in json.loads(p.read_text()).items()
+                          if k in ("vocab_size", "hidden_size", "num_hidden_layers", "embedding_size")})
+              for p in out.glob("*/**/discriminator/config.json")} | \
+        {json.dumps({k: v for k, v in json.loads((out / CONTROL / "config.json").read_text()).items()
+                     if k in ("vocab_size", "hidden_size", "num_hidden_layers", "embedding_size")})}
+    assert len(shapes) == 1
+    glue = json.loads((out / "glue" / "electra-4e+08" / "results.json").read_text())
+    assert {(r["task"], r["seed"]) for r in glue["runs"]} == {("rte", 0), ("rte", 1), ("stsb", 0), ("stsb", 1)}
+    assert glue["flops"]["pretrain_flops"] == arms[("electra", 4e8)]["pretrain_flops"]
+    for name in ("efficiency.md", "efficiency.csv", "report/leaderboard.md"):
+        assert (out / name).stat().st_size > 0
+    assert (out / "efficiency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "random-init" in capsys.readouterr().out
+
+    # Resume: a rerun keeps every finished pre-training and fine-tuning, and adds a seed.
+    before = {p: p.stat().st_mtime_ns for p in out.glob("pretrain/*/pretrain_meta.json")}
+    assert main(_args(tmp_path, corpus, glue_data, seeds="3")) == 0
+    assert {p: p.stat().st_mtime_ns for p in out.glob("pretrain/*/pretrain_meta.json")} == before
+    assert "kept" in capsys.readouterr().out
+    glue = json.loads((out / "glue" / "mlm-2e+08" / "results.json").read_text())
+    assert sorted(r["seed"] for r in glue["runs"] if r["task"] == "rte") == [0, 1, 2]
+
+    # Changing a shared setting would make the arms incomparable: refused, nothing touched.
+    assert main(_args(tmp_path, corpus, glue_data, "finetune.learning_rate=1e-4")) == 2
+    assert "holds an experiment with other finetune" in capsys.readouterr().err
+    shutil.rmtree(out / "glue" / CONTROL)  # a lost fine-tuning is simply redone
+    assert main(_args(tmp_path, corpus, glue_data, "--no-control")) == 0
+
+
+@pytest.mark.parametrize(("extra", "flags", "message"), [
+    ([], {"budget_flops": "1e14,lots"}, "--budget-flops '1e14,lots' is not a comma list of numbers"),
+    ([], {"budget_flops": "0"}, "needs positive FLOPs counts"),
+    ([], {"objectives": "electra,xlnet"}, "unknown objective 'xlnet' in --objectives"),
+    ([], {"seeds": "0"}, "--seeds must be at least 1"),
+    (["pretrain.max_flops=1e9"], {}, "the experiment sets budgets and objectives itself"),
+    (["learning_rate=1e-3"], {}, "setting 'learning_rate=1e-3' must be pretrain.KEY=VALUE or finetune.KEY=VALUE"),
+    (["finetune.num_epoch=2"], {}, "unknown setting 'num_epoch'"),
+    (["pretrain.seq_len=4"], {}, "seq_len=4 is too short"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, micro, glue_data, capsys, extra, flags, message):
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    assert main(_args(tmp_path, corpus, glue_data, *extra, **flags)) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "exp").exists()
