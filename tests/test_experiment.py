@@ -16,7 +16,11 @@ from tests.test_pretrain_train import MICRO, write_corpus
 
 
 def _results(scores: dict[tuple[str, int], float]) -> dict:
-    return {"runs": [{"task": task, "seed": seed, "score": score} for (task, seed), score in scores.items()]}
+    """Run records whose paper metric (RTE and MRPC: accuracy) is `score`; their mean-of-metrics
+    `score` (MRPC averages in F1) must not be what the table uses."""
+    return {"runs": [{"task": task, "seed": seed, "score": -1.0,
+                      "metrics": {"validation": {"accuracy": score, "f1": -1.0}}}
+                     for (task, seed), score in scores.items()]}
 
 
 def test_seed_scores_are_means_over_tasks_and_points_take_median_and_spread():
@@ -33,6 +37,7 @@ def test_seed_scores_are_means_over_tasks_and_points_take_median_and_spread():
     control = efficiency.point(Arm(CONTROL, 0.0, 0.0, _results({("rte", 0): 0.5, ("mrpc", 0): 0.5})),
                                ["rte", "mrpc"])
     table = efficiency.markdown([p, control], ["rte", "mrpc"])
+    assert "| RTE (accuracy) | MRPC (accuracy) |" in table.splitlines()[0]
     assert table.splitlines()[2].startswith(f"| {CONTROL} | 0 | 0 |")  # the control comes first
     assert "| **60.0** | 7.1 | 60.0–75.0 | 3 |" in table
     with pytest.raises(ValueError, match="no seed with every task"):
