@@ -56,11 +56,14 @@ def apply_mask(input_ids: torch.Tensor, is_masked: torch.Tensor, settings: Maski
 def gumbel_sample(logits: torch.Tensor, temperature: float = 1.0,
                   generator: torch.Generator | None = None) -> torch.Tensor:
     """One sample per row of softmax(logits / temperature), by the Gumbel-max trick."""
-    # In place: over [masked positions, vocabulary] this is the costliest element-wise work of a step.
+    # Gumbel noise is -log(E) with E = -log(U) ~ Exp(1), so argmax(logits + G) = argmax(logits -
+    # log(-log U)). Over [masked positions, vocabulary] this is the costliest element-wise work of a
+    # step, so it runs in place in one buffer (Tensor.exponential_ is several times slower on CPUs).
+    # U is in [0, 1): U = 0 gives -inf (never chosen), no draw gives +inf.
     noise = torch.rand(logits.shape, generator=generator, device=logits.device)
-    noise.clamp_(min=1e-9).log_().neg_().log_().neg_()  # Gumbel(0, 1)
-    noise.add_(logits.float() if temperature == 1.0 else logits.float() / temperature)
-    return noise.argmax(dim=-1)
+    noise.log_().neg_().log_()
+    scaled = logits.float() if temperature == 1.0 else logits.float() / temperature
+    return torch.sub(scaled, noise, out=noise).argmax(dim=-1)
 
 
 def corrupt(input_ids: torch.Tensor, is_masked: torch.Tensor, samples: torch.Tensor):
@@ -71,7 +74,7 @@ def corrupt(input_ids: torch.Tensor, is_masked: torch.Tensor, samples: torch.Ten
 
 
 def mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of [N, V] logits at the N predicted positions."""
+    """Mean cross-entropy of [N, V] logits at the N predicted positions (computed in fp32)."""
     return F.cross_entropy(logits.float(), targets)
 
 

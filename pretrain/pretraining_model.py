@@ -83,6 +83,7 @@ class PretrainingModel(nn.Module):
 
     @staticmethod
     def _mlm(logits, targets, stats, name) -> torch.Tensor:
+        logits = logits.float()  # once: argmax over a bf16 [N, vocabulary] tensor is slow on CPUs
         loss = obj.mlm_loss(logits, targets)
         stats[f"{name}_loss"] = loss.detach()
         stats[f"{name}_correct"] = (logits.detach().argmax(-1) == targets).sum()
