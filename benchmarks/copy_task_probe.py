@@ -9,6 +9,7 @@ discriminator's replaced-token AUC and accuracy, then the first step at which ea
 clearly left its plateau. It isolates the objective's learning dynamics from the corpus.
 
     OMP_NUM_THREADS=1 python benchmarks/copy_task_probe.py --steps 3000 --learning-rate 1e-3
+    OMP_NUM_THREADS=1 python benchmarks/copy_task_probe.py --objectives electra --batch-size 64 seed=1
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--batch-size", type=int, default=PROBE.pretrain_batch_size)
     parser.add_argument("--objectives", default="mlm,electra")
     parser.add_argument("--every", type=int, default=250)
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="more `harness pretrain` settings")
     args = parser.parse_args()
 
     PRESETS[PROBE.name] = PROBE
@@ -68,13 +71,14 @@ def main() -> None:
         code = harness(["pretrain", "--preset", PROBE.name, "--corpus", str(work / "corpus.txt"),
                         "--output", str(work / objective), "--objective", objective,
                         "--tracking-uri", f"sqlite:///{db}", f"max_steps={args.steps}",
-                        f"learning_rate={args.learning_rate}", "warmup_fraction=0.1", "tokenizer=train",
-                        "train_vocab_size=400", "precision=fp32", f"cache_dir={work / 'cache'}",
-                        "log_every_steps=50"])
+                        f"learning_rate={args.learning_rate}", f"batch_size={args.batch_size}",
+                        "warmup_fraction=0.1", "tokenizer=train", "train_vocab_size=400", "precision=fp32",
+                        f"cache_dir={work / 'cache'}",
+                        "log_every_steps=50", *args.overrides])
         if code:
             raise SystemExit(code)
         metrics = read_metrics(db, objective)
-        print(f"\n{objective}, lr {args.learning_rate:g}:")
+        print(f"\n{objective}, lr {args.learning_rate:g}, batch {args.batch_size}:")
         for step in sorted(metrics):
             row = metrics[step]
             loss = row.get("mlm_loss", row.get("generator_loss"))
