@@ -39,16 +39,18 @@ def write_corpus(path: Path, paragraphs: int = 3000, seed: int = 0) -> None:
             handle.write(" ".join(first + first) + "\n\n")
 
 
-def read_metrics(db: Path, run_name: str) -> dict[int, dict[str, float]]:
-    import sqlite3
+def read_metrics(uri: str, run_name: str) -> dict[int, dict[str, float]]:
+    """Every logged metric of the newest run called `run_name`, by step."""
+    from mlflow import MlflowClient
 
-    with sqlite3.connect(db) as connection:
-        (run_id,) = connection.execute("select run_uuid from runs where name = ? order by start_time desc",
-                                       (run_name,)).fetchone()
-        rows = connection.execute("select step, key, value from metrics where run_uuid = ?", (run_id,))
-        metrics: dict[int, dict[str, float]] = {}
-        for step, key, value in rows:
-            metrics.setdefault(step, {})[key] = value
+    client = MlflowClient(uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    (run,) = client.search_runs(experiments, f"attributes.run_name = '{run_name}'",
+                                order_by=["attributes.start_time DESC"], max_results=1)
+    metrics: dict[int, dict[str, float]] = {}
+    for key in run.data.metrics:
+        for entry in client.get_metric_history(run.info.run_id, key):
+            metrics.setdefault(entry.step, {})[key] = entry.value
     return metrics
 
 
@@ -65,19 +67,19 @@ def main() -> None:
     PRESETS[PROBE.name] = PROBE
     work = Path(tempfile.mkdtemp(prefix="copy-probe-"))
     write_corpus(work / "corpus.txt")
-    db = work / "mlflow.db"
+    uri = f"sqlite:///{work / 'mlflow.db'}"
     left = {}
     for objective in args.objectives.split(","):
         code = harness(["pretrain", "--preset", PROBE.name, "--corpus", str(work / "corpus.txt"),
                         "--output", str(work / objective), "--objective", objective,
-                        "--tracking-uri", f"sqlite:///{db}", f"max_steps={args.steps}",
+                        "--tracking-uri", uri, f"max_steps={args.steps}",
                         f"learning_rate={args.learning_rate}", f"batch_size={args.batch_size}",
                         "warmup_fraction=0.1", "tokenizer=train", "train_vocab_size=400", "precision=fp32",
                         f"cache_dir={work / 'cache'}",
                         "log_every_steps=50", *args.overrides])
         if code:
             raise SystemExit(code)
-        metrics = read_metrics(db, objective)
+        metrics = read_metrics(uri, objective)
         print(f"\n{objective}, lr {args.learning_rate:g}, batch {args.batch_size}:")
         for step in sorted(metrics):
             row = metrics[step]
