@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import outputs
+from pretrain import atomic
 from harness.config import as_dict, load_config
 from harness.glue_run import GlueRun, run_glue
 from pretrain.config import PretrainConfig, resolve
@@ -153,10 +153,10 @@ def _write_tables(exp: Efficiency, arms: list[Arm]) -> None:
     tasks = [t.name for t in exp.tasks]
     points = [efficiency.point(arm, tasks) for arm in arms]
     title = f"{exp.preset}: GLUE ({', '.join(tasks)}) vs pre-training FLOPs"
-    outputs.write_text(exp.output_dir / "efficiency.md", efficiency.markdown(points, tasks))
-    outputs.write_text(exp.output_dir / "efficiency.csv", efficiency.to_csv(points, tasks))
-    outputs.write_bytes(exp.output_dir / "efficiency.png", efficiency.plot_png(points, title))
-    outputs.write_json(exp.output_dir / "efficiency.json", {
+    atomic.write_text(exp.output_dir / "efficiency.md", efficiency.markdown(points, tasks))
+    atomic.write_text(exp.output_dir / "efficiency.csv", efficiency.to_csv(points, tasks))
+    atomic.write_bytes(exp.output_dir / "efficiency.png", efficiency.plot_png(points, title))
+    atomic.write_json(exp.output_dir / "efficiency.json", {
         "format": FORMAT, "command": exp.command, "tasks": tasks, "seeds": exp.seeds,
         "arms": [dataclasses.asdict(p) for p in points]})
 
@@ -178,4 +178,4 @@ def _check_manifest(exp: Efficiency) -> None:
         if changed:
             raise UserError(f"{str(exp.output_dir)!r} holds an experiment with other {', '.join(changed)}; "
                             "rerun it with the same settings or pass a new --output")
-    outputs.write_json(path, {"fixed": fixed, "command": exp.command})
+    atomic.write_json(path, {"fixed": fixed, "command": exp.command})

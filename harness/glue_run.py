@@ -9,8 +9,9 @@ from pathlib import Path
 
 import transformers
 
-from harness import benchmark_run, leaderboard, outputs, tracking
-from harness.benchmark_run import Setup
+from harness import mlflow_leaderboard, run_records, tracking
+from pretrain import atomic
+from harness.run_records import Setup
 from harness.config import as_dict
 from pretrain.errors import UserError
 from reports import accounting
@@ -40,13 +41,13 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
     if run.seeds < 1:
         raise UserError(f"--seeds must be at least 1 (got {run.seeds})")
     started = time.perf_counter()
-    setup = benchmark_run.setup(run.model, run.config.precision)
+    setup = run_records.setup(run.model, run.config.precision)
     # Read and validate every task's data before any training: bad input fails in seconds.
     data_dir = glue_dir(run.data_dir)
     data = {task.name: load_glue(task, data_dir) for task in run.tasks}
-    fresh = benchmark_run.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,
+    fresh = run_records.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,
                                         [t.name for t in run.tasks], run.seeds)
-    results = benchmark_run.resume(run.output_dir, fresh)
+    results = run_records.resume(run.output_dir, fresh)
     results["precision"] = setup.precision
     tracking.setup("glue", run.tracking_uri)
     with tracking.run(f"{Path(run.model).name} glue", params=as_dict(run.config),
@@ -57,20 +58,20 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
             built = glue.build_task(task, data[task.name], setup.tokenizer, config.max_length,
                                     config.max_train_examples, extra)
             for seed in range(run.config.seed, run.config.seed + run.seeds):
-                if benchmark_run.is_done(results, task.name, seed):
+                if run_records.is_done(results, task.name, seed):
                     continue
                 record = _one(run, built, dataclasses.replace(config, seed=seed), setup, progress)
                 results["runs"].append(record)
-                outputs.write_json(run.output_dir / "results.json", results)
+                atomic.write_json(run.output_dir / "results.json", results)
         results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
-        leaderboard.log_flops(results["flops"])
-    results["summary"] = benchmark_run.summarize(results["runs"], {t.name: t.metrics for t in run.tasks})
+        mlflow_leaderboard.log_flops(results["flops"])
+    results["summary"] = run_records.summarize(results["runs"], {t.name: t.metrics for t in run.tasks})
     results["glue_score"] = metrics.glue_score(
         {name: s["score"]["median"] for name, s in results["summary"].items()})
     results["wall_time_s"] = results.get("wall_time_s", 0.0) + time.perf_counter() - started
     _write_submission(run.output_dir, results)
-    outputs.write_json(run.output_dir / "results.json", results)
-    leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
+    atomic.write_json(run.output_dir / "results.json", results)
+    mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
     return results
 
 
@@ -80,19 +81,19 @@ def _one(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneConfig, set
     task = built.task
     transformers.set_seed(config.seed)
     model = glue.load_model(setup.model_path, task, setup.attention).to(setup.device)
-    with benchmark_run.nested_run(task.name, config, run.model):
+    with run_records.nested_run(task.name, config, run.model):
         result = finetune(model, built, config, batching.collator(setup.tokenizer),
-                          on_epoch=benchmark_run.log_epoch, progress=progress)
-        score = benchmark_run.log_final(result)
+                          on_epoch=run_records.log_epoch, progress=progress)
+        score = run_records.log_final(result)
     stem = run.output_dir / "predictions" / f"{task.name}-seed{config.seed}"
     for split, split_outputs in result.outputs.items():
         lines = [f"{index}\t{label}" for index, label in
                  zip(built.indices[split], built.label_strings(split_outputs), strict=True)]
-        outputs.write_text(stem / f"{split}.tsv", "index\tprediction\n" + "\n".join(lines) + "\n")
+        atomic.write_text(stem / f"{split}.tsv", "index\tprediction\n" + "\n".join(lines) + "\n")
     if config.save_models:
         model_dir = run.output_dir / "models" / f"{task.name}-seed{config.seed}"
-        benchmark_run.save_model(model, setup.tokenizer, model_dir)
-    return benchmark_run.run_record(task.name, config, result, score, len(built.train))
+        run_records.save_model(model, setup.tokenizer, model_dir)
+    return run_records.run_record(task.name, config, result, score, len(built.train))
 
 
 def _write_submission(output_dir: Path, results: dict) -> None:
@@ -109,4 +110,4 @@ def _write_submission(output_dir: Path, results: dict) -> None:
             if path.is_file():
                 files[file_name] = path.read_text()
     if files:
-        outputs.write_zip(output_dir / "glue_submission.zip", files)
+        atomic.write_zip(output_dir / "glue_submission.zip", files)

@@ -10,20 +10,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from datasets import Dataset
 
-from harness import outputs, tracking
+from harness import tracking
+from pretrain import atomic
 from pretrain.errors import UserError
 from pretrain.models import resolve_model
 from reports import accounting, bundle, onnx_check, onnx_export
-from reports.runtime import Predictor
+from reports.onnx_predictor import Predictor
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS, GlueTask, SquadTask
 
 PARITY_EXAMPLES = 64  # dev examples compared with PyTorch, in batches of PARITY_BATCH (several shapes)
@@ -77,26 +76,21 @@ def export(job: ExportJob) -> dict:
     _check_output(output)
     examples = dev_examples(source.task, job.data_dir, job.max_eval_examples)
     tokenizer = _tokenizer(source.checkpoint.path)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}."))
     # model_id is the leaderboard row's key: a row's ONNX models are found by that tag.
     tags = {"model": source.model_name, "model_id": source.model_id, "task": source.task.name,
             "run_dir": str(source.run_dir or ""),
             "model_dir": str(source.checkpoint.path), "seed": "" if source.seed is None else str(source.seed)}
     tracking.setup("export", job.tracking_uri)
-    try:
-        name = f"{source.task.name} onnx export"
-        with tracking.run(name, params=_params(job, source), tags=tags) as active:
+    name = f"{source.task.name} onnx export"
+    with tracking.run(name, params=_params(job, source), tags=tags) as active:
+        with atomic.atomic_dir(output) as staging:  # replaces an older bundle only once this one is whole
             manifest = _build(source, job, tokenizer, examples, staging)
             manifest["mlflow_run_id"] = active.info.run_id
             manifest["export_time_s"] = time.perf_counter() - started
-            outputs.write_json(staging / bundle.MANIFEST, manifest)
+            atomic.write_json(staging / bundle.MANIFEST, manifest)
             for path in (staging, *staging.iterdir()):  # temp files are private; a bundle is for deploying
                 path.chmod(0o755 if path.is_dir() else 0o644)
-            _move_into_place(staging, output)
-            _log_models(output, manifest, tags)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        _log_models(output, manifest, tags)
     return manifest | {"output": str(output)}
 
 
@@ -196,7 +190,7 @@ def _build(source: Source, job: ExportJob, tokenizer, examples: Dataset, staging
     onnx_export.export_onnx(model, staging / bundle.MODEL_FILES["fp32"])
     onnx_export.save_tokenizer(tokenizer, staging / bundle.TOKENIZER)
     manifest = _manifest(source, tokenizer, staging, [bundle.MODEL_FILES["fp32"], bundle.TOKENIZER])
-    outputs.write_json(staging / bundle.MANIFEST, manifest)
+    atomic.write_json(staging / bundle.MANIFEST, manifest)
     fp32 = Predictor(staging, "fp32", batch_size=PARITY_BATCH)
     encoded = fp32.encode(onnx_check.requests_for(source.task, examples.select(range(
         min(PARITY_EXAMPLES, len(examples))))))
@@ -214,7 +208,7 @@ def _build(source: Source, job: ExportJob, tokenizer, examples: Dataset, staging
     if job.quantize == "int8":
         onnx_export.quantize_int8(staging / bundle.MODEL_FILES["fp32"], staging / bundle.MODEL_FILES["int8"])
         manifest["files"] |= bundle.file_entries(staging, [bundle.MODEL_FILES["int8"]])
-        outputs.write_json(staging / bundle.MANIFEST, manifest)
+        atomic.write_json(staging / bundle.MANIFEST, manifest)
     manifest["quality"] = _quality(source.task, staging, examples, job.quantize == "int8",
                                    source.qa.get("null_threshold", 0.0))
     return manifest
@@ -279,7 +273,7 @@ def _params(job: ExportJob, source: Source) -> dict:
 
 
 def _tokenizer(path: Path):
-    from harness.benchmark_run import load_tokenizer
+    from harness.run_records import load_tokenizer
 
     return load_tokenizer(str(path))
 
@@ -296,13 +290,3 @@ def _check_output(output: Path) -> None:
                         "or delete it")
 
 
-def _move_into_place(staging: Path, output: Path) -> None:
-    """Replace `output` (empty, absent or an older bundle) with the finished staging directory."""
-    if output.exists():
-        old = output.with_name(f".{output.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        output.rename(old)
-        staging.rename(output)
-        shutil.rmtree(old)
-    else:
-        staging.rename(output)

@@ -10,7 +10,7 @@ import statistics
 
 import transformers
 
-from harness import benchmark_run
+from harness import run_records
 from harness.config import as_dict
 from harness.search import Target
 from pretrain.errors import UserError
@@ -27,7 +27,7 @@ def glue_target(model: str, task_name: str, data_dir: str | None, settings: Fine
         choices = ", ".join(name for name, t in GLUE_TASKS.items() if t.predicted_by is None)
         raise UserError(f"cannot search task {task_name!r}; choose one of {choices}")
     transformers.utils.logging.disable_progress_bar()  # one "Loading weights" bar per trial is noise
-    setup = benchmark_run.setup(model, settings.precision)
+    setup = run_records.setup(model, settings.precision)
     # Test splits are of no use to a search: drop them before tokenising.
     splits = {split: data for split, data in load_glue(task, glue_dir(data_dir)).items()
               if not split.startswith("test")}
@@ -49,7 +49,7 @@ def squad_target(model: str, version: str, source: squad.SquadSource, settings: 
     """One SQuAD version: its windows built once, a fresh span model per trial; scored by dev F1."""
     task = squad_task(version)
     transformers.utils.logging.disable_progress_bar()
-    setup = benchmark_run.setup(model, settings.precision)
+    setup = run_records.setup(model, settings.precision)
     max_length = settings.max_length or task.max_length
     positions = setup.model_config.max_position_embeddings
     if max_length > positions:

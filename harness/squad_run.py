@@ -12,8 +12,9 @@ from pathlib import Path
 
 import transformers
 
-from harness import benchmark_run, outputs, tracking
-from harness.benchmark_run import Setup
+from harness import run_records, tracking
+from pretrain import atomic
+from harness.run_records import Setup
 from harness.config import as_dict, load_config, read_toml
 from pretrain.errors import UserError
 from tasks import batching, squad
@@ -67,7 +68,7 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     if run.seeds < 1:
         raise UserError(f"--seeds must be at least 1 (got {run.seeds})")
     started = time.perf_counter()
-    setup = benchmark_run.setup(run.model, run.config.precision)
+    setup = run_records.setup(run.model, run.config.precision)
     config = run.config.resolved(setup.size, run.task.num_epochs, run.task.max_length)
     positions = setup.model_config.max_position_embeddings
     if config.max_length > positions:
@@ -76,22 +77,22 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     run.settings.uses_head(run.task)  # a bad combination fails before the data is read
     # Read, validate and window all data before any training or output: bad input fails in seconds.
     built, data = _build(run, setup, config)
-    fresh = benchmark_run.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,
+    fresh = run_records.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,
                                         [run.task.name], run.seeds, settings=as_dict(run.settings), data=data)
-    results = benchmark_run.resume(run.output_dir, fresh, ("format", "config", "settings", "data", "tasks"))
+    results = run_records.resume(run.output_dir, fresh, ("format", "config", "settings", "data", "tasks"))
     results["precision"] = setup.precision
     tracking.setup("squad", run.tracking_uri)
     params = as_dict(run.config) | as_dict(run.settings)
     with tracking.run(f"{Path(run.model).name} {run.task.name}", params=params,
                       tags={"model": run.model, "tasks": run.task.name}):
         for seed in range(run.config.seed, run.config.seed + run.seeds):
-            if benchmark_run.is_done(results, run.task.name, seed):
+            if run_records.is_done(results, run.task.name, seed):
                 continue
             results["runs"].append(_one(run, built, dataclasses.replace(config, seed=seed), setup, progress))
-            outputs.write_json(run.output_dir / "results.json", results)
-    results["summary"] = benchmark_run.summarize(results["runs"], {run.task.name: run.task.metrics})
+            atomic.write_json(run.output_dir / "results.json", results)
+    results["summary"] = run_records.summarize(results["runs"], {run.task.name: run.task.metrics})
     results["wall_time_s"] = results.get("wall_time_s", 0.0) + time.perf_counter() - started
-    outputs.write_json(run.output_dir / "results.json", results)
+    atomic.write_json(run.output_dir / "results.json", results)
     return results
 
 
@@ -127,19 +128,19 @@ def _one(run: SquadRun, built: SquadFinetuneTask, config: FinetuneConfig, setup:
     """Fine-tune one seed inside its own nested MLflow run; write its predictions (and null odds)."""
     transformers.set_seed(config.seed)
     model = squad.load_model(setup.model_path, built.uses_head, setup.attention).to(setup.device)
-    with benchmark_run.nested_run(run.task.name, config, run.model, as_dict(run.settings)):
+    with run_records.nested_run(run.task.name, config, run.model, as_dict(run.settings)):
         result = finetune(model, built, config, batching.collator(setup.tokenizer),
-                          on_epoch=benchmark_run.log_epoch, progress=progress)
-        score = benchmark_run.log_final(result)
+                          on_epoch=run_records.log_epoch, progress=progress)
+        score = run_records.log_final(result)
     answers, null_odds = built.predictions(SPLIT, result.outputs[SPLIT])
     stem = run.output_dir / "predictions" / f"{run.task.name}-seed{config.seed}"
-    outputs.write_json(stem / "predictions.json", answers)
+    atomic.write_json(stem / "predictions.json", answers)
     if run.task.has_unanswerable:
-        outputs.write_json(stem / "null_odds.json", null_odds)
+        atomic.write_json(stem / "null_odds.json", null_odds)
     if config.save_models:
         model_dir = run.output_dir / "models" / f"{run.task.name}-seed{config.seed}"
-        benchmark_run.save_model(model, setup.tokenizer, model_dir)
-    return benchmark_run.run_record(run.task.name, config, result, score, built.num_train_examples)
+        run_records.save_model(model, setup.tokenizer, model_dir)
+    return run_records.run_record(run.task.name, config, result, score, built.num_train_examples)
 
 
 def summary_table(results: dict) -> str:

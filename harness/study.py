@@ -19,7 +19,7 @@ from typing import Any
 
 import optuna
 
-from harness import outputs
+from pretrain import atomic
 from pretrain.errors import UserError
 
 DEFAULT_STORAGE = "sqlite:///runs/optuna.db"
@@ -198,7 +198,7 @@ def best_record(study: optuna.Study, storage_url: str) -> dict[str, Any] | None:
 
 
 def write_best(path: Path, record: dict[str, Any]) -> None:
-    outputs.write_json(path, record)
+    atomic.write_json(path, record)
 
 
 def params_from(source: str, benchmark: str = "glue") -> tuple[list[str], str]:

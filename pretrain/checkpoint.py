@@ -28,7 +28,7 @@ import torch
 
 from pretrain.config import PretrainConfig, config_differences
 from pretrain.errors import UserError
-from pretrain.files import atomic_dir, write_json
+from pretrain.atomic import atomic_dir, write_json
 
 STATE_FILE = "training_state.pt"
 META_FILE = "pretrain_meta.json"
@@ -81,7 +81,7 @@ def write_checkpoint(out: Path, step: int, state: dict, export, meta: dict, keep
     with atomic_dir(target) as tmp:
         export(tmp)
         torch.save(state, tmp / STATE_FILE)
-        write_json(tmp / META_FILE, meta)
+        write_json(tmp / META_FILE, meta, sort_keys=True)
     for old in checkpoints(out)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return target

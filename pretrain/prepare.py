@@ -12,8 +12,8 @@ from pretrain import distributed as dist
 from pretrain.checkpoint import export_models
 from pretrain.config import PretrainConfig
 from pretrain.corpus import corpus_files, tokenized_paragraphs
-from pretrain.files import atomic_dir
-from pretrain.model import (
+from pretrain.atomic import atomic_dir
+from pretrain.networks import (
     build_networks,
     count_parameters,
     electra_config,
@@ -24,7 +24,7 @@ from pretrain.model import (
 from pretrain.models import PRESETS
 from pretrain.objectives import MaskingSettings
 from pretrain.packing import packed_examples
-from pretrain.pretraining_model import MAIN_MLM, PretrainingModel
+from pretrain.objective_model import MAIN_MLM, PretrainingModel
 from pretrain.vocab import load_tokenizer, tokenizer_fingerprint
 from reports.flops import TransformerShape
 

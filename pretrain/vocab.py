@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pretrain.errors import UserError
-from pretrain.files import atomic_dir
+from pretrain.atomic import atomic_dir
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 DEFAULT_TOKENIZER = "models/electra-small-discriminator"  # under the shared dir: BERT uncased vocab

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datasets import Dataset
 
-from reports.runtime import Predictor, Request
+from reports.onnx_predictor import Predictor, Request
 from tasks import metrics, squad_metrics
 from tasks.registry import GlueTask, SquadTask
 

@@ -92,7 +92,7 @@ def test_int8_bundle_predicts_like_pytorch(work):
     import torch
     import transformers
 
-    from reports.runtime import Predictor, Request
+    from reports.onnx_predictor import Predictor, Request
 
     texts = [("the cat was very happy .", "the cat is happy ."), ("a dog was sad .", "she is good .")]
     fp32 = Predictor(work["bundle"], "fp32").predict([Request(a, b) for a, b in texts])
@@ -278,7 +278,7 @@ def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, work, tmp
     import torch
     import transformers
 
-    from reports.runtime import Predictor, Request
+    from reports.onnx_predictor import Predictor, Request
     from tasks import squad_data, squad_features
     from tasks.squad_model import QuestionAnsweringWithAnswerability
 

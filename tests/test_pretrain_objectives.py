@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from pretrain import objectives as obj
-from pretrain.model import GDESEmbeddings, build_networks, discriminator_state, electra_config
-from pretrain.pretraining_model import MAIN_MLM, PretrainingModel
+from pretrain.networks import GDESEmbeddings, build_networks, discriminator_state, electra_config
+from pretrain.objective_model import MAIN_MLM, PretrainingModel
 from reports.flops import TransformerShape, generator_shape
 
 PAD, UNK, CLS, SEP, MASK = range(5)

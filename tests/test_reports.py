@@ -230,7 +230,7 @@ def test_unreachable_tracking_server_is_one_line(two_runs, tmp_path, capsys):
 
 
 def test_a_failed_leaderboard_update_says_the_results_are_saved(two_runs, monkeypatch):
-    from harness import leaderboard
+    from harness import mlflow_leaderboard
     from pretrain.errors import UserError
 
     def store_down(rows, uri):
@@ -239,4 +239,4 @@ def test_a_failed_leaderboard_update_says_the_results_are_saved(two_runs, monkey
     monkeypatch.setattr(leaderboard, "upsert", store_down)
     with pytest.raises(UserError, match=r"\(refused\); the results are saved: add them later with `harness "
                                         f"report --runs {two_runs[0]}`"):
-        leaderboard.record([two_runs[0]], "http://127.0.0.1:9")
+        mlflow_leaderboard.record([two_runs[0]], "http://127.0.0.1:9")

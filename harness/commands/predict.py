@@ -40,7 +40,7 @@ def run(args) -> int:
     import json
 
     from pretrain.errors import UserError
-    from reports.runtime import Predictor, Request, read_requests
+    from reports.onnx_predictor import Predictor, Request, read_requests
 
     if args.texts and args.input:
         raise UserError("pass texts or --input, not both")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness import leaderboard, outputs, tracking
+from harness import mlflow_leaderboard, tracking
+from pretrain import atomic
 from reports import plot, render
 from reports.leaderboard import MEASURED, published_rows, rows_from_results
 
@@ -22,7 +23,7 @@ def add_parser(subparsers) -> None:
                     "Results passed with --runs are also folded into the leaderboard experiment.")
     parser.add_argument("--runs", nargs="+", type=Path, metavar="RUN_DIR",
                         help="run directories or results.json files (default: every row of the MLflow "
-                             f"experiment {leaderboard.EXPERIMENT!r})")
+                             f"experiment {mlflow_leaderboard.EXPERIMENT!r})")
     parser.add_argument("--output", type=Path, default=Path("runs/report"),
                         help="directory for the four files (default: %(default)s)")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
@@ -36,20 +37,20 @@ def run(args: argparse.Namespace) -> int:
 
 def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None = None) -> None:
     """The four report files in `output` from `runs` (default: the leaderboard experiment's rows)."""
-    uri = leaderboard.check_reachable(tracking_uri)
+    uri = mlflow_leaderboard.check_reachable(tracking_uri)
     if runs:
         rows = rows_from_results(runs) + published_rows()  # every file checked before any write
-        leaderboard.upsert(rows, uri)
+        mlflow_leaderboard.upsert(rows, uri)
     else:
-        leaderboard.upsert(published_rows(), uri)
-        rows = leaderboard.fetch(uri)
+        mlflow_leaderboard.upsert(published_rows(), uri)
+        rows = mlflow_leaderboard.fetch(uri)
     # Render everything in memory first: a failure leaves the previous report untouched.
     png = plot.flops_vs_glue_png(rows)
     texts = {FILES[0]: render.markdown(rows), FILES[1]: render.to_csv(rows),
              FILES[2]: render.to_html(rows, png)}
     for name, text in texts.items():
-        outputs.write_text(output / name, text)
-    outputs.write_bytes(output / FILES[3], png)
+        atomic.write_text(output / name, text)
+    atomic.write_bytes(output / FILES[3], png)
     measured = sum(r.source == MEASURED for r in rows)
     run_id = _log_artifacts(output, uri, measured, len(rows) - measured)
     print(f"wrote {', '.join(str(output / name) for name in FILES)}")
@@ -62,7 +63,7 @@ def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None
 def _log_artifacts(directory: Path, uri: str, measured: int, published: int) -> str:
     import mlflow
 
-    with leaderboard.tracking_errors(uri, f"logging the report files of {directory} as artefacts"):
+    with mlflow_leaderboard.tracking_errors(uri, f"logging the report files of {directory} as artefacts"):
         tracking.setup(REPORTS_EXPERIMENT, uri)
         with tracking.run("report", tags={"measured_rows": str(measured), "published_rows": str(published)}) \
                 as active:
