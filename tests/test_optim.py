@@ -1,5 +1,7 @@
 """Layer-wise learning-rate decay and the warmup schedule, pinned."""
 
+import copy
+
 import pytest
 import torch
 import transformers
@@ -56,4 +58,22 @@ def test_warmup_then_linear_decay(model):
         schedule.step()
     # one warmup step from 0, then (10 - step) / 9
     assert seen == pytest.approx([0.0, 1.0, 8 / 9, 7 / 9, 6 / 9, 5 / 9, 4 / 9, 3 / 9, 2 / 9, 1 / 9])
-    assert isinstance(optimizer, torch.optim.AdamW)
+
+
+@pytest.mark.parametrize("name, lr, weight_decay", [
+    ("classifier.out_proj.weight", 1e-2, 0.1),  # the head: full lr, decayed
+    ("electra.encoder.layer.1.output.dense.weight", 2.5e-3, 0.1),  # lr·0.5²
+    ("electra.encoder.layer.0.attention.output.LayerNorm.weight", 1.25e-3, 0.0),  # lr·0.5³, no decay
+    ("electra.embeddings.word_embeddings.weight", 6.25e-4, 0.1),  # lr·0.5⁴
+])
+def test_one_step_is_adamw_with_each_groups_lr_decay_and_epsilon(model, name, lr, weight_decay):
+    model = copy.deepcopy(model)
+    optimizer = build_optimizer(model, 1e-2, 0.5, 0.1, 1e-6, "electra")
+    parameter = dict(model.named_parameters())[name]
+    before = parameter.detach().clone()
+    for p in model.parameters():
+        p.grad = torch.full_like(p, 1e-6)  # a gradient the size of epsilon: g / (|g| + eps) = 1/2
+    optimizer.step()
+    # AdamW's first step: bias-corrected m/sqrt(v) is g/|g|, decay is decoupled: p(1 - lr·wd) - lr·g/(|g| + eps)
+    expected = before * (1 - lr * weight_decay) - lr * 0.5
+    torch.testing.assert_close(parameter.detach(), expected, rtol=1e-6, atol=1e-8)
