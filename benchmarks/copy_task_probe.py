@@ -20,10 +20,11 @@ import tempfile
 from pathlib import Path
 
 from harness.cli import main as harness
-from pretrain.models import PRESETS, ModelPreset
+from pretrain.models import PRESETS, ModelPreset, TransformerShape
 
-PROBE = ModelPreset("copy-probe", "electra", "small", hidden_size=64, num_layers=2, num_heads=2,
-                    intermediate_size=128, embedding_size=64, pretrain_batch_size=32, pretrain_seq_len=64,
+PROBE = ModelPreset("copy-probe", "electra", "small",
+                    TransformerShape(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128,
+                                     embedding_size=64), pretrain_batch_size=32, pretrain_seq_len=64,
                     max_position_embeddings=128)
 WORDS = 300
 MLM_LEFT = 3.0  # nats: far below ln(300) = 5.7, the unigram plateau

@@ -4,7 +4,7 @@ Prints each objective's seconds per step, tokens/s, FLOP/s and model FLOPs utili
 against a matmul peak measured in the same run, and the electra/mlm step-time ratio. The two
 objectives are timed in alternating rounds, so load from other processes hits both alike.
 
-FLOPs: the paper convention (reports/flops.py) charges a training step at 2x the forward pass and
+FLOPs: the paper convention (pretrain/flops.py) charges a training step at 2x the forward pass and
 counts embedding lookups as one-hot matmuls, so it is not what the hardware executes. MFU instead
 uses the matmul FLOPs torch's FlopCounterMode counts in one real step (forward and backward,
 attention included, lookups excluded); both rates are printed.
@@ -23,9 +23,10 @@ import torch
 
 from pretrain.budget import step_flops
 from pretrain.config import PretrainConfig, resolve
+from pretrain.device import resolve_precision
 from pretrain.distributed import Context, pick_device
 from pretrain.models import PRESETS
-from pretrain.prepare import build_run, resolve_precision
+from pretrain.prepare import build_run
 from pretrain.train import train_step
 
 PAD, UNK, CLS, SEP, MASK = 0, 100, 101, 102, 103  # BERT uncased vocabulary ids
@@ -93,7 +94,7 @@ def main() -> None:
 
     device = pick_device(args.device)
     precision = resolve_precision(args.precision, device)
-    vocab_size = PRESETS[args.preset].vocab_size
+    vocab_size = PRESETS[args.preset].shape.vocab_size
     tokenizer = StandInTokenizer(pad_token_id=PAD, cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK,
                           vocab_size=vocab_size)
     runs, paper_flops, executed_flops = {}, {}, {}

@@ -22,11 +22,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pretrain import atomic
 from harness.config import as_dict, load_config
 from harness.glue_run import GlueRun, run_glue
+from pretrain import atomic
 from pretrain.config import PretrainConfig, resolve
 from pretrain.errors import UserError
+from pretrain.models import DISCRIMINATOR_DIR
 from reports import efficiency
 from reports.efficiency import CONTROL, Arm
 from tasks.finetune import FinetuneConfig
@@ -90,7 +91,7 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[effici
     for (objective, budget), config in configs.items():
         meta = _pretrained(config, f"[{len(arms) + 1}/{steps}]", exp.tracking_uri)
         if exp.control and not any(a.objective == CONTROL for a in arms):
-            like = Path(config.output_dir) / "discriminator"
+            like = Path(config.output_dir) / DISCRIMINATOR_DIR
             arms.append(_control(exp, like, progress, len(arms) + 1, steps))
             _write_tables(exp, arms)
         print(f"[{len(arms) + 1}/{steps}] fine-tune {arm_name(objective, budget)} on "
@@ -98,7 +99,7 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[effici
         results = _finetune(exp, config.output_dir, arm_name(objective, budget), progress)
         arms.append(Arm(objective, budget, meta["train_flops"], results, _pretrain_summary(meta)))
         _write_tables(exp, arms)
-    from harness.commands.report import write_report
+    from harness.report_run import write_report
 
     write_report([exp.output_dir / "glue" / name for name in _glue_dirs(arms)], exp.output_dir / "report",
                  exp.tracking_uri)
@@ -107,7 +108,7 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[effici
 
 def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None) -> dict:
     """The finished run's meta: kept if OUT already holds it, else trained (or resumed) now."""
-    from harness.commands.pretrain import run_pretrain
+    from harness.pretrain_run import run_pretrain
     from pretrain.checkpoint import finished_meta
 
     out = Path(config.output_dir)
@@ -123,8 +124,8 @@ def _control(exp: Efficiency, like: Path, progress, index: int, steps: int) -> A
     """The untrained control: `like`'s config and tokenizer, fresh weights; then fine-tuned."""
     import transformers
 
-    from harness.commands.init import write_random_init
     from pretrain.models import has_weights
+    from pretrain.random_init import write_random_init
 
     folder = exp.output_dir / CONTROL
     if not has_weights(folder):

@@ -10,9 +10,9 @@ from pathlib import Path
 import transformers
 
 from harness import mlflow_leaderboard, run_records, tracking
-from pretrain import atomic
-from harness.run_records import Setup
 from harness.config import as_dict
+from harness.run_records import Setup
+from pretrain import atomic
 from pretrain.errors import UserError
 from reports import accounting
 from tasks import batching, glue, metrics

@@ -15,10 +15,11 @@ import transformers
 
 from harness import tracking
 from harness.config import as_dict
+from pretrain import device as placement
 from pretrain.errors import UserError
 from pretrain.models import resolve_model, size_of
 from tasks import metrics
-from tasks.finetune import FinetuneConfig, FinetuneResult, use_bf16
+from tasks.finetune import FinetuneConfig, FinetuneResult
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,11 @@ def setup(model: str, precision: str) -> Setup:
     model_path = resolve_model(model)
     tokenizer = load_tokenizer(model_path)
     model_config = transformers.AutoConfig.from_pretrained(model_path)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    bf16 = use_bf16(precision, device)
-    # SDPA attention in bf16 is slow on CPUs; eager is faster there (STACK.md).
-    attention = "eager" if device.type == "cpu" and bf16 else "sdpa"
+    device = placement.default_device()
+    used = placement.resolve_precision(precision, device)
+    attention = placement.resolve_attention("auto", device, used)
     return Setup(model_path, tokenizer, model_config, size_of(model_config.hidden_size), device, attention,
-                 "bf16" if bf16 else "fp32")
+                 used)
 
 
 def load_tokenizer(model_path: str):

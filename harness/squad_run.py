@@ -13,9 +13,9 @@ from pathlib import Path
 import transformers
 
 from harness import run_records, tracking
-from pretrain import atomic
-from harness.run_records import Setup
 from harness.config import as_dict, load_config, read_toml
+from harness.run_records import Setup
+from pretrain import atomic
 from pretrain.errors import UserError
 from tasks import batching, squad
 from tasks.finetune import FinetuneConfig, finetune

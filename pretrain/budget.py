@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from pretrain.config import PretrainConfig
-from reports.flops import TRAIN_TO_FORWARD_RATIO, train_step_flops
+from pretrain.flops import TRAIN_TO_FORWARD_RATIO, train_step_flops
 
 
 @dataclass

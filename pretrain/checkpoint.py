@@ -26,12 +26,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pretrain.atomic import atomic_dir, write_bytes, write_json
 from pretrain.config import PretrainConfig, config_differences
 from pretrain.errors import UserError
-from pretrain.atomic import atomic_dir, write_json
+from pretrain.models import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
 
 STATE_FILE = "training_state.pt"
-META_FILE = "pretrain_meta.json"
+META_FILE = PRETRAIN_META
 CHECKPOINTS = "checkpoints"
 _STEP_DIR = re.compile(r"step-(\d+)$")
 
@@ -94,7 +95,7 @@ def export_models(folder: Path, discriminator, generator, tokenizer) -> None:
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # one bar per shard per save drowns the run's own bar
     try:
-        for name, model in (("discriminator", discriminator), ("generator", generator)):
+        for name, model in ((DISCRIMINATOR_DIR, discriminator), (GENERATOR_DIR, generator)):
             if model is not None:
                 model.save_pretrained(folder / name)
                 tokenizer.save_pretrained(folder / name)
@@ -105,12 +106,11 @@ def export_models(folder: Path, discriminator, generator, tokenizer) -> None:
 
 def publish(out: Path, checkpoint: Path) -> None:
     """Make a checkpoint's model folders and meta the run's top-level result, atomically."""
-    for name in ("discriminator", "generator"):
+    for name in (DISCRIMINATOR_DIR, GENERATOR_DIR):
         if (checkpoint / name).is_dir():
             with atomic_dir(out / name) as tmp:
                 shutil.copytree(checkpoint / name, tmp, dirs_exist_ok=True)
-    shutil.copyfile(checkpoint / META_FILE, out / f".{META_FILE}.tmp")
-    (out / f".{META_FILE}.tmp").replace(out / META_FILE)
+    write_bytes(out / META_FILE, (checkpoint / META_FILE).read_bytes())
 
 
 def rng_state() -> dict:

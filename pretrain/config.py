@@ -64,7 +64,7 @@ class PretrainConfig:
 
     # Runtime
     precision: Literal["auto", "bf16", "fp32"] = "auto"
-    attention: Literal["auto", "eager", "sdpa"] = "auto"  # auto: eager on CPU (faster in bf16)
+    attention: Literal["auto", "eager", "sdpa"] = "auto"  # auto: eager on a CPU in bf16, else SDPA
     device: str = "auto"
     seed: int = 0
     log_every_steps: int = 10

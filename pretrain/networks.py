@@ -15,33 +15,30 @@ embedding LayerNorm, i.e. one `ElectraEmbeddings` module):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch import nn
 from torch.func import functional_call
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from transformers.models.electra.modeling_electra import ElectraGeneratorPredictions
 
-from reports.flops import TransformerShape, generator_shape, shape_of
+from pretrain import models
+from pretrain.models import TransformerShape, generator_shape, shape_of
 
 EMBEDDINGS = "electra.embeddings."
 
 
 def electra_config(shape: TransformerShape, max_positions: int, pad_id: int, attention: str) -> ElectraConfig:
     """An ElectraConfig of this shape (dropout and initialisation as the paper)."""
-    config = ElectraConfig(
-        vocab_size=shape.vocab_size, embedding_size=shape.embedding_size, hidden_size=shape.hidden_size,
-        num_hidden_layers=shape.num_layers, num_attention_heads=shape.num_heads,
-        intermediate_size=shape.intermediate_size, max_position_embeddings=max_positions,
-        pad_token_id=pad_id)
+    config = models.electra_config(shape, max_positions, pad_token_id=pad_id)
     config._attn_implementation = attention
     return config
 
 
 def network_shapes(preset, vocab_size: int, fraction: float | None):
     """(discriminator shape, generator shape or None) with the tokenizer's vocabulary size."""
-    shape = shape_of(preset)
-    shape = TransformerShape(shape.hidden_size, shape.num_layers, shape.num_heads,
-                             shape.intermediate_size, shape.embedding_size, vocab_size)
+    shape = replace(shape_of(preset), vocab_size=vocab_size)
     return shape, (generator_shape(shape, fraction) if fraction else None)
 
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
+from pretrain import device as placement
 from pretrain import distributed as dist
+from pretrain.atomic import atomic_dir
 from pretrain.checkpoint import export_models
 from pretrain.config import PretrainConfig
 from pretrain.corpus import corpus_files, tokenized_paragraphs
-from pretrain.atomic import atomic_dir
+from pretrain.models import PRESETS, TransformerShape
 from pretrain.networks import (
     build_networks,
     count_parameters,
@@ -21,12 +22,10 @@ from pretrain.networks import (
     export_main_mlm,
     network_shapes,
 )
-from pretrain.models import PRESETS
+from pretrain.objective_model import MAIN_MLM, PretrainingModel
 from pretrain.objectives import MaskingSettings
 from pretrain.packing import packed_examples
-from pretrain.objective_model import MAIN_MLM, PretrainingModel
 from pretrain.vocab import load_tokenizer, tokenizer_fingerprint
-from reports.flops import TransformerShape
 
 NO_DECAY = ("bias", "LayerNorm")  # ELECTRA's optimiser exempts biases and LayerNorm from decay
 
@@ -71,9 +70,7 @@ class Run:
     attention: str
 
     def autocast(self):
-        if self.precision == "bf16":
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return placement.autocast(self.device, self.precision)
 
     def export(self, folder: Path) -> None:
         """discriminator/ and generator/ (for `mlm`: the main model with its MLM head) in `folder`."""
@@ -114,8 +111,8 @@ def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
     device = context.device
     fraction = config.generator_fraction if config.has_generator else None
     disc_shape, gen_shape = network_shapes(preset, len(tokenizer), fraction)
-    attention = config.attention if config.attention != "auto" else \
-        ("sdpa" if device.type == "cuda" else "eager")  # sdpa in bf16 is slow on CPU (STACK.md)
+    precision = placement.resolve_precision(config.precision, device)
+    attention = placement.resolve_attention(config.attention, device, precision)
     pad_id = tokenizer.pad_token_id
     disc_config = electra_config(disc_shape, preset.max_position_embeddings, pad_id, attention)
     gen_config = electra_config(gen_shape, preset.max_position_embeddings, pad_id, attention) \
@@ -133,7 +130,7 @@ def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
     model.train()
     torch.manual_seed(config.seed + 7919 * (context.rank + 1))  # masking and dropout differ per process
     return Run(config, model, make_optimizer(model, config, device), tokenizer, disc_shape, gen_shape,
-               device, resolve_precision(config.precision, device), attention)
+               device, precision, attention)
 
 
 def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch.device):
@@ -145,12 +142,3 @@ def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch
               {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=config.learning_rate, eps=config.adam_epsilon,
                              fused=device.type in ("cpu", "cuda"))
-
-
-def resolve_precision(setting: str, device: torch.device) -> str:
-    """'auto': bf16 autocast where the hardware has bf16 (CPU: AVX512-BF16/AMX), else fp32."""
-    if setting != "auto":
-        return setting
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-    return "bf16" if device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"

@@ -8,8 +8,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from pretrain.errors import UserError
 from pretrain.atomic import atomic_dir
+from pretrain.errors import UserError
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 DEFAULT_TOKENIZER = "models/electra-small-discriminator"  # under the shared dir: BERT uncased vocab

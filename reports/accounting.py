@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pretrain import flops
 from pretrain.errors import UserError
-from pretrain.models import PRESETS
-from reports import flops
+from pretrain.models import PRESETS, PRETRAIN_META, shape_of
 
 CONVENTION = "ELECTRA paper (flops_computation.py): backward = forward, one-hot embeddings"
 INFERENCE_SEQ_LEN = 128
@@ -31,7 +31,7 @@ def model_identity(name: str, path: str) -> str:
 
 def count_params(config: dict) -> int:
     """Encoder parameters with embedding tables (ElectraModel/BertModel, no pooler or head)."""
-    shape = flops.shape_of(config)
+    shape = shape_of(config)
     tables = (shape.vocab_size + config.get("max_position_embeddings", 512)
               + config.get("type_vocab_size", flops.TYPE_VOCAB_SIZE))
     return flops.count_non_embedding_params(shape) + shape.embedding_size * tables
@@ -44,7 +44,7 @@ def run_flops(model_name: str, model_path: str, runs: list[dict]) -> dict:
     num_epochs) and either `train_examples_per_s` with `train_time_s` or `num_train_examples`.
     """
     config = _read_json(Path(model_path) / "config.json", "the model's config.json")
-    shape = flops.shape_of(config)
+    shape = shape_of(config)
     pretrain_flops, basis = pretraining(model_name, Path(model_path))
     finetune: dict[str, float] = {}
     for record in runs:
@@ -68,9 +68,7 @@ def examples_trained(record: dict) -> int:
 
 def pretraining(model_name: str, model_path: Path) -> tuple[float | None, str]:
     """(train FLOPs, where they come from) for a discriminator; (None, 'unknown: why') if not known."""
-    from pretrain.checkpoint import META_FILE  # deferred: pulls in torch
-
-    for meta_path in (model_path / META_FILE, model_path.parent / META_FILE):
+    for meta_path in (model_path / PRETRAIN_META, model_path.parent / PRETRAIN_META):
         if meta_path.is_file():
             meta = _read_json(meta_path, "the pre-training record")
             if not isinstance(meta.get("train_flops"), int | float):
@@ -82,7 +80,7 @@ def pretraining(model_name: str, model_path: Path) -> tuple[float | None, str]:
     if preset is not None and preset.hub_id:
         return None, (f"{UNKNOWN}: released checkpoint {preset.hub_id} ships no pre-training record; "
                       "see the published rows for the paper's figures")
-    return None, f"{UNKNOWN}: no {META_FILE} beside {model_path} (not a `harness pretrain` output)"
+    return None, f"{UNKNOWN}: no {PRETRAIN_META} beside {model_path} (not a `harness pretrain` output)"
 
 
 def _read_json(path: Path, what: str) -> dict:

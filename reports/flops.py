@@ -1,202 +1,106 @@
-"""The project's one FLOPs count, in the ELECTRA paper's convention, plus two cross-checks.
-
-Paper convention (Clark et al. 2020, google-research/electra `flops_computation.py`), reproduced
-term for term so our figures line up with Table 1:
-  - An operation is a mathematical operation, not a machine instruction: an exp costs as much as
-    an add. Matrix multiplies dominate, so the per-element constants below barely move totals.
-  - A dense (m x n) matmul costs 2·m·n FLOPs per token (multiply and add counted separately).
-  - Embedding lookups are counted as dense one-hot matmuls (2·embedding_size·vocab_size per token);
-    on TPUs the dense form is what actually runs.
-  - Training costs 2x the forward pass: the script assumes backward == forward. A matmul's backward
-    really costs 2x its forward (input and weight gradients), so these figures are ~2/3 of the
-    common 3x-forward rule (and of 6·N·tokens); we keep 2x because Table 1 and the pinned numbers
-    use it. Fine-tuning uses the same factor so the two stay comparable.
-  - Pre-training ELECTRA costs the discriminator (binary per-token head) plus the generator (MLM
-    head over the masked fraction of positions); BERT costs one model with the MLM head.
-  - The classification head is charged at every position, as in the script, not only at [CLS].
-  - The post-attention LayerNorm costs a flat 5 FLOPs per token, not 5 per element: a slip in the
-    script (its other LayerNorms are per element) kept so we match its outputs exactly.
-
-Cross-checks: `six_n_flops` is transformers' Trainer convention (6 · non-embedding params · tokens),
-and `measured_forward_flops` runs torch's FlopCounterMode on a real forward pass, which counts
-matmuls and attention only (no embedding lookups, no element-wise ops, no head on a bare encoder).
+"""FLOPs of a named model in each counting convention: the paper's (pretrain/flops.py), 6·N·tokens,
+and a measured count, torch's FlopCounterMode on a real forward pass, which counts matmuls and
+attention only (no embedding lookups, no element-wise ops, no head on a bare encoder).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+import json
+from dataclasses import dataclass
+from pathlib import Path
 
 from pretrain.errors import UserError
-from pretrain.models import ModelPreset
-
-# Per-element constants from the official script. Dropout: random number, compare, mask, rescale.
-DROPOUT_FLOPS = 4
-# LayerNorm: mean (sum), variance (square and sum), bias add, scale multiply.
-LAYER_NORM_FLOPS = 5
-# GELU: 0.5 · x · (1 + tanh(sqrt(2/pi) · (x + 0.044715 · x^3))).
-ACTIVATION_FLOPS = 8
-# Softmax: max-subtract, exp, sum, divide.
-SOFTMAX_FLOPS = 5
-# Training = forward + backward, with backward costed as one more forward (see module docstring).
-TRAIN_TO_FORWARD_RATIO = 2
-# Share of positions that reach the MLM output softmax: the script's 20 predictions per 128 tokens.
-MLM_OUTPUT_FRACTION = 0.15625
-# Token-type vocabulary (segments A and B), looked up densely alongside the positions.
-TYPE_VOCAB_SIZE = 2
-
-HEADS = ("classification", "mlm", "none")
+from pretrain.models import (
+    GENERATOR_DIR,
+    PRESETS,
+    TransformerShape,
+    config_dir,
+    discriminator_config,
+    generator_shape,
+    shape_of,
+)
 
 
 @dataclass(frozen=True)
-class TransformerShape:
-    """The dimensions a FLOPs or parameter count needs; sequence length is passed separately."""
+class Target:
+    """What `--model` named: shapes to count and the config a measured model is built from."""
 
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    intermediate_size: int
-    embedding_size: int
-    vocab_size: int = 30522
-
-    def __post_init__(self):
-        bad = [f"{name}={value!r}" for name, value in vars(self).items()
-               if not isinstance(value, int) or value < 1]
-        if bad:
-            raise UserError(f"transformer shape needs positive integer sizes, got {', '.join(bad)}")
+    label: str
+    discriminator: TransformerShape
+    generator: TransformerShape | None  # None: BERT's MLM objective
+    generator_source: str
+    config: dict
 
 
-def shape_of(model) -> TransformerShape:
-    """Shape of a ModelPreset, a transformers config (Electra/Bert), a config.json dict, or a shape."""
-    if isinstance(model, TransformerShape):
-        return model
-    if isinstance(model, ModelPreset):
-        return TransformerShape(model.hidden_size, model.num_layers, model.num_heads,
-                                model.intermediate_size, model.embedding_size, model.vocab_size)
-    config = model.to_dict() if hasattr(model, "to_dict") else model
-    if not isinstance(config, Mapping):
-        raise UserError(f"cannot read a transformer shape from {type(model).__name__}; pass a model "
-                        "preset, a transformers config or a config.json dict")
-    needed = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
-    missing = [key for key in needed if key not in config]
-    if missing:
-        raise UserError(f"model config lacks {', '.join(missing)}; pass a BERT or ELECTRA config.json")
-    hidden_size = config["hidden_size"]
-    # BERT has no factorized embeddings: its embedding width is the hidden width.
-    embedding_size = config.get("embedding_size") or hidden_size
-    return TransformerShape(hidden_size, config["num_hidden_layers"], config["num_attention_heads"],
-                            config["intermediate_size"], embedding_size, config["vocab_size"])
+def resolve_target(name_or_dir: str, generator_fraction: float | None) -> Target:
+    """Shapes for a registry name (no download) or a checkpoint directory's config.json files."""
+    path = Path(name_or_dir).expanduser()
+    if path.is_dir():
+        return _from_directory(path, generator_fraction)
+    if name_or_dir in PRESETS:
+        preset = PRESETS[name_or_dir]
+        shape = shape_of(preset)
+        fraction = preset.generator_fraction if generator_fraction is None else generator_fraction
+        generator, source = _generator_from_fraction(shape, fraction)
+        # An ElectraModel is BERT plus an optional embedding projection, so it measures both families.
+        return Target(f"{preset.name} (registry shape)", shape, generator, source,
+                      discriminator_config(preset).to_dict())
+    raise UserError(f"unknown model {name_or_dir!r}; choose one of {', '.join(PRESETS)} "
+                    "or pass a checkpoint directory containing config.json")
 
 
-def generator_shape(shape: TransformerShape, fraction: float) -> TransformerShape:
-    """ELECTRA's generator: width, feed-forward and heads scaled by `fraction`, embeddings tied.
-
-    For the paper's shapes this equals the official `get_generator_config` (4·hidden feed-forward,
-    hidden // 64 heads); tied embeddings keep the discriminator's embedding width.
-    """
-    if not 0 < fraction <= 1:
-        raise UserError(f"generator fraction {fraction!r} must be in (0, 1]; the paper uses 1/4 to 1/2")
-    shape = shape_of(shape)
-    return replace(shape, hidden_size=max(1, round(shape.hidden_size * fraction)),
-                   intermediate_size=max(1, round(shape.intermediate_size * fraction)),
-                   num_heads=max(1, round(shape.num_heads * fraction)))
-
-
-def _block_flops_per_token(shape: TransformerShape, seq_len: int) -> float:
-    hidden, heads, ff = shape.hidden_size, shape.num_heads, shape.intermediate_size
-    attention = (2 * 3 * hidden * hidden + 3 * hidden  # query/key/value projections and biases
-                 + 2 * hidden * seq_len  # scores q·k for every other position
-                 + (SOFTMAX_FLOPS + DROPOUT_FLOPS + 1) * seq_len * heads  # softmax, dropout, 1/sqrt(d)
-                 + 2 * hidden * seq_len  # probabilities times values
-                 + 2 * hidden * hidden + hidden  # output projection and bias
-                 + (DROPOUT_FLOPS + 1) * hidden + LAYER_NORM_FLOPS)  # dropout, residual, LayerNorm
-    feed_forward = (2 * hidden * ff + ff + ACTIVATION_FLOPS * ff  # up-projection, bias, GELU
-                    + 2 * hidden * ff + hidden  # down-projection and bias
-                    + (DROPOUT_FLOPS + 1 + LAYER_NORM_FLOPS) * hidden)  # dropout, residual, LayerNorm
-    return attention + feed_forward
-
-
-def _embedding_flops_per_token(shape: TransformerShape, seq_len: int) -> float:
-    embedding = shape.embedding_size
-    flops = (2 * embedding * shape.vocab_size  # one-hot word lookup
-             + 2 * embedding * (seq_len + TYPE_VOCAB_SIZE)  # one-hot position and token-type lookups
-             + 2 * embedding  # add the three embeddings
-             + (LAYER_NORM_FLOPS + DROPOUT_FLOPS) * embedding)
-    if embedding != shape.hidden_size:  # projection up to the hidden width
-        flops += 2 * shape.hidden_size * embedding + shape.hidden_size
-    return flops
-
-
-def _mlm_head_flops_per_token(shape: TransformerShape) -> float:
-    embedding, vocab = shape.embedding_size, shape.vocab_size
-    per_prediction = (2 * shape.hidden_size * embedding + embedding  # dense back to embedding width
-                      + (ACTIVATION_FLOPS + LAYER_NORM_FLOPS) * embedding
-                      + 2 * embedding * vocab  # tied output embedding
-                      + SOFTMAX_FLOPS * vocab + 2 * vocab)  # softmax and target-word pick
-    return MLM_OUTPUT_FRACTION * per_prediction
-
-
-def _classification_head_flops_per_token(shape: TransformerShape) -> float:
-    hidden = shape.hidden_size
-    return 2 * hidden * hidden + hidden + ACTIVATION_FLOPS * hidden + 2 * hidden
-
-
-def _forward_flops_per_token(shape: TransformerShape, seq_len: int, head: str) -> float:
-    if head not in HEADS:
-        raise UserError(f"unknown head {head!r}; choose one of {', '.join(HEADS)}")
-    head_flops = {"classification": _classification_head_flops_per_token,
-                  "mlm": _mlm_head_flops_per_token, "none": lambda _: 0.0}[head](shape)
-    return (shape.num_layers * _block_flops_per_token(shape, seq_len)
-            + _embedding_flops_per_token(shape, seq_len) + head_flops)
-
-
-def inference_flops(shape, seq_len: int = 128, head: str = "classification") -> float:
-    """Forward FLOPs for one example of `seq_len` tokens, paper convention (Table 1 uses s=128)."""
-    return float(seq_len * _forward_flops_per_token(shape_of(shape), seq_len, head))
-
-
-def train_step_flops(discriminator, generator: TransformerShape | None, batch_size: int,
-                     seq_len: int) -> float:
-    """One pre-training step; `generator=None` means BERT's MLM objective on the main model."""
-    if generator is None:
-        forward = _forward_flops_per_token(shape_of(discriminator), seq_len, "mlm")
+def _from_directory(path: Path, generator_fraction: float | None) -> Target:
+    root = config_dir(path)
+    if root is None:
+        raise UserError(f"{str(path)!r} has no config.json (nor discriminator/config.json); pass a "
+                        f"checkpoint directory or one of {', '.join(PRESETS)}")
+    config = _read_config(root / "config.json")
+    shape = shape_of(config)
+    generator_config = path / GENERATOR_DIR / "config.json"
+    if generator_fraction is not None:
+        generator, source = _generator_from_fraction(shape, generator_fraction)
+    elif generator_config.is_file():
+        generator, source = shape_of(_read_config(generator_config)), f"from {generator_config}"
+    elif config.get("model_type") == "electra":
+        # A bare released discriminator: assume the paper's generator for its size.
+        same_shape = [p for p in PRESETS.values() if p.family == "electra" and shape_of(p) == shape]
+        generator, source = _generator_from_fraction(
+            shape, same_shape[0].generator_fraction if same_shape else 0.25)
     else:
-        forward = (_forward_flops_per_token(shape_of(discriminator), seq_len, "classification")
-                   + _forward_flops_per_token(shape_of(generator), seq_len, "mlm"))
-    return float(TRAIN_TO_FORWARD_RATIO * batch_size * seq_len * forward)
+        generator, source = None, ""
+    return Target(f"{root} (checkpoint config)", shape, generator, source, config)
 
 
-def pretrain_flops(discriminator, generator: TransformerShape | None, num_train_steps: int,
-                   batch_size: int, seq_len: int) -> float:
-    """Whole pre-training run, paper convention (Table 1's train FLOPs)."""
-    return num_train_steps * train_step_flops(discriminator, generator, batch_size, seq_len)
+def _read_config(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise UserError(f"cannot read {str(path)!r} ({error}); pass a directory save_pretrained() wrote"
+                        ) from error
 
 
-def finetune_flops(shape, num_examples: int, seq_len: int, num_epochs: float = 1.0,
-                   head: str = "classification") -> float:
-    """Fine-tuning on `num_examples` padded to `seq_len` for `num_epochs`, paper convention."""
-    return TRAIN_TO_FORWARD_RATIO * num_epochs * num_examples * inference_flops(shape, seq_len, head)
+def _generator_from_fraction(shape: TransformerShape, fraction: float):
+    if fraction == 0:
+        return None, ""
+    return generator_shape(shape, fraction), f"fraction {fraction:.3g} of the discriminator"
 
 
-def six_n_flops(num_non_embedding_params: int, num_tokens: int) -> float:
-    """transformers Trainer's training estimate: 6 · non-embedding params · tokens."""
-    return float(6 * num_non_embedding_params * num_tokens)
+def measure(config: dict, seq_len: int) -> float:
+    """FlopCounterMode's forward FLOPs per example for a model built from `config` on meta tensors."""
+    import torch
+    from transformers import AutoConfig, AutoModel
 
+    if seq_len > config.get("max_position_embeddings", seq_len):
+        raise UserError(f"--seq-len {seq_len} exceeds the model's max_position_embeddings "
+                        f"{config['max_position_embeddings']}; lower it or pass --no-measure")
+    settings = {key: value for key, value in config.items() if key != "model_type"}
+    model_config = AutoConfig.for_model(config.get("model_type", "electra"), **settings)
+    # Meta tensors carry shapes but no storage: the same ops are dispatched and counted, without
+    # allocating or initialising the weights (BERT-Large would take GBs and tens of seconds).
+    with torch.device("meta"):
+        model = AutoModel.from_config(model_config)
+    return measured_forward_flops(model, seq_len=seq_len)
 
-def count_non_embedding_params(shape) -> int:
-    """Parameters outside embedding tables: what ElectraModel.num_parameters(exclude_embeddings=True) gives.
-
-    Covers the encoder, the embedding LayerNorm and the embedding projection; no pooler or head.
-    """
-    shape = shape_of(shape)
-    hidden, ff, embedding = shape.hidden_size, shape.intermediate_size, shape.embedding_size
-    per_layer = (4 * (hidden * hidden + hidden)  # query, key, value, attention output
-                 + (hidden * ff + ff) + (ff * hidden + hidden)  # feed-forward up and down
-                 + 2 * 2 * hidden)  # two LayerNorms
-    embedding_extras = 2 * embedding  # LayerNorm
-    if embedding != hidden:
-        embedding_extras += embedding * hidden + hidden
-    return shape.num_layers * per_layer + embedding_extras
 
 
 def _cpu_attention_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:

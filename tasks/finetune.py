@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import time
@@ -15,6 +14,7 @@ import torch
 from datasets import Dataset
 from tqdm.auto import tqdm
 
+from pretrain import device as placement
 from tasks import batching
 from tasks.optim import build_optimizer, build_schedule
 
@@ -87,14 +87,6 @@ class FinetuneResult:
     train_tokens_per_s: float
 
 
-def use_bf16(precision: str, device: torch.device) -> bool:
-    if precision != "auto":
-        return precision == "bf16"
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-
-
 def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig, collate: Callable,
              on_epoch: Callable[[int, dict[str, float]], None] | None = None,
              progress: bool | None = None) -> FinetuneResult:
@@ -104,8 +96,7 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
     model: its new head is initialised from the global RNG.
     """
     device = next(model.parameters()).device
-    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if use_bf16(config.precision, device)
-                else contextlib.nullcontext())
+    autocast = placement.autocast(device, placement.resolve_precision(config.precision, device))
     loader = batching.train_loader(task.train, config.batch_size, config.seed, config.group_by_length,
                                    collate)
     num_steps = math.ceil(len(loader) * config.num_epochs)

@@ -6,18 +6,15 @@ from transformers import BertConfig, ElectraConfig, ElectraModel
 
 from harness.cli import main
 from pretrain.errors import UserError
-from pretrain.models import PRESETS
-from reports.flops import (
-    TransformerShape,
+from pretrain.flops import (
     count_non_embedding_params,
     finetune_flops,
-    generator_shape,
     inference_flops,
-    measured_forward_flops,
     pretrain_flops,
-    shape_of,
     six_n_flops,
 )
+from pretrain.models import PRESETS, TransformerShape, generator_shape, shape_of
+from reports.flops import measured_forward_flops
 
 ELECTRA_SMALL = shape_of(PRESETS["electra-small"])
 ELECTRA_BASE = shape_of(PRESETS["electra-base"])

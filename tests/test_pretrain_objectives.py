@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from pretrain import objectives as obj
+from pretrain.models import TransformerShape, generator_shape
 from pretrain.networks import GDESEmbeddings, build_networks, discriminator_state, electra_config
 from pretrain.objective_model import MAIN_MLM, PretrainingModel
-from reports.flops import TransformerShape, generator_shape
 
 PAD, UNK, CLS, SEP, MASK = range(5)
 VOCAB = 60

@@ -13,11 +13,12 @@ import torch
 from pretrain.budget import Progress, budget_fraction, learning_rate
 from pretrain.config import PretrainConfig, resolve
 from pretrain.errors import UserError
-from pretrain.models import PRESETS, ModelPreset
+from pretrain.models import PRESETS, ModelPreset, TransformerShape
 from pretrain.train import pretrain
 
-MICRO = ModelPreset("test-micro", "electra", "small", hidden_size=32, num_layers=2, num_heads=2,
-                    intermediate_size=64, embedding_size=16, pretrain_batch_size=8, pretrain_seq_len=32,
+MICRO = ModelPreset("test-micro", "electra", "small",
+                    TransformerShape(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                                     embedding_size=16), pretrain_batch_size=8, pretrain_seq_len=32,
                     pretrain_learning_rate=2e-3, max_position_embeddings=64)
 SUBJECTS = ["the cat", "a dog", "my sister", "the old man", "the teacher", "a small bird", "the farmer"]
 VERBS = ["sees", "likes", "finds", "carries", "paints", "follows", "feeds"]
@@ -158,7 +159,8 @@ def test_a_finished_run_resumed_changes_nothing(tmp_path, micro, corpus):
 
 
 def test_flops_budget_counts_the_paper_convention(tmp_path, micro, corpus):
-    from reports.flops import generator_shape, shape_of, train_step_flops
+    from pretrain.flops import train_step_flops
+    from pretrain.models import generator_shape, shape_of
 
     shape = shape_of(PRESETS[MICRO.name])
     meta = pretrain(micro_config(tmp_path, corpus, max_steps=None, max_flops=1e9))

@@ -7,7 +7,9 @@ import time
 import pytest
 
 from harness.cli import main
-from reports import accounting, flops
+from pretrain import flops
+from pretrain.models import shape_of
+from reports import accounting
 from reports.leaderboard import (
     MEASURED,
     NO_FLOPS,
@@ -63,7 +65,7 @@ def test_run_flops_reads_the_pretraining_record(tmp_path):
             {"task": "cola", "train_examples_per_s": 4.0, "train_time_s": 4.0,
              "resolved_config": {"max_length": 16, "num_epochs": 1}}]
     costs = accounting.run_flops(str(out), str(out / "discriminator"), runs)
-    shape = flops.shape_of(json.loads((tiny_model / "config.json").read_text()))
+    shape = shape_of(json.loads((tiny_model / "config.json").read_text()))
     # rate x time = 16 examples, then 10 x 1.5 epochs = 15: each trained example costs 2 forwards.
     assert costs["finetune_flops"] == {"rte": 2 * 31 * flops.inference_flops(shape, 32),
                                        "cola": 2 * 16 * flops.inference_flops(shape, 16)}
@@ -236,7 +238,7 @@ def test_a_failed_leaderboard_update_says_the_results_are_saved(two_runs, monkey
     def store_down(rows, uri):
         raise UserError("MLflow store http://127.0.0.1:9 failed while updating the leaderboard (refused)")
 
-    monkeypatch.setattr(leaderboard, "upsert", store_down)
+    monkeypatch.setattr(mlflow_leaderboard, "upsert", store_down)
     with pytest.raises(UserError, match=r"\(refused\); the results are saved: add them later with `harness "
                                         f"report --runs {two_runs[0]}`"):
         mlflow_leaderboard.record([two_runs[0]], "http://127.0.0.1:9")

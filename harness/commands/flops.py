@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
-from dataclasses import dataclass
-from pathlib import Path
 
+from pretrain import flops
 from pretrain.errors import UserError
-from pretrain.models import PRESETS, discriminator_config
-from reports import flops
+from pretrain.models import PRESETS, TransformerShape
+from reports import flops as flops_report
 
 PAPER = "paper convention (ELECTRA flops_computation.py)"
-
-
-@dataclass(frozen=True)
-class Target:
-    """What `--model` named: shapes to count and the config a measured model is built from."""
-
-    label: str
-    discriminator: flops.TransformerShape
-    generator: flops.TransformerShape | None  # None: BERT's MLM objective
-    generator_source: str
-    config: dict
 
 
 def add_parser(subparsers) -> None:
@@ -47,8 +34,9 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_numbers(args)
-    target = resolve_target(args.model, args.generator_fraction)
-    measured = _measure(target.config, args.seq_len) if args.measure else None  # may refuse the length
+    target = flops_report.resolve_target(args.model, args.generator_fraction)
+    # measured first: it may refuse the length, before anything is printed
+    measured = flops_report.measure(target.config, args.seq_len) if args.measure else None
     print(target.label)
     print(f"  {'discriminator' if target.generator else 'model'}: {_describe(target.discriminator)}")
     generator = (f"{_describe(target.generator)} ({target.generator_source})" if target.generator
@@ -74,77 +62,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def resolve_target(name_or_dir: str, generator_fraction: float | None) -> Target:
-    """Shapes for a registry name (no download) or a checkpoint directory's config.json files."""
-    path = Path(name_or_dir).expanduser()
-    if path.is_dir():
-        return _from_directory(path, generator_fraction)
-    if name_or_dir in PRESETS:
-        preset = PRESETS[name_or_dir]
-        shape = flops.shape_of(preset)
-        fraction = preset.generator_fraction if generator_fraction is None else generator_fraction
-        generator, source = _generator_from_fraction(shape, fraction)
-        # An ElectraModel is BERT plus an optional embedding projection, so it measures both families.
-        return Target(f"{preset.name} (registry shape)", shape, generator, source,
-                      discriminator_config(preset).to_dict())
-    raise UserError(f"unknown model {name_or_dir!r}; choose one of {', '.join(PRESETS)} "
-                    "or pass a checkpoint directory containing config.json")
-
-
-def _from_directory(path: Path, generator_fraction: float | None) -> Target:
-    for root in (path, path / "discriminator"):
-        if (root / "config.json").is_file():
-            break
-    else:
-        raise UserError(f"{str(path)!r} has no config.json (nor discriminator/config.json); pass a "
-                        f"checkpoint directory or one of {', '.join(PRESETS)}")
-    config = _read_config(root / "config.json")
-    shape = flops.shape_of(config)
-    generator_config = path / "generator" / "config.json"
-    if generator_fraction is not None:
-        generator, source = _generator_from_fraction(shape, generator_fraction)
-    elif generator_config.is_file():
-        generator, source = flops.shape_of(_read_config(generator_config)), f"from {generator_config}"
-    elif config.get("model_type") == "electra":
-        # A bare released discriminator: assume the paper's generator for its size.
-        same_shape = [p for p in PRESETS.values() if p.family == "electra" and flops.shape_of(p) == shape]
-        generator, source = _generator_from_fraction(
-            shape, same_shape[0].generator_fraction if same_shape else 0.25)
-    else:
-        generator, source = None, ""
-    return Target(f"{root} (checkpoint config)", shape, generator, source, config)
-
-
-def _read_config(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise UserError(f"cannot read {str(path)!r} ({error}); pass a directory save_pretrained() wrote"
-                        ) from error
-
-
-def _generator_from_fraction(shape: flops.TransformerShape, fraction: float):
-    if fraction == 0:
-        return None, ""
-    return flops.generator_shape(shape, fraction), f"fraction {fraction:.3g} of the discriminator"
-
-
-def _measure(config: dict, seq_len: int) -> float:
-    import torch
-    from transformers import AutoConfig, AutoModel
-
-    if seq_len > config.get("max_position_embeddings", seq_len):
-        raise UserError(f"--seq-len {seq_len} exceeds the model's max_position_embeddings "
-                        f"{config['max_position_embeddings']}; lower it or pass --no-measure")
-    settings = {key: value for key, value in config.items() if key != "model_type"}
-    model_config = AutoConfig.for_model(config.get("model_type", "electra"), **settings)
-    # Meta tensors carry shapes but no storage: the same ops are dispatched and counted, without
-    # allocating or initialising the weights (BERT-Large would take GBs and tens of seconds).
-    with torch.device("meta"):
-        model = AutoModel.from_config(model_config)
-    return flops.measured_forward_flops(model, seq_len=seq_len)
-
-
 def _check_numbers(args: argparse.Namespace) -> None:
     errors = [f"--{name.replace('_', '-')} {value} must be positive"
               for name in ("seq_len", "train_steps", "batch_size")
@@ -155,7 +72,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise UserError("; ".join(errors))
 
 
-def _describe(shape: flops.TransformerShape) -> str:
+def _describe(shape: TransformerShape) -> str:
     return (f"hidden {shape.hidden_size}, {shape.num_layers} layers, {shape.num_heads} heads, "
             f"feed-forward {shape.intermediate_size}, embedding {shape.embedding_size}, "
             f"vocab {shape.vocab_size}")

@@ -27,6 +27,7 @@ def run(args) -> int:
 
     from pretrain.errors import UserError
     from pretrain.models import discriminator_config, get_preset, has_weights
+    from pretrain.random_init import write_random_init
 
     preset = get_preset(args.preset)
     if args.keep_existing and has_weights(args.output):
@@ -43,21 +44,3 @@ def run(args) -> int:
     model = write_random_init(model_config, tokenizer, args.output, args.seed)
     print(f"wrote random-init {preset.name} ({model.num_parameters():,} parameters) to {args.output}")
     return 0
-
-
-def write_random_init(model_config, tokenizer, output: Path, seed: int = 0):
-    """A fresh ElectraForPreTraining of `model_config` and `tokenizer`, written atomically to `output`."""
-    import tempfile
-
-    import transformers
-
-    transformers.set_seed(seed)
-    model = transformers.ElectraForPreTraining(model_config)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}."))
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    if output.exists():
-        output.rmdir()
-    staging.rename(output)
-    return model

@@ -15,7 +15,8 @@ def run(args) -> int:
     print(f"{'name':14} {'hidden':>6} {'layers':>6} {'heads':>5} {'ffn':>5} {'embed':>5}  weights")
     for p in PRESETS.values():
         weights = p.hub_id or "none released: harness pretrain"
-        print(f"{p.name:14} {p.hidden_size:>6} {p.num_layers:>6} {p.num_heads:>5} {p.intermediate_size:>5} "
-              f"{p.embedding_size:>5}  {weights}")
+        shape = p.shape
+        print(f"{p.name:14} {shape.hidden_size:>6} {shape.num_layers:>6} {shape.num_heads:>5} "
+              f"{shape.intermediate_size:>5} {shape.embedding_size:>5}  {weights}")
     print("\nAny Hugging Face checkpoint directory or `harness pretrain` output directory is also a --model.")
     return 0

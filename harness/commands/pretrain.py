@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from pretrain.config import OBJECTIVES, PretrainConfig
@@ -66,47 +65,11 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    from harness.pretrain_run import run_pretrain, summary
+
     meta = run_pretrain(config, args.experiment, args.tracking_uri)
     if meta is not None:
         print(f"{meta['steps']} steps, {meta['tokens_seen']:,} tokens, {meta['train_flops']:.3g} FLOPs, "
-              f"{meta['wall_time_s']:.0f} s: {_summary(meta['steps'], meta['metrics'])}")
+              f"{meta['wall_time_s']:.0f} s: {summary(meta['steps'], meta['metrics'])}")
         print(f"discriminator: {Path(config.output_dir) / 'discriminator'}")
     return 0
-
-
-def run_pretrain(config: PretrainConfig, experiment: str = "pretrain",
-                 tracking_uri: str | None = None) -> dict | None:
-    """Pre-train with a progress bar and an MLflow run; pretrain_meta.json's dict (None off rank 0)."""
-    from pretrain.train import preflight, pretrain
-
-    preflight(config)  # bad input fails here, before an MLflow run is opened
-    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports
-        pretrain(config)
-        return None
-    from tqdm.auto import tqdm
-
-    from harness import tracking
-    from harness.config import as_dict
-
-    tracking.setup(experiment, tracking_uri)
-    name = Path(config.output_dir).name if config.output_dir else "pretrain"
-    tags = {"command": "pretrain", "objective": config.objective, "preset": config.preset,
-            "output_dir": str(config.output_dir)}
-    with tracking.run(name, params=as_dict(config), tags=tags), \
-            tqdm(total=1000, unit="‰", desc=name, mininterval=2.0) as bar:
-        def on_log(step: int, metrics: dict[str, float]) -> None:
-            tracking.log_metrics(metrics, step=step)
-            bar.update(min(1000, round(metrics["progress"] * 1000)) - bar.n)
-            bar.set_postfix_str(_summary(step, metrics), refresh=False)
-
-        meta = pretrain(config, on_log)
-        tracking.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
-    return meta
-
-
-def _summary(step: int, metrics: dict[str, float]) -> str:
-    shown = {"generator_loss": "gen", "mlm_loss": "mlm", "discriminator_loss": "disc",
-             "disc_accuracy_replaced": "acc_repl", "disc_accuracy_original": "acc_orig",
-             "tokens_per_s": "tok/s"}
-    parts = [f"{short} {metrics[key]:.3g}" for key, short in shown.items() if key in metrics]
-    return f"step {step} " + " ".join(parts)

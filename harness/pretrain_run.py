@@ -1,0 +1,45 @@
+"""A pre-training run as the CLI and experiments start it: progress bar, MLflow run, rank-0 reporting."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from harness import tracking
+from harness.config import as_dict
+from pretrain.config import PretrainConfig
+from pretrain.train import preflight, pretrain
+
+
+def run_pretrain(config: PretrainConfig, experiment: str = "pretrain",
+                 tracking_uri: str | None = None) -> dict | None:
+    """Pre-train with a progress bar and an MLflow run; pretrain_meta.json's dict (None off rank 0)."""
+    preflight(config)  # bad input fails here, before an MLflow run is opened
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports
+        pretrain(config)
+        return None
+    tracking.setup(experiment, tracking_uri)
+    name = Path(config.output_dir).name if config.output_dir else "pretrain"
+    tags = {"command": "pretrain", "objective": config.objective, "preset": config.preset,
+            "output_dir": str(config.output_dir)}
+    with tracking.run(name, params=as_dict(config), tags=tags), \
+            tqdm(total=1000, unit="‰", desc=name, mininterval=2.0) as bar:
+        def on_log(step: int, metrics: dict[str, float]) -> None:
+            tracking.log_metrics(metrics, step=step)
+            bar.update(min(1000, round(metrics["progress"] * 1000)) - bar.n)
+            bar.set_postfix_str(summary(step, metrics), refresh=False)
+
+        meta = pretrain(config, on_log)
+        tracking.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
+    return meta
+
+
+def summary(step: int, metrics: dict[str, float]) -> str:
+    """One line of the latest metrics, for the progress bar and the closing line."""
+    shown = {"generator_loss": "gen", "mlm_loss": "mlm", "discriminator_loss": "disc",
+             "disc_accuracy_replaced": "acc_repl", "disc_accuracy_original": "acc_orig",
+             "tokens_per_s": "tok/s"}
+    parts = [f"{short} {metrics[key]:.3g}" for key, short in shown.items() if key in metrics]
+    return f"step {step} " + " ".join(parts)

@@ -1,0 +1,50 @@
+"""The leaderboard as Markdown, CSV, HTML and a FLOPs-vs-GLUE plot, logged to MLflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import mlflow_leaderboard, tracking
+from pretrain import atomic
+from reports import plot, render
+from reports.leaderboard import MEASURED, published_rows, rows_from_results
+
+REPORTS_EXPERIMENT = "leaderboard-reports"
+FILES = ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "flops_vs_glue.png")
+
+
+def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None = None) -> None:
+    """The four report files in `output` from `runs` (default: the leaderboard experiment's rows)."""
+    uri = mlflow_leaderboard.check_reachable(tracking_uri)
+    if runs:
+        rows = rows_from_results(runs) + published_rows()  # every file checked before any write
+        mlflow_leaderboard.upsert(rows, uri)
+    else:
+        mlflow_leaderboard.upsert(published_rows(), uri)
+        rows = mlflow_leaderboard.fetch(uri)
+    # Render everything in memory first: a failure leaves the previous report untouched.
+    png = plot.flops_vs_glue_png(rows)
+    texts = {FILES[0]: render.markdown(rows), FILES[1]: render.to_csv(rows),
+             FILES[2]: render.to_html(rows, png)}
+    for name, text in texts.items():
+        atomic.write_text(output / name, text)
+    atomic.write_bytes(output / FILES[3], png)
+    measured = sum(r.source == MEASURED for r in rows)
+    run_id = _log_artifacts(output, uri, measured, len(rows) - measured)
+    print(f"wrote {', '.join(str(output / name) for name in FILES)}")
+    print(f"{measured} measured and {len(rows) - measured} published rows; artefacts in MLflow experiment "
+          f"{REPORTS_EXPERIMENT!r}, run {run_id} ({uri})")
+    if not measured:
+        print("no measured rows yet: run `harness run glue`, or pass --runs RUN_DIR")
+
+
+def _log_artifacts(directory: Path, uri: str, measured: int, published: int) -> str:
+    import mlflow
+
+    with mlflow_leaderboard.tracking_errors(uri, f"logging the report files of {directory} as artefacts"):
+        tracking.setup(REPORTS_EXPERIMENT, uri)
+        with tracking.run("report", tags={"measured_rows": str(measured), "published_rows": str(published)}) \
+                as active:
+            for name in FILES:
+                mlflow.log_artifact(str(directory / name))
+        return active.info.run_id
