@@ -18,7 +18,7 @@ from reports import accounting
 from tasks import batching, glue, metrics
 from tasks.finetune import FinetuneConfig, finetune
 from tasks.glue_data import glue_dir, load_glue
-from tasks.registry import GLUE_TASKS, GlueTask
+from tasks.registry import GLUE_TASKS, GlueTask, predicted_with
 
 RESULTS_FORMAT = "electra-harness/glue-results/1"
 
@@ -53,14 +53,14 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
     with tracking.run(f"{Path(run.model).name} glue", params=as_dict(run.config),
                       tags={"model": run.model, "tasks": ",".join(t.name for t in run.tasks)}):
         for task in (t for t in run.tasks if t.predicted_by is None):
-            extra = {"ax": data["ax"]["test"]} if task.name == "mnli" and "ax" in data else None
+            riders = {t.name: data[t.name]["test"] for t in predicted_with(task.name) if t.name in data}
             config = run.config.resolved(setup.size, task.num_epochs, task.max_length)
             built = glue.build_task(task, data[task.name], setup.tokenizer, config.max_length,
-                                    config.max_train_examples, extra)
+                                    config.max_train_examples, riders or None)
             for seed in range(run.config.seed, run.config.seed + run.seeds):
                 if run_records.is_done(results, task.name, seed):
                     continue
-                record = _one(run, built, dataclasses.replace(config, seed=seed), setup, progress)
+                record = _run_task_seed(run, built, dataclasses.replace(config, seed=seed), setup, progress)
                 results["runs"].append(record)
                 atomic.write_json(run.output_dir / "results.json", results)
         results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
@@ -75,7 +75,7 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
     return results
 
 
-def _one(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneConfig, setup: Setup,
+def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneConfig, setup: Setup,
          progress: bool | None) -> dict:
     """Fine-tune one seed of one task inside its own nested MLflow run."""
     task = built.task
@@ -103,8 +103,8 @@ def _write_submission(output_dir: Path, results: dict) -> None:
         task = GLUE_TASKS[task_name]
         best = max((r for r in results["runs"] if r["task"] == task_name), key=lambda r: r["score"])
         targets = dict(task.submission)
-        if task_name == "mnli":
-            targets["ax"] = GLUE_TASKS["ax"].submission["test"]  # AX is predicted by the MNLI model
+        for rider in predicted_with(task_name):  # AX's file comes from the MNLI model's predictions
+            targets[rider.name] = rider.submission["test"]
         for split, file_name in targets.items():
             path = output_dir / "predictions" / f"{task_name}-seed{best['seed']}" / f"{split}.tsv"
             if path.is_file():

@@ -109,6 +109,7 @@ def run_record(task: str, config: FinetuneConfig, result: FinetuneResult, score:
             "history": result.history, "num_train_steps": result.num_train_steps,
             "num_train_examples": num_train_examples, "train_time_s": result.train_time_s,
             "train_examples_per_s": result.train_examples_per_s,
+            "train_examples_seen": result.train_examples_seen,
             "train_tokens_per_s": result.train_tokens_per_s, **extra, "resolved_config": as_dict(config)}
 
 

@@ -88,7 +88,8 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
         for seed in range(run.config.seed, run.config.seed + run.seeds):
             if run_records.is_done(results, run.task.name, seed):
                 continue
-            results["runs"].append(_one(run, built, dataclasses.replace(config, seed=seed), setup, progress))
+            record = _run_task_seed(run, built, dataclasses.replace(config, seed=seed), setup, progress)
+            results["runs"].append(record)
             atomic.write_json(run.output_dir / "results.json", results)
     results["summary"] = run_records.summarize(results["runs"], {run.task.name: run.task.metrics})
     results["wall_time_s"] = results.get("wall_time_s", 0.0) + time.perf_counter() - started
@@ -123,7 +124,7 @@ def _build(run: SquadRun, setup: Setup, config: FinetuneConfig) -> tuple[SquadFi
     return built, data
 
 
-def _one(run: SquadRun, built: SquadFinetuneTask, config: FinetuneConfig, setup: Setup,
+def _run_task_seed(run: SquadRun, built: SquadFinetuneTask, config: FinetuneConfig, setup: Setup,
          progress: bool | None) -> dict:
     """Fine-tune one seed inside its own nested MLflow run; write its predictions (and null odds)."""
     transformers.set_seed(config.seed)

@@ -41,7 +41,8 @@ def run_flops(model_name: str, model_path: str, runs: list[dict]) -> dict:
     """The `flops` section for a results file: pre-training, fine-tuning and inference FLOPs.
 
     `runs` are results.json run records; each needs `task`, `resolved_config` (max_length,
-    num_epochs) and either `train_examples_per_s` with `train_time_s` or `num_train_examples`.
+    num_epochs) and `train_examples_seen` or, in files written before it was recorded,
+    `num_train_examples`.
     """
     config = _read_json(Path(model_path) / "config.json", "the model's config.json")
     shape = shape_of(config)
@@ -60,9 +61,9 @@ def run_flops(model_name: str, model_path: str, runs: list[dict]) -> dict:
 
 
 def examples_trained(record: dict) -> int:
-    """Examples the loop stepped over: its rate times its time gives back its own count exactly."""
-    if record.get("train_examples_per_s") and record.get("train_time_s"):
-        return round(record["train_examples_per_s"] * record["train_time_s"])
+    """Examples the loop stepped over, as it counted them (older files: examples x epochs)."""
+    if "train_examples_seen" in record:
+        return record["train_examples_seen"]
     return round(record["num_train_examples"] * record["resolved_config"]["num_epochs"])
 
 

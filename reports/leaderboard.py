@@ -106,9 +106,8 @@ def _task_values(summary: dict) -> dict[str, float]:
     for task_name, stats in summary.items():
         if task_name in GLUE_COLUMNS:
             task = GLUE_TASKS[task_name]
-            # The registry lists each task's metrics with the one the paper reports last (CoLA MCC,
-            # STS-B Spearman, MRPC/QQP accuracy); MNLI's first dev split is the matched one.
-            metric = task.metrics[-1]
+            # CoLA MCC, STS-B Spearman, MRPC/QQP accuracy; MNLI's first dev split is the matched one.
+            metric = task.paper_metric
             label = metric if len(task.dev_splits) == 1 else f"{task.dev_splits[0]}_{metric}"
             chosen = stats.get(label) or stats.get("score")
             if isinstance(chosen, dict) and isinstance(chosen.get("median"), int | float):

@@ -85,6 +85,7 @@ class FinetuneResult:
     train_time_s: float
     train_examples_per_s: float
     train_tokens_per_s: float
+    train_examples_seen: int  # examples stepped over, all epochs: what fine-tuning FLOPs are charged for
 
 
 def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig, collate: Callable,
@@ -148,7 +149,7 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
     rest = {split: data for split, data in task.evals.items() if not split.startswith("validation")}
     outputs |= predict(model, task, rest, config, collate, autocast)
     return FinetuneResult(history, metrics, outputs, num_steps, train_time_s,
-                          examples / max(train_time_s, 1e-9), tokens / max(train_time_s, 1e-9))
+                          examples / max(train_time_s, 1e-9), tokens / max(train_time_s, 1e-9), examples)
 
 
 @torch.no_grad()

@@ -31,6 +31,8 @@ class GlueTask:
     submission: dict[str, str] = field(default_factory=dict)  # test split -> server file name
     headerless: tuple[str, ...] = ()  # column names for files that ship without a header
     predicted_by: str | None = None  # AX has no training data: the MNLI model predicts it
+    # The metric the ELECTRA paper reports for the task (on its first dev split: MNLI matched).
+    paper_metric: str = "accuracy"
 
     @property
     def is_regression(self) -> bool:
@@ -54,14 +56,15 @@ _NLI = ("entailment", "not_entailment")
 _MNLI = ("entailment", "neutral", "contradiction")
 
 GLUE_TASKS: dict[str, GlueTask] = {t.name: t for t in [
-    GlueTask("cola", "CoLA", ("sentence",), ("sentence",), _BINARY, ("mcc",),
+    GlueTask("cola", "CoLA", ("sentence",), ("sentence",), _BINARY, ("mcc",), paper_metric="mcc",
              headerless=("source", "label", "original_label", "sentence"), submission={"test": "CoLA.tsv"}),
     GlueTask("sst2", "SST-2", ("sentence",), ("sentence",), _BINARY, ("accuracy",),
              submission={"test": "SST-2.tsv"}),
     GlueTask("mrpc", "MRPC", ("sentence1", "sentence2"), ("#1 String", "#2 String"), _BINARY,
              ("f1", "accuracy"), tsv_label="Quality", submission={"test": "MRPC.tsv"}),
     GlueTask("stsb", "STS-B", ("sentence1", "sentence2"), ("sentence1", "sentence2"), None,
-             ("pearson", "spearman"), tsv_label="score", num_epochs=10, submission={"test": "STS-B.tsv"}),
+             ("pearson", "spearman"), tsv_label="score", num_epochs=10, paper_metric="spearman",
+             submission={"test": "STS-B.tsv"}),
     GlueTask("qqp", "QQP", ("question1", "question2"), ("question1", "question2"), _BINARY,
              ("f1", "accuracy"), tsv_label="is_duplicate", tsv_index="id", submission={"test": "QQP.tsv"}),
     GlueTask("mnli", "MNLI", ("premise", "hypothesis"), ("sentence1", "sentence2"), _MNLI,
@@ -77,11 +80,17 @@ GLUE_TASKS: dict[str, GlueTask] = {t.name: t for t in [
     GlueTask("wnli", "WNLI", ("sentence1", "sentence2"), ("sentence1", "sentence2"), _BINARY,
              ("accuracy",), submission={"test": "WNLI.tsv"}),
     GlueTask("ax", "diagnostic", ("premise", "hypothesis"), ("sentence1", "sentence2"), _MNLI, (),
-             files={"test": "diagnostic.tsv"}, submission={"test": "AX.tsv"}, predicted_by="mnli"),
+             files={"test": "diagnostic.tsv"}, submission={"test": "AX.tsv"}, predicted_by="mnli",
+             paper_metric=""),
 ]}
 
 # Hub split names for MNLI's dev/test differ only by prefix; everything else matches ours.
 TRAINABLE = tuple(name for name, task in GLUE_TASKS.items() if task.predicted_by is None)
+
+
+def predicted_with(name: str) -> tuple[GlueTask, ...]:
+    """Tasks without training data whose test set the `name` model predicts (MNLI's: AX)."""
+    return tuple(task for task in GLUE_TASKS.values() if task.predicted_by == name)
 
 
 def parse_tasks(spec: str) -> list[GlueTask]:

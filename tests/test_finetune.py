@@ -36,10 +36,20 @@ def test_loss_falls_and_outputs_cover_every_split(tiny_model, tmp_path):
     assert len(losses) == 10 and losses[-1] < 0.6 * losses[0]
     assert result.metrics["validation"]["accuracy"] >= 0.75
     assert result.num_train_steps == 10 * 8  # 64 examples, batch 8
+    assert result.train_examples_seen == 10 * 64
     assert set(result.outputs) == {"validation", "test"}
     assert len(result.outputs["test"]) == 6 and result.outputs["validation"][0].shape == (2,)
     assert set(result.metrics["validation"]) == {"accuracy", "score"}
     assert [row["epoch"] for row in result.history] == list(range(1, 11))
+
+
+def test_examples_seen_counts_a_fractional_last_epoch(tiny_model, glue_data):
+    # 1.5 epochs of the fixture's training set in batches of 4: whole steps of the half epoch.
+    result, _, built = _train(tiny_model, glue_data, "rte", num_epochs=1.5)
+    steps_per_epoch = -(-len(built.train) // 4)
+    assert result.num_train_steps == -(-steps_per_epoch * 3 // 2)
+    full, rest = divmod(result.num_train_steps, steps_per_epoch)
+    assert result.train_examples_seen == full * len(built.train) + 4 * rest
 
 
 def test_regression_task_trains(tiny_model, glue_data):

@@ -58,15 +58,15 @@ def test_run_flops_reads_the_pretraining_record(tmp_path):
     tiny_model = write_tiny_model(out / "discriminator")
     (out / "pretrain_meta.json").write_text(json.dumps(
         {"objective": "electra", "steps": 100, "batch_size": 8, "seq_len": 32, "train_flops": 1.5e12}))
-    runs = [{"task": "rte", "train_examples_per_s": 8.0, "train_time_s": 2.0, "num_train_examples": 99,
+    runs = [{"task": "rte", "train_examples_seen": 16, "num_train_examples": 99,
              "resolved_config": {"max_length": 32, "num_epochs": 3}},
-            {"task": "rte", "num_train_examples": 10,
+            {"task": "rte", "num_train_examples": 10,  # written before train_examples_seen was recorded
              "resolved_config": {"max_length": 32, "num_epochs": 1.5}},
-            {"task": "cola", "train_examples_per_s": 4.0, "train_time_s": 4.0,
+            {"task": "cola", "train_examples_seen": 16, "train_examples_per_s": 4.0, "train_time_s": 3.0,
              "resolved_config": {"max_length": 16, "num_epochs": 1}}]
     costs = accounting.run_flops(str(out), str(out / "discriminator"), runs)
     shape = shape_of(json.loads((tiny_model / "config.json").read_text()))
-    # rate x time = 16 examples, then 10 x 1.5 epochs = 15: each trained example costs 2 forwards.
+    # 16 examples seen, then 10 x 1.5 epochs = 15: each trained example costs 2 forwards.
     assert costs["finetune_flops"] == {"rte": 2 * 31 * flops.inference_flops(shape, 32),
                                        "cola": 2 * 16 * flops.inference_flops(shape, 16)}
     assert costs["finetune_flops_total"] == sum(costs["finetune_flops"].values())
