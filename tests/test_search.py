@@ -5,7 +5,6 @@ import json
 import math
 import os
 import shutil
-import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from harness.search import SearchRun, Target, run_search
 from harness.search_space import SearchSpace
 from harness.search_targets import dev_score
 from tasks.finetune import FinetuneConfig, FinetuneResult
+from tests import mlflow_runs
 
 
 def run(args, capsys):
@@ -44,7 +44,7 @@ def fake_target(calls=None):
             on_epoch(epoch, history[-1])
         return FinetuneResult(history=history, metrics={"validation": {"score": score}}, outputs={},
                               num_train_steps=4, train_time_s=0.1, train_examples_per_s=160.0,
-                              train_tokens_per_s=1000.0)
+                              train_tokens_per_s=1000.0, train_examples_seen=16)
     return Target("glue", "rte", "fake", "small", 3, train, dev_score)
 
 
@@ -92,13 +92,9 @@ def load(tmp, file="optuna.db"):
 
 def mlflow_trials(mlflow_db, study_name):
     """{trial number: (run name, status, optuna_state tag)} of a study's nested runs."""
-    with sqlite3.connect(mlflow_db) as db:
-        rows = db.execute("select r.name, r.status, s.value, n.value from runs r "
-                          "join tags s on s.run_uuid = r.run_uuid and s.key = 'optuna_state' "
-                          "join tags n on n.run_uuid = r.run_uuid and n.key = 'optuna_trial' "
-                          "join tags t on t.run_uuid = r.run_uuid and t.key = 'optuna_study' "
-                          "where t.value = ?", (study_name,)).fetchall()
-    return {int(number): (name, status, state) for name, status, state, number in rows}
+    found = mlflow_runs.runs(mlflow_db, f"tags.optuna_study = '{study_name}'")
+    return {int(run.data.tags["optuna_trial"]): (run.info.run_name, run.info.status, run.data.tags["optuna_state"])
+            for run in found if {"optuna_trial", "optuna_state"} <= run.data.tags.keys()}
 
 
 def test_default_space_follows_the_recipe():
@@ -343,5 +339,4 @@ def test_interrupted_worker_ends_its_trial_and_runs(tmp, capsys, monkeypatch):
                         str(tmp / "out"), "--tracking-uri", f"sqlite:///{tmp / 'm.db'}"], capsys)
     assert code == 130 and "harness: interrupted" in err
     assert [t.state.name for t in load(tmp, "o.db").trials] == ["FAIL"]
-    with sqlite3.connect(tmp / "m.db") as db:
-        assert sorted(db.execute("select status from runs").fetchall()) == [("KILLED",), ("KILLED",)]
+    assert [run.info.status for run in mlflow_runs.runs(tmp / "m.db")] == ["KILLED", "KILLED"]
