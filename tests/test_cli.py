@@ -1,12 +1,12 @@
 """`harness` end to end on a tiny model and tiny data; every bad input is one line and exit 2."""
 
 import json
-import sqlite3
 import zipfile
 
 import pytest
 
 from harness.cli import main
+from tests import mlflow_runs
 from tests.conftest import write_tiny_model
 
 
@@ -22,9 +22,7 @@ def glue_args(model, data, tmp_path, *extra):
 
 
 def statuses(tmp_path):
-    with sqlite3.connect(tmp_path / "mlflow.db") as db:
-        return dict(db.execute("select r.name, r.status from runs r join experiments e using (experiment_id) "
-                               "where e.name = 'glue'").fetchall())  # not the leaderboard's rows
+    return mlflow_runs.statuses(tmp_path / "mlflow.db", experiment="glue")  # not the leaderboard's rows
 
 
 def test_run_glue_end_to_end(tiny_model, glue_data, tmp_path, capsys):

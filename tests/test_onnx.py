@@ -3,7 +3,6 @@
 import json
 import random
 import shutil
-import sqlite3
 import subprocess
 import sys
 
@@ -12,6 +11,7 @@ import pytest
 
 from harness.cli import main
 from reports.bundle import sha256
+from tests import mlflow_runs
 from tests.conftest import REPO, WORDS, write_glue_dir, write_tiny_model
 
 
@@ -234,8 +234,8 @@ def test_parity_failure_fails_the_export(work, tmp_path, capsys, monkeypatch):
                        capsys)
     assert code == 2 and "parity check failed: max |Δlogit| 0.003 between PyTorch and onnxruntime" in err
     assert not (tmp_path / "b").exists() and list(tmp_path.iterdir()) == []  # staging removed too
-    with sqlite3.connect(work["root"] / "mlflow.db") as db:
-        statuses = [s for (s,) in db.execute("select status from runs where name = 'rte onnx export'")]
+    statuses = [run.info.status for run in
+                mlflow_runs.runs(work["root"] / "mlflow.db", "attributes.run_name = 'rte onnx export'")]
     assert "FAILED" in statuses
 
 

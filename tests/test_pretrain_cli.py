@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from harness.cli import main
 from pretrain.config import PretrainConfig
 from pretrain.models import PRESETS, resolve_model
+from tests import mlflow_runs
 from tests.test_pretrain_train import MICRO, write_corpus
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,11 +72,11 @@ def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys):
     assert code == 0, captured.err
     assert "6 steps" in captured.out
     assert resolve_model(str(tmp_path / "out")) == str(tmp_path / "out" / "discriminator")
-    with sqlite3.connect(tmp_path / "mlflow.db") as db:
-        status = db.execute("select status from runs").fetchall()
-        keys = {k for (k,) in db.execute("select distinct key from metrics")}
-        steps = sorted(s for (s,) in db.execute("select step from metrics where key = 'generator_loss'"))
-    assert status == [("FINISHED",)]
+    (run,) = mlflow_runs.runs(tmp_path / "mlflow.db")
+    keys = set(run.data.metrics)
+    history = mlflow_runs.client(tmp_path / "mlflow.db").get_metric_history(run.info.run_id, "generator_loss")
+    steps = sorted(entry.step for entry in history)
+    assert run.info.status == "FINISHED"
     assert keys >= {"generator_loss", "discriminator_loss", "disc_accuracy_replaced",
                     "disc_accuracy_original", "replaced_fraction", "tokens", "train_flops", "tokens_per_s",
                     "learning_rate"}

@@ -7,7 +7,6 @@ run twice, and a dead worker's trial must end FAIL and be queued again rather th
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import optuna
 import pytest
 
 from harness.cli import main
-from tests import postgres
+from tests import mlflow_runs, postgres
 from tests.test_search import fast_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,10 +67,8 @@ def start(args, tmp):
 
 def nested_runs(tmp):
     """(trial number, status, optuna_state) of every trial's MLflow run."""
-    with sqlite3.connect(tmp / "mlflow.db") as db:
-        return db.execute("select n.value, r.status, s.value from runs r "
-                          "join tags n on n.run_uuid = r.run_uuid and n.key = 'optuna_trial' "
-                          "left join tags s on s.run_uuid = r.run_uuid and s.key = 'optuna_state'").fetchall()
+    return [(run.data.tags["optuna_trial"], run.info.status, run.data.tags.get("optuna_state"))
+            for run in mlflow_runs.runs(tmp / "mlflow.db") if "optuna_trial" in run.data.tags]
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

@@ -2,7 +2,6 @@
 
 import json
 import random
-import sqlite3
 
 import pytest
 import torch
@@ -11,6 +10,7 @@ from harness.cli import main
 from tasks.finetune import FinetuneConfig
 from tasks.registry import SQUAD_TASKS
 from tasks.squad import SquadConfig, SquadSource
+from tests import mlflow_runs
 from tests.conftest import WORDS
 
 PLAIN = [w for w in WORDS if w not in ",.?"]
@@ -62,8 +62,7 @@ def run(args, capsys):
 
 
 def statuses(tmp_path):
-    with sqlite3.connect(tmp_path / "mlflow.db") as db:
-        return dict(db.execute("select name, status from runs").fetchall())
+    return mlflow_runs.statuses(tmp_path / "mlflow.db")
 
 
 def test_v1_holds_out_dev_articles_and_writes_results(tiny_model, tmp_path, capsys):
