@@ -27,7 +27,8 @@ sys.path.insert(0, str(REPO))
 
 from pretrain.models import PRESETS, discriminator_config  # noqa: E402
 from tasks import batching, glue  # noqa: E402
-from tasks.finetune import FinetuneConfig, finetune  # noqa: E402
+from tasks.config import FinetuneConfig  # noqa: E402
+from tasks.finetune import finetune  # noqa: E402
 from tasks.glue_data import load_glue  # noqa: E402
 from tasks.registry import GLUE_TASKS  # noqa: E402
 

@@ -7,6 +7,7 @@ reported at once, so a typo never silently trains with a default.
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 import types
 import typing
 from pathlib import Path
@@ -17,6 +18,7 @@ import tomllib
 from pretrain.errors import UserError
 
 C = TypeVar("C")
+WIDTH = 100  # help text columns
 
 
 def load_config(cls: type[C], config_file: str | Path | None = None, overrides: list[str] = (),
@@ -95,6 +97,44 @@ def _coerce(value: Any, hint: Any) -> Any:
             raise ValueError(f"choose one of {', '.join(map(str, typing.get_args(hint)))}")
         return value
     return hint(value) if callable(hint) else value
+
+
+def settings_help(cls: type, heading: str, skip: tuple[str, ...] = ()) -> str:
+    """A help epilog listing `cls`'s settings, defaults and choices, read from the dataclass itself.
+
+    `name=value` shows a default; a bare name defaults to None, which the config resolves (recipe,
+    preset or task default); `(a|b)` lists the allowed values.
+    """
+    hints = typing.get_type_hints(cls)
+    items = []
+    for field in dataclasses.fields(cls):
+        if field.name in skip:
+            continue
+        default = field.default if field.default is not dataclasses.MISSING else None
+        item = field.name if default is None else f"{field.name}={_shown(default)}"
+        choices = _choices(hints[field.name])
+        items.append(f"{item} ({'|'.join(map(str, choices))})" if choices else item)
+    lines = [""]
+    for item in items:  # pack whole items: a setting and its choices never break across lines
+        if lines[-1] and len(lines[-1]) + len(item) + 2 > WIDTH - 2:
+            lines.append("")
+        lines[-1] += f"{item}, "
+    body = "\n".join("  " + line.rstrip(" ") for line in lines).rstrip(",")
+    return textwrap.fill(heading, width=WIDTH) + "\n" + body
+
+
+def _choices(hint: Any) -> tuple:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return next((c for a in typing.get_args(hint) if (c := _choices(a))), ())
+    return typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else ()
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()  # as TOML and key=value spell it
+    if isinstance(value, tuple):
+        return ",".join(map(str, value)) or '""'
+    return str(value) if value != "" else '""'
 
 
 def as_dict(config: Any) -> dict[str, Any]:

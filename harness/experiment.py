@@ -30,7 +30,7 @@ from pretrain.errors import UserError
 from pretrain.models import DISCRIMINATOR_DIR
 from reports import efficiency
 from reports.efficiency import CONTROL, Arm
-from tasks.finetune import FinetuneConfig
+from tasks.config import FinetuneConfig
 from tasks.glue_data import glue_dir, load_glue
 from tasks.registry import GlueTask
 

@@ -16,7 +16,8 @@ from pretrain import atomic
 from pretrain.errors import UserError
 from reports import accounting
 from tasks import batching, glue, metrics
-from tasks.finetune import FinetuneConfig, finetune
+from tasks.config import FinetuneConfig
+from tasks.finetune import finetune
 from tasks.glue_data import glue_dir, load_glue
 from tasks.registry import GLUE_TASKS, GlueTask, predicted_with
 

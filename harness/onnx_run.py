@@ -153,7 +153,7 @@ def _source(checkpoint, task, model_name, max_length=None, settings=None) -> Sou
 
 
 def _qa_settings(task: SquadTask, max_length: int, settings: dict | None) -> dict:
-    from tasks.squad import SquadConfig
+    from tasks.config import SquadConfig
 
     defaults = SquadConfig()
     if settings is None:

@@ -9,16 +9,16 @@ from tqdm.auto import tqdm
 
 from harness import tracking
 from harness.config import as_dict
+from pretrain import train
 from pretrain.config import PretrainConfig
-from pretrain.train import preflight, pretrain
 
 
 def run_pretrain(config: PretrainConfig, experiment: str = "pretrain",
                  tracking_uri: str | None = None) -> dict | None:
     """Pre-train with a progress bar and an MLflow run; pretrain_meta.json's dict (None off rank 0)."""
-    preflight(config)  # bad input fails here, before an MLflow run is opened
+    train.preflight(config)  # bad input fails here, before an MLflow run is opened
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports
-        pretrain(config)
+        train.pretrain(config)
         return None
     tracking.setup(experiment, tracking_uri)
     name = Path(config.output_dir).name if config.output_dir else "pretrain"
@@ -31,7 +31,7 @@ def run_pretrain(config: PretrainConfig, experiment: str = "pretrain",
             bar.update(min(1000, round(metrics["progress"] * 1000)) - bar.n)
             bar.set_postfix_str(summary(step, metrics), refresh=False)
 
-        meta = pretrain(config, on_log)
+        meta = train.pretrain(config, on_log)
         tracking.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
     return meta
 

@@ -19,7 +19,8 @@ from pretrain import device as placement
 from pretrain.errors import UserError
 from pretrain.models import resolve_model, size_of
 from tasks import metrics
-from tasks.finetune import FinetuneConfig, FinetuneResult
+from tasks.config import FinetuneConfig
+from tasks.finetune import FinetuneResult
 
 
 @dataclass(frozen=True)

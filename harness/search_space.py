@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.config import load_config
 from pretrain.errors import UserError
-from tasks.finetune import RECIPE
+from tasks.config import RECIPE
 
 _BOUNDS = {  # what FinetuneConfig accepts for each ranged parameter
     "learning_rate": ("above 0", lambda v: v > 0),

@@ -15,7 +15,8 @@ from harness.config import as_dict
 from harness.search import Target
 from pretrain.errors import UserError
 from tasks import batching, glue, squad
-from tasks.finetune import FinetuneConfig, finetune
+from tasks.config import FinetuneConfig
+from tasks.finetune import finetune
 from tasks.glue_data import glue_dir, load_glue
 from tasks.registry import GLUE_TASKS, squad_task
 

@@ -18,9 +18,10 @@ from harness.run_records import Setup
 from pretrain import atomic
 from pretrain.errors import UserError
 from tasks import batching, squad
-from tasks.finetune import FinetuneConfig, finetune
+from tasks.config import FinetuneConfig, SquadConfig
+from tasks.finetune import finetune
 from tasks.registry import SquadTask
-from tasks.squad import SquadConfig, SquadFinetuneTask, SquadSource
+from tasks.squad import SquadFinetuneTask, SquadSource
 
 RESULTS_FORMAT = "electra-harness/squad-results/1"
 SPLIT = "validation"

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -16,51 +15,8 @@ from tqdm.auto import tqdm
 
 from pretrain import device as placement
 from tasks import batching
+from tasks.config import FinetuneConfig
 from tasks.optim import build_optimizer, build_schedule
-
-# ELECTRA's fine-tuning learning rates and layer-wise decay by model size (paper, Appendix).
-RECIPE = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
-
-
-@dataclass(frozen=True)
-class FinetuneConfig:
-    """Fine-tuning hyperparameters; None means "ELECTRA's default for this model size or task"."""
-
-    learning_rate: float | None = None
-    layerwise_lr_decay: float | None = None
-    lr_decay_depth: Literal["electra", "corrected"] = "electra"
-    num_epochs: float | None = None
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.01
-    adam_epsilon: float = 1e-6
-    max_grad_norm: float = 1.0
-    batch_size: int = 32
-    eval_batch_size: int = 128
-    max_length: int | None = None  # None: the task's default (128 for GLUE, 384 for SQuAD)
-    seed: int = 0
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
-    group_by_length: bool = True
-    max_train_examples: int | None = None  # subsample the training set, for quick looks
-    save_models: bool = True
-
-    def __post_init__(self):
-        problems = [f"{name} must be positive (got {getattr(self, name)})" for name in (
-            "learning_rate", "num_epochs", "batch_size", "eval_batch_size", "max_length",
-            "max_train_examples") if getattr(self, name) is not None and getattr(self, name) <= 0]
-        for name in ("layerwise_lr_decay", "warmup_fraction"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value <= 1:
-                problems.append(f"{name} must be between 0 and 1 (got {value})")
-        if problems:
-            raise ValueError("; ".join(problems))
-
-    def resolved(self, size: str, task_epochs: float, task_max_length: int | None = None) -> FinetuneConfig:
-        """This config with the size- and task-dependent defaults filled in."""
-        learning_rate, decay = RECIPE[size]
-        return dataclasses.replace(
-            self, learning_rate=self.learning_rate or learning_rate,
-            layerwise_lr_decay=self.layerwise_lr_decay if self.layerwise_lr_decay is not None else decay,
-            num_epochs=self.num_epochs or task_epochs, max_length=self.max_length or task_max_length)
 
 
 class FinetuneTask(Protocol):

@@ -4,7 +4,7 @@ import pytest
 
 from harness.config import load_config
 from pretrain.errors import UserError
-from tasks.finetune import FinetuneConfig
+from tasks.config import FinetuneConfig
 
 
 def test_overrides_are_typed_and_beat_the_file(tmp_path):
@@ -39,3 +39,34 @@ def test_recipe_by_size_and_task():
     assert base.resolved("large", 3).layerwise_lr_decay == 0.9
     assert base.resolved("base", 3).learning_rate == 1e-4
     assert FinetuneConfig(learning_rate=1e-3).resolved("small", 3).learning_rate == 1e-3
+
+
+def test_help_epilog_is_read_from_the_dataclass():
+    from dataclasses import dataclass
+    from typing import Literal
+
+    from harness.config import settings_help
+
+    @dataclass(frozen=True)
+    class Settings:
+        rate: float | None = None
+        mode: Literal["fast", "exact"] = "fast"
+        pairs: bool = True
+        name: str = ""
+        skipped: int = 3
+
+    text = settings_help(Settings, "settings:", skip=("skipped",))
+    assert text == 'settings:\n  rate, mode=fast (fast|exact), pairs=true, name=""'
+
+
+def test_every_setting_of_the_real_configs_is_in_the_help():
+    from dataclasses import fields
+
+    from harness.cli import build_parser
+    from tasks.config import SquadConfig
+
+    parser = build_parser()
+    run = parser._subparsers._group_actions[0].choices["run"]
+    squad_help = run._subparsers._group_actions[0].choices["squad"].format_help()
+    for field in fields(FinetuneConfig) + fields(SquadConfig):
+        assert field.name in squad_help, field.name

@@ -8,7 +8,8 @@ import torch
 import transformers
 
 from tasks import batching, glue
-from tasks.finetune import FinetuneConfig, finetune
+from tasks.config import FinetuneConfig
+from tasks.finetune import finetune
 from tasks.glue_data import load_glue
 from tasks.registry import GLUE_TASKS
 from tests.conftest import write_glue_dir

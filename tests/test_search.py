@@ -16,7 +16,8 @@ from harness.cli import main
 from harness.search import SearchRun, Target, run_search
 from harness.search_space import SearchSpace
 from harness.search_targets import dev_score
-from tasks.finetune import FinetuneConfig, FinetuneResult
+from tasks.config import FinetuneConfig
+from tasks.finetune import FinetuneResult
 from tests import mlflow_runs
 
 

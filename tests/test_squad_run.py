@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from harness.cli import main
-from tasks.finetune import FinetuneConfig
+from tasks.config import FinetuneConfig, SquadConfig
 from tasks.registry import SQUAD_TASKS
-from tasks.squad import SquadConfig, SquadSource
+from tasks.squad import SquadSource
 from tests import mlflow_runs
 from tests.conftest import WORDS
 

@@ -62,7 +62,7 @@ def run_efficiency_command(args: argparse.Namespace) -> int:
     from harness.config import load_config
     from harness.experiment import Efficiency, run_efficiency
     from pretrain.errors import UserError
-    from tasks.finetune import FinetuneConfig
+    from tasks.config import FinetuneConfig
     from tasks.registry import parse_tasks
 
     groups: dict[str, list[str]] = {"pretrain": [], "finetune": []}

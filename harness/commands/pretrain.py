@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.config import settings_help
 from pretrain.config import OBJECTIVES, PretrainConfig
 from pretrain.models import PRESETS
 
@@ -19,16 +20,10 @@ OUT/discriminator is what `harness run glue --model OUT` fine-tunes; with --obje
 the trained encoder under an untrained detection head, and OUT/generator the same encoder with its
 MLM head.
 
-settings (key=value or a TOML --config file; unset ones follow the preset and the paper):
-  budgets: max_steps, max_tokens, max_time_s, max_flops (the first reached stops the run)
-  model: generator_fraction, embedding_sharing (shared|untied|tied|gdes), tokenizer (DIR|vocab.txt|train),
-    train_vocab_size
-  objective: mask_prob, mask_token_fraction, random_token_fraction, disc_weight, temperature,
-    two_stage_switch
-  optimisation: batch_size, seq_len, learning_rate, warmup_fraction, weight_decay, adam_epsilon,
-    max_grad_norm
-  runtime: precision (auto|bf16|fp32), attention (auto|eager|sdpa), device, seed, log_every_steps,
-    checkpoint_every_steps, checkpoint_every_s, keep_checkpoints, cache_dir"""
+""" + settings_help(
+    PretrainConfig, "settings (key=value or a TOML --config file; unset ones follow the preset and the "
+    "paper; the first budget reached, of max_steps, max_tokens, max_time_s and max_flops, stops the run):",
+    skip=("preset", "corpus", "output_dir", "objective"))
 
 
 def add_parser(subparsers) -> None:

@@ -6,16 +6,16 @@ import argparse
 from datetime import datetime
 from pathlib import Path
 
+from harness.config import settings_help
+from tasks.config import FinetuneConfig, SquadConfig
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
 EPILOG = """examples:
   harness run glue --model electra-small --tasks rte,mrpc --seeds 3
   harness run glue --model runs/pretrain/tiny --data-dir ../shared/data/glue num_epochs=1 batch_size=16
 
-settings (key=value or a TOML --config file; unset ones follow ELECTRA's recipe):
-  learning_rate, layerwise_lr_decay, lr_decay_depth (electra|corrected), num_epochs, warmup_fraction,
-  weight_decay, adam_epsilon, max_grad_norm, batch_size, eval_batch_size, max_length, seed,
-  precision (auto|fp32|bf16), group_by_length, max_train_examples, save_models"""
+""" + settings_help(FinetuneConfig, "settings (key=value or a TOML --config file; unset ones follow "
+                                  "ELECTRA's recipe for the model size and task):")
 
 
 def add_parser(subparsers) -> None:
@@ -56,7 +56,6 @@ def run_glue_command(args) -> int:
     from harness.config import load_config
     from harness.glue_run import GlueRun, run_glue
     from harness.table import glue_table
-    from tasks.finetune import FinetuneConfig
     from tasks.registry import parse_tasks
 
     params = []
@@ -84,9 +83,8 @@ Without a train file (only the dev files exist here), training uses a by-article
 file: holdout_fraction of its articles are held out for evaluation; a note says so and results.json
 records it.
 
-settings (key=value or a TOML --config file): the run glue settings (max_length defaults to 384), plus
-  doc_stride, max_query_length, n_best, max_answer_length, null_threshold, answerability_head,
-  holdout_fraction, holdout_seed, max_eval_examples"""
+""" + settings_help(FinetuneConfig, "settings (key=value or a TOML --config file; max_length defaults "
+                                  "to 384):") + "\n" + settings_help(SquadConfig, "SQuAD settings:")
 
 
 def add_squad_parser(benchmarks) -> None:

@@ -95,7 +95,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def run_glue_search(args) -> int:
     from harness.config import load_config
     from harness.search_targets import glue_target
-    from tasks.finetune import FinetuneConfig
+    from tasks.config import FinetuneConfig
 
     settings = load_config(FinetuneConfig, args.config, args.overrides)
     return _search(args, args.task, settings,

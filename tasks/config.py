@@ -1,0 +1,92 @@
+"""The fine-tuning settings: ELECTRA's recipe as defaults, validated on construction.
+
+Torch-free, so the CLI can build its help and check settings without loading torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from pretrain.errors import UserError
+from tasks.registry import SquadTask
+
+DOC_STRIDE = 128  # SQuAD: tokens shared by consecutive windows of a long context
+MAX_QUERY_LENGTH = 64  # SQuAD: question tokens kept
+
+# ELECTRA's fine-tuning learning rates and layer-wise decay by model size (paper, Appendix).
+RECIPE = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Fine-tuning hyperparameters; None means "ELECTRA's default for this model size or task"."""
+
+    learning_rate: float | None = None
+    layerwise_lr_decay: float | None = None
+    lr_decay_depth: Literal["electra", "corrected"] = "electra"
+    num_epochs: float | None = None
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    adam_epsilon: float = 1e-6
+    max_grad_norm: float = 1.0
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    max_length: int | None = None  # None: the task's default (128 for GLUE, 384 for SQuAD)
+    seed: int = 0
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    group_by_length: bool = True
+    max_train_examples: int | None = None  # subsample the training set, for quick looks
+    save_models: bool = True
+
+    def __post_init__(self):
+        problems = [f"{name} must be positive (got {getattr(self, name)})" for name in (
+            "learning_rate", "num_epochs", "batch_size", "eval_batch_size", "max_length",
+            "max_train_examples") if getattr(self, name) is not None and getattr(self, name) <= 0]
+        for name in ("layerwise_lr_decay", "warmup_fraction"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 1:
+                problems.append(f"{name} must be between 0 and 1 (got {value})")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def resolved(self, size: str, task_epochs: float, task_max_length: int | None = None) -> FinetuneConfig:
+        """This config with the size- and task-dependent defaults filled in."""
+        learning_rate, decay = RECIPE[size]
+        return dataclasses.replace(
+            self, learning_rate=self.learning_rate or learning_rate,
+            layerwise_lr_decay=self.layerwise_lr_decay if self.layerwise_lr_decay is not None else decay,
+            num_epochs=self.num_epochs or task_epochs, max_length=self.max_length or task_max_length)
+
+
+@dataclass(frozen=True)
+class SquadConfig:
+    """SQuAD-only settings (the loop's own, max_length included, are in FinetuneConfig)."""
+
+    doc_stride: int = DOC_STRIDE  # tokens shared by consecutive windows of a long context
+    max_query_length: int = MAX_QUERY_LENGTH
+    n_best: int = 20  # start and end candidates per window
+    max_answer_length: int = 30  # tokens
+    null_threshold: float = 0.0  # v2.0: answer "" when the null odds exceed this
+    answerability_head: bool | None = None  # ELECTRA's answerable classifier; None: on for v2.0, off for v1.1
+    holdout_fraction: float = 0.2  # without a train file: this share of the dev articles is evaluated on
+    holdout_seed: int = 0
+    max_eval_examples: int | None = None  # evaluate on a seeded sample of the dev questions, for quick looks
+
+    def __post_init__(self):
+        problems = [f"{name} must be positive (got {getattr(self, name)})" for name in (
+            "doc_stride", "max_query_length", "n_best", "max_answer_length", "max_eval_examples")
+            if getattr(self, name) is not None and getattr(self, name) <= 0]
+        fraction = self.holdout_fraction
+        if not 0 < fraction < 1:
+            problems.append(f"holdout_fraction must be between 0 and 1, e.g. 0.2 (got {fraction})")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def uses_head(self, task: SquadTask) -> bool:
+        """Whether the answerability classifier is on for this task."""
+        if self.answerability_head and not task.has_unanswerable:
+            raise UserError(f"answerability_head=true needs unanswerable questions, which SQuAD "
+                            f"{task.version} lacks; use --version 2.0 or drop the setting")
+        return task.has_unanswerable if self.answerability_head is None else self.answerability_head
