@@ -15,6 +15,7 @@ import transformers
 
 from harness import tracking
 from harness.config import as_dict
+from pretrain import atomic
 from pretrain import device as placement
 from pretrain.errors import UserError
 from pretrain.models import resolve_model, size_of
@@ -115,8 +116,10 @@ def run_record(task: str, config: FinetuneConfig, result: FinetuneResult, score:
 
 
 def save_model(model: torch.nn.Module, tokenizer, directory: Path) -> None:
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
+    """A fine-tuned checkpoint, whole or not at all (a killed run leaves the previous one)."""
+    with atomic.atomic_dir(directory) as staging:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
 
 
 def task_score(split_metrics: dict[str, dict[str, float]]) -> float:
