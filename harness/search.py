@@ -8,7 +8,8 @@ until COMPLETE + PRUNED + RUNNING trials reach --trials, so concurrent workers s
 
 MLflow: one experiment per study, one parent run per worker invocation, one nested run per trial
 holding its parameters, per-epoch and final metrics, and its state as the tag `optuna_state` and as
-the run status (COMPLETE: FINISHED, PRUNED: KILLED, FAIL: FAILED).
+the run status (COMPLETE: FINISHED, PRUNED: KILLED, FAIL: FAILED). A trial whose worker died
+(FAIL) has its run ended KILLED by the worker that fails it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from harness import tracking
 from harness.config import as_dict
 from harness.search_space import SearchSpace
 from pretrain.errors import UserError
-from tasks.finetune import FinetuneConfig, FinetuneResult
+from tasks.config import FinetuneConfig
+from tasks.finetune import FinetuneResult
 
 MAX_FAILURES_IN_A_ROW = 5  # a worker whose trials keep failing stops instead of spinning
 
@@ -162,48 +164,57 @@ def _best_writer(path: Path, run: SearchRun) -> Callable:
 def _objective(target: Target, space: SearchSpace, settings: FinetuneConfig, study_name: str,
                worker: str) -> Callable[[optuna.Trial], float]:
     def objective(trial: optuna.Trial) -> float:
-        params = space.suggest(trial)
-        config = dataclasses.replace(settings, **params).resolved(target.size, target.task_epochs)
-        planned = math.ceil(config.num_epochs)
-        started, epochs_run = time.perf_counter(), 0
-
-        def on_epoch(epoch: int, row: dict[str, float]) -> None:
-            nonlocal epochs_run
-            epochs_run = epoch
-            value = target.objective(row)
-            tracking.log_metrics(row | {"objective": value}, step=epoch)
-            trial.report(value, epoch)
-            # Pruning after the last epoch would save nothing and lose a finished trial.
-            if epoch < planned and trial.should_prune():
-                raise optuna.TrialPruned(f"dev score {value:.4f} after epoch {epoch} of {planned}")
+        import mlflow
 
         tags = {"optuna_study": study_name, "optuna_trial": str(trial.number), "task": target.task,
                 "model": target.model, "worker": worker}
-        with _trial_run(trial, as_dict(config), tags):
-            try:
-                result = target.train(config, on_epoch)
-            finally:  # what pruning_savings() needs
-                for key, value in {"worker": worker, "epochs_planned": planned, "epochs_run": epochs_run,
-                                   "wall_time_s": time.perf_counter() - started}.items():
-                    trial.set_user_attr(key, value)
-            value = target.objective(result.history[-1])
-            if not math.isfinite(value):  # optuna would fail it anyway; say so in MLflow too
-                raise FloatingPointError(f"final dev score is {value}")
-            tracking.log_metrics({"final_objective": value, "train_time_s": result.train_time_s,
-                                  "train_examples_per_s": result.train_examples_per_s})
-        return value
+        # The run opens before the first parameter is drawn, so a worker killed at any point from
+        # here leaves a run for the worker that fails the trial to end (_close_stale_run).
+        with _trial_run(trial, tags):
+            params = space.suggest(trial)
+            config = dataclasses.replace(settings, **params).resolved(target.size, target.task_epochs)
+            mlflow.log_params({key: str(value) for key, value in as_dict(config).items()})
+            return _train_trial(trial, target, config, worker)
 
     return objective
 
 
+def _train_trial(trial: optuna.Trial, target: Target, config: FinetuneConfig, worker: str) -> float:
+    """Fine-tune one trial's config, reporting each epoch's dev score to the pruner; the final score."""
+    planned = math.ceil(config.num_epochs)
+    started, epochs_run = time.perf_counter(), 0
+
+    def on_epoch(epoch: int, row: dict[str, float]) -> None:
+        nonlocal epochs_run
+        epochs_run = epoch
+        value = target.objective(row)
+        tracking.log_metrics(row | {"objective": value}, step=epoch)
+        trial.report(value, epoch)
+        # Pruning after the last epoch would save nothing and lose a finished trial.
+        if epoch < planned and trial.should_prune():
+            raise optuna.TrialPruned(f"dev score {value:.4f} after epoch {epoch} of {planned}")
+
+    try:
+        result = target.train(config, on_epoch)
+    finally:  # what pruning_savings() needs
+        for key, value in {"worker": worker, "epochs_planned": planned, "epochs_run": epochs_run,
+                           "wall_time_s": time.perf_counter() - started}.items():
+            trial.set_user_attr(key, value)
+    value = target.objective(result.history[-1])
+    if not math.isfinite(value):  # optuna would fail it anyway; say so in MLflow too
+        raise FloatingPointError(f"final dev score is {value}")
+    tracking.log_metrics({"final_objective": value, "train_time_s": result.train_time_s,
+                          "train_examples_per_s": result.train_examples_per_s})
+    return value
+
+
 @contextlib.contextmanager
-def _trial_run(trial: optuna.Trial, params: dict[str, Any], tags: dict[str, str]):
+def _trial_run(trial: optuna.Trial, tags: dict[str, str]):
     """A nested MLflow run whose tag and status say how the trial ended."""
     import mlflow
 
     run = mlflow.start_run(run_name=f"trial {trial.number}", nested=True, tags=tags)
     trial.set_user_attr("mlflow_run_id", run.info.run_id)
-    mlflow.log_params({key: str(value) for key, value in params.items()})
     state, status = "COMPLETE", "FINISHED"
     try:
         yield run
@@ -222,17 +233,34 @@ def _trial_run(trial: optuna.Trial, params: dict[str, Any], tags: dict[str, str]
 
 
 def _close_stale_run(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-    """End the MLflow run of a trial whose worker died; it may live in another worker's store."""
+    """End the MLflow run of a trial whose worker died, so every trial has one run that says how it ended.
+
+    The run is found by its tags, not the trial's `mlflow_run_id`: a retried trial inherits its
+    original's attrs, and a worker killed between opening the run and recording its id leaves none.
+    A worker killed before it opened the run (Optuna starts the heartbeat just before the objective)
+    leaves none at all; then this worker records one, ended KILLED, with what parameters were drawn.
+    A run kept in another worker's tracking store is out of reach and stays RUNNING there.
+    """
     import mlflow
 
-    run_id = trial.user_attrs.get("mlflow_run_id")
-    if run_id is None:
+    active = mlflow.active_run()
+    if active is None:  # not inside run_search's worker run: no store to look in
         return
     client = mlflow.MlflowClient()
+    query = f"tags.optuna_study = '{study.study_name}' and tags.optuna_trial = '{trial.number}'"
     try:
-        client.set_tag(run_id, "optuna_state", "FAIL")
-        client.set_tag(run_id, "error", "worker stopped sending heartbeats")
-        client.set_terminated(run_id, status="KILLED")
+        runs = client.search_runs([active.info.experiment_id], query)
+        if not runs:
+            runs = [client.create_run(active.info.experiment_id, run_name=f"trial {trial.number}",
+                                      tags={"optuna_study": study.study_name,
+                                            "optuna_trial": str(trial.number)})]
+        for run in runs:
+            if not run.data.params:  # killed before logging them: the ones it had drawn
+                for key, value in trial.params.items():
+                    client.log_param(run.info.run_id, key, str(value))
+            client.set_tag(run.info.run_id, "optuna_state", "FAIL")
+            client.set_tag(run.info.run_id, "error", "worker stopped sending heartbeats")
+            client.set_terminated(run.info.run_id, status="KILLED")
     except mlflow.exceptions.MlflowException:
         pass
 

@@ -3,7 +3,14 @@
 A study lives in an Optuna RDB storage: a local SQLite file by default, or a PostgreSQL (or MySQL)
 URL that several `harness search` processes on one or many machines share. Workers send heartbeats;
 a trial whose worker died is failed by the next worker after `grace period = 2 x heartbeat` seconds
-and queued once more with the same parameters, so no trial stays RUNNING forever.
+and queued once more with the same parameters, so a dead worker's trial does not stay RUNNING.
+
+A worker can die while its trial is still drawing parameters: Optuna starts the heartbeat before it
+calls the objective, so no order of work in the harness rules that out. The retry keeps what the dead
+trial had drawn and draws the rest afresh (Optuna's retry callback copies the parameters that exist
+and `suggest_*` returns those); one killed before its first draw is drawn anew. One gap is Optuna's:
+a worker killed between starting a trial and its first heartbeat leaves that trial RUNNING, as Optuna
+only fails trials whose heart has beaten at least once.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ def open_storage(url: str, heartbeat_s: int | None = None,
     """The RDB storage at `url`; unreachable or unusable storage is a UserError.
 
     With `heartbeat_s`, running trials send heartbeats, and a stale one (its worker died) is failed,
-    queued once more with the same parameters, then passed to `on_stale`.
+    queued once more with the parameters it had drawn, then passed to `on_stale`.
     """
     if url.startswith("sqlite:///"):
         folder = Path(url.removeprefix("sqlite:///")).expanduser().parent

@@ -4,24 +4,32 @@ The workers are real subprocesses fine-tuning the tiny model; the trials must ad
 run twice, and a dead worker's trial must end FAIL and be queued again rather than stay RUNNING.
 """
 
+import dataclasses
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import optuna
 import pytest
+import sqlalchemy
+import sqlalchemy.exc
 
+from harness import study as studies
 from harness.cli import main
+from harness.search import SearchRun, run_search
+from harness.search_space import SearchSpace
 from tests import mlflow_runs, postgres
-from tests.test_search import fast_dir
+from tests.test_search import fake_target, fast_dir
 
 REPO = Path(__file__).resolve().parents[1]
 # trials long enough that both workers, started together, get some of the 8
 SPACE = "num_epochs = [3, 6]\nbatch_size = [8]\nlearning_rate = [1e-4, 1e-2]\n"
+ALL_PARAMS = {field.name for field in dataclasses.fields(SearchSpace)}
 
 
 @pytest.fixture(scope="module")
@@ -108,40 +116,84 @@ def test_killed_worker_trial_fails_and_is_retried(tiny_model, glue_data, tmp, ca
                        space="num_epochs = [30, 30]\nbatch_size = [8]\n")
     victim = start(args, tmp)
     try:
-        running = wait_for_running_trial(storage, victim)
+        # killed mid-training: every parameter drawn (so its MLflow run is open) and its heart beating
+        running = wait_for_trial(storage, victim, lambda trial: trial.params.keys() == ALL_PARAMS)
     finally:
         victim.send_signal(signal.SIGKILL)
         victim.wait()
-    time.sleep(2.5)  # the grace period: 2 x --heartbeat-s
+    wait_until_stale(storage, running)
     assert main(args) == 0, capsys.readouterr()
     study = optuna.load_study(study_name="shared", storage=storage)
     killed = study.trials[running]
     assert killed.state.name == "FAIL" and not [t for t in study.trials if t.state.name == "RUNNING"]
     retry = [t for t in study.trials if t.system_attrs.get("failed_trial") == running]
     assert len(retry) == 1 and retry[0].params == killed.params and retry[0].state.name == "COMPLETE"
-    assert (str(running), "KILLED", "FAIL") in nested_runs(tmp)  # its MLflow run closed by the next worker
+    # its one MLflow run, ended by the next worker
+    assert [run for run in nested_runs(tmp) if run[0] == str(running)] == [(str(running), "KILLED", "FAIL")]
 
 
-def has_heartbeat(storage, trial_id) -> bool:
-    import sqlalchemy
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+def test_trial_killed_while_drawing_is_retried_with_what_it_drew(tmp):
+    """A worker killed after drawing learning_rate, before opening its run: the retry keeps that draw."""
+    storage = f"sqlite:///{tmp / 'optuna.db'}"
+    space = SearchSpace(learning_rate=(1e-4, 1e-2), num_epochs=(2, 3), batch_size=(16, 32))
+    dead = studies.open_storage(storage, heartbeat_s=1)
+    study = optuna.create_study(storage=dead, study_name="shared", direction="maximize")
+    study.enqueue_trial({"learning_rate": 1e-3})
+    trial = study.ask()
+    trial.suggest_float("learning_rate", *space.learning_rate, log=True)
+    dead.record_heartbeat(trial._trial_id)  # the beat Optuna's thread sends as the objective starts
+    wait_until_stale(storage, trial.number)
+    run_search(SearchRun("glue", "rte", "runs/fake", 2, tmp / "out", space, storage=storage,
+                         study_name="shared", heartbeat_s=1, tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}"),
+               fake_target)
+    study = optuna.load_study(study_name="shared", storage=storage)
+    killed, retry = study.trials[0], study.trials[1]
+    assert killed.state.name == "FAIL" and killed.params == {"learning_rate": 1e-3}
+    assert retry.system_attrs["failed_trial"] == 0 and retry.state.name == "COMPLETE"
+    assert retry.params["learning_rate"] == 1e-3 and retry.params.keys() == ALL_PARAMS
+    # no run was opened for it: the worker that failed it records one, with the parameter it drew
+    (run,) = mlflow_runs.runs(tmp / "mlflow.db", "tags.optuna_trial = '0'")
+    assert (run.info.status, run.data.tags["optuna_state"], run.data.params) == (
+        "KILLED", "FAIL", {"learning_rate": "0.001"})
 
-    with sqlalchemy.create_engine(storage).connect() as connection:
+
+def has_heartbeat(storage: optuna.storages.RDBStorage, trial_id: int) -> bool:
+    """Whether the trial has beaten its heart; Optuna fails only RUNNING trials that have."""
+    with storage.engine.connect() as connection:  # Optuna's own table: it has no public reader
         query = sqlalchemy.text("select count(*) from trial_heartbeats where trial_id = :id")
         return connection.execute(query, {"id": trial_id}).scalar() > 0
 
 
-def wait_for_running_trial(storage, process, timeout_s=120):
+def wait_for_trial(storage_url, process, ready, timeout_s=180) -> int:
+    """The number of the first RUNNING trial with a heartbeat for which ready(trial) holds."""
+    storage = None
     started = time.monotonic()
     while time.monotonic() - started < timeout_s:
         assert process.poll() is None, process.stdout.read()
-        try:
-            for name in optuna.study.get_all_study_names(storage):
-                for trial in optuna.load_study(study_name=name, storage=storage).trials:
-                    # Optuna only fails RUNNING trials that have beaten their heart at least once;
-                    # on a loaded machine a worker can be killed before its first beat.
-                    if trial.state.name == "RUNNING" and has_heartbeat(storage, trial._trial_id):
-                        return trial.number
-        except Exception:  # the worker may be creating the tables right now
+        try:  # the worker may be creating the tables (leave that to it) or the study right now
+            storage = storage or optuna.storages.RDBStorage(storage_url, skip_table_creation=True)
+            study = optuna.load_study(study_name="shared", storage=storage)
+        except (KeyError, optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError):
             pass
-        time.sleep(0.05)
-    raise AssertionError("the worker never started a trial")
+        else:
+            for trial in study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
+                if ready(trial) and has_heartbeat(storage, trial._trial_id):
+                    return trial.number
+        time.sleep(0.1)
+    raise AssertionError(f"no trial got ready in {timeout_s} s")
+
+
+def wait_until_stale(storage_url, number, timeout_s=60) -> None:
+    """Until the trial's last heartbeat is older than the grace period (2 s) by the database's clock."""
+    with warnings.catch_warnings():  # heartbeat_interval is "experimental" since optuna 2.9
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        storage = optuna.storages.RDBStorage(storage_url, heartbeat_interval=1, grace_period=2)
+    study = optuna.load_study(study_name="shared", storage=storage)
+    trial_id = study.trials[number]._trial_id
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if trial_id in storage._get_stale_trial_ids(study._study_id):  # what fail_stale_trials asks
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"trial {number} still has a fresh heartbeat after {timeout_s} s")
