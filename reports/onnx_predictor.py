@@ -25,6 +25,7 @@ from tokenizers import Encoding, Tokenizer
 
 from pretrain.errors import UserError
 from reports.bundle import INPUT_NAMES, MODEL_FILES, PER_TOKEN_OUTPUTS, TOKENIZER, read_manifest, verify_files
+from tasks import squad_spans
 
 PRECISIONS = ("auto", *MODEL_FILES)
 REQUEST_KEYS = {"sequence-classification": ("text", "text_pair"),
@@ -171,50 +172,29 @@ def pad_batch(encodings: Sequence[Encoding], pad_id: int) -> dict[str, np.ndarra
 
 def best_answer(context: str, windows: Sequence[Encoding], outputs: Sequence[Sequence[np.ndarray]],
                 qa: dict) -> dict:
-    """The best context span over all windows, picked as tasks/squad_features.postprocess picks it.
+    """The best context span over all windows, by `tasks.squad_spans.best_answer` as at fine-tuning.
 
     outputs: start logits and end logits per window, then null logits where the bundle has
-    `harness run squad`'s answerability classifier. SQuAD 2.0 null odds: the lowest null logit over
-    the windows with that classifier, else the lowest [CLS] score minus the best span's score.
+    `harness run squad`'s answerability classifier.
     """
-    best, found = (0.0, 0, 0), False  # no allowed span: an empty answer scored 0, as utils_qa.py
-    for window, start_logits, end_logits in zip(windows, outputs[0], outputs[1], strict=True):
-        allowed = [s == 1 for s in window.sequence_ids]  # context tokens only
-        top_starts = np.argsort(start_logits)[::-1][:qa["n_best"]]
-        top_ends = np.argsort(end_logits)[::-1][:qa["n_best"]]
-        for start in top_starts:
-            for end in top_ends:
-                if not (allowed[start] and allowed[end]) or end < start or \
-                        end - start + 1 > qa["max_answer_length"]:
-                    continue
-                score = float(start_logits[start] + end_logits[end])
-                if not found or score > best[0]:
-                    best, found = (score, window.offsets[start][0], window.offsets[end][1]), True
-    score, start_char, end_char = best
-    result = {"answer": context[start_char:end_char], "start": start_char, "end": end_char, "score": score}
-    if qa["version_2"]:
-        if len(outputs) > 2:
-            result["null_odds"] = min(float(null) for null in outputs[2])
-        else:
-            cls_scores = [float(s[0] + e[0]) for s, e in zip(outputs[0], outputs[1], strict=True)]
-            result["null_odds"] = min(cls_scores) - score
-        if result["null_odds"] > qa["null_threshold"]:
-            result.update(answer="", start=None, end=None)
-    return result
+    # Only context tokens (sequence id 1) may start or end an answer.
+    offsets = [[o if s == 1 else None for o, s in zip(w.offsets, w.sequence_ids, strict=True)]
+               for w in windows]
+    return squad_spans.best_answer(
+        context, outputs[0], outputs[1], offsets, n_best=qa["n_best"],
+        max_answer_length=qa["max_answer_length"], version_2=qa["version_2"],
+        null_threshold=qa["null_threshold"], null_logits=outputs[2] if len(outputs) > 2 else None)
 
 
 def _truncate_questions(tokenizer: Tokenizer, requests: Sequence[Request],
                         max_query_length: int) -> tuple[list[str], dict[int, str]]:
-    # As tasks/squad_features.truncate_questions: cut after the max_query_length-th token, in the text.
     questions, notes = [], {}
     stripped = [r.text.lstrip() for r in requests]
     for i, encoding in enumerate(tokenizer.encode_batch(stripped, add_special_tokens=False)):
-        question = stripped[i]
+        questions.append(squad_spans.truncate_question(stripped[i], encoding.offsets, max_query_length))
         if len(encoding.ids) > max_query_length:
-            question = question[:encoding.offsets[max_query_length - 1][1]]
             notes[i] = (f"{requests[i].where}: the question has {len(encoding.ids)} tokens, over the "
                         f"bundle's max_query_length {max_query_length}; truncated")
-        questions.append(question)
     return questions, notes
 
 

@@ -11,6 +11,7 @@ import datasets
 import numpy as np
 
 from pretrain.errors import UserError
+from tasks import squad_spans
 
 MAX_LENGTH = 384
 DOC_STRIDE = 128
@@ -33,12 +34,10 @@ def _check_setup(tokenizer, max_length: int, doc_stride: int, max_query_length: 
 
 
 def truncate_questions(questions: list[str], tokenizer, max_query_length: int) -> list[str]:
-    """Cut each question after its max_query_length-th token, at that token's end in the text."""
+    """Cut each question after its max_query_length-th token (`squad_spans.truncate_question`)."""
     encoded = tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True)
-    return [
-        question[: offsets[max_query_length - 1][1]] if len(offsets) > max_query_length else question
-        for question, offsets in zip(questions, encoded["offset_mapping"], strict=True)
-    ]
+    return [squad_spans.truncate_question(question, offsets, max_query_length)
+            for question, offsets in zip(questions, encoded["offset_mapping"], strict=True)]
 
 
 def _tokenize(batch: dict, tokenizer, max_length: int, doc_stride: int, max_query_length: int):
@@ -149,19 +148,6 @@ def _windows(examples, batch_function, tokenizer, max_length: int, doc_stride: i
                         fn_kwargs=settings)
 
 
-def _feature_spans(start_logits, end_logits, offsets, n_best: int, max_answer_length: int):
-    """(score, start_char, end_char) for each allowed pair of the n_best start and n_best end tokens."""
-    top_starts = np.argsort(start_logits)[::-1][:n_best]
-    top_ends = np.argsort(end_logits)[::-1][:n_best]
-    for start in top_starts:
-        for end in top_ends:
-            if start >= len(offsets) or end >= len(offsets) or offsets[start] is None or offsets[end] is None:
-                continue
-            if end < start or end - start + 1 > max_answer_length:
-                continue
-            yield float(start_logits[start] + end_logits[end]), offsets[start][0], offsets[end][1]
-
-
 def postprocess(
     examples,
     features,
@@ -171,39 +157,39 @@ def postprocess(
     max_answer_length: int = 30,
     version_2: bool = False,
     null_threshold: float = 0.0,
+    null_logits=None,
 ) -> tuple[dict[str, str], dict[str, float]]:
-    """Best answer text per example id and, for SQuAD 2.0, null odds (null score minus best span score).
+    """Best answer text per example id and, for SQuAD 2.0, null odds, by `squad_spans.best_answer`.
 
     examples: rows with "id" and "context"; features: `prepare_eval_features` output (or a mapping with
-    its example_id and offset_mapping columns); logits: one row per feature, each at least as long as
-    that feature (positions past it, i.e. batch padding, are ignored). A span's score is its start + end
-    logit, best over all windows of its example; the null score is the lowest [CLS] score across windows
-    (all must favour "no answer"), as in utils_qa.py. For 2.0 the answer is "" when null odds exceed
-    null_threshold; for 1.1 null_odds is empty because [CLS] is never trained as an answer there.
+    its example_id and offset_mapping columns); logits (and null_logits, one per feature, from an
+    answerability classifier): one row per feature, each at least as long as that feature (positions past
+    it, i.e. batch padding, are ignored). For 2.0 the answer is "" when null odds exceed null_threshold;
+    for 1.1 null_odds is empty because [CLS] is never trained as an answer there.
     """
-    if len(start_logits) != len(features) or len(end_logits) != len(features):
-        raise ValueError(f"got {len(start_logits)}/{len(end_logits)} logit rows for {len(features)} features")
-    best = {}  # example id -> (score, start_char, end_char), the best span over all its windows
-    null_score = {}
-    rows = zip(features["example_id"], features["offset_mapping"], strict=True)
-    for i, (example_id, offsets) in enumerate(rows):
-        # Rows may differ in length when batches were padded separately, so no single 2-D array.
-        starts, ends = np.asarray(start_logits[i]), np.asarray(end_logits[i])
-        cls_score = float(starts[0] + ends[0])
-        null_score[example_id] = min(cls_score, null_score.get(example_id, cls_score))
-        for span in _feature_spans(starts, ends, offsets, n_best, max_answer_length):
-            if example_id not in best or span[0] > best[example_id][0]:
-                best[example_id] = span
+    rows = len(features)
+    if len(start_logits) != rows or len(end_logits) != rows:
+        raise ValueError(f"got {len(start_logits)}/{len(end_logits)} logit rows for {rows} features")
+    if null_logits is not None and len(null_logits) != rows:
+        raise ValueError(f"got {len(null_logits)} null logits for {rows} features")
+    windows = {}  # example id -> the indices of its features
+    for i, example_id in enumerate(features["example_id"]):
+        windows.setdefault(example_id, []).append(i)
+    offset_mapping = list(features["offset_mapping"])  # one pass over the column, not a read per row
     predictions, null_odds = {}, {}
     for example in examples:
         qid = example["id"]
-        if qid not in null_score:
+        if qid not in windows:
             raise ValueError(f"example {qid!r} has no features; build features from the same examples")
-        # With no allowed span, utils_qa.py scores a fake empty answer 0.0; we keep that score.
-        score, start_char, end_char = best.get(qid, (0.0, 0, 0))
-        predictions[qid] = example["context"][start_char:end_char]
+        mine = windows[qid]
+        # Rows may differ in length when batches were padded separately, so no single 2-D array.
+        answer = squad_spans.best_answer(
+            example["context"], [np.asarray(start_logits[i]) for i in mine],
+            [np.asarray(end_logits[i]) for i in mine], [offset_mapping[i] for i in mine],
+            n_best=n_best, max_answer_length=max_answer_length, version_2=version_2,
+            null_threshold=null_threshold,
+            null_logits=None if null_logits is None else [null_logits[i] for i in mine])
+        predictions[qid] = answer["answer"]
         if version_2:
-            null_odds[qid] = null_score[qid] - score
-            if null_odds[qid] > null_threshold:
-                predictions[qid] = ""
+            null_odds[qid] = answer["null_odds"]
     return predictions, null_odds
