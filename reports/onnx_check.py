@@ -9,7 +9,7 @@ from __future__ import annotations
 from datasets import Dataset
 
 from reports.onnx_predictor import Predictor, Request
-from tasks import metrics, squad_metrics
+from tasks import evaluate_metrics
 from tasks.registry import GlueTask, SquadTask
 
 
@@ -34,17 +34,14 @@ def dev_scores(task: GlueTask | SquadTask, examples: Dataset, results: list[dict
     """The task's dev metrics plus `score`, in the task's own units (GLUE fractions, SQuAD percent)."""
     if isinstance(task, SquadTask):
         answers = {r["id"]: r["answer"] for r in results}
-        if task.has_unanswerable:
-            null_odds = {r["id"]: r["null_odds"] for r in results}
-            scores = squad_metrics.squad_v2_scores(answers, examples, null_odds, threshold=null_threshold)
-        else:
-            scores = squad_metrics.squad_v1_scores(answers, examples)
-        return {name: scores[name] for name in task.metrics} | {"score": scores["f1"]}
+        null_odds = {r["id"]: r["null_odds"] for r in results} if task.has_unanswerable else None
+        scores = evaluate_metrics.squad_scores(task, answers, examples, null_odds, null_threshold)
+        return {name: scores[name] for name in task.metrics} | {"score": scores["score"]}
     if task.is_regression:
         predictions = [r["score"] for r in results]
     else:
         predictions = [task.label_names.index(r["label"]) for r in results]
-    return metrics.compute(task.metrics, predictions, examples["label"])
+    return evaluate_metrics.glue_scores(task, predictions, examples["label"])
 
 
 def agreement(first: list[dict], second: list[dict]) -> dict[str, float]:

@@ -81,6 +81,7 @@ class _Outputs(torch.nn.Module):
 
 def load_model(checkpoint: Checkpoint) -> torch.nn.Module:
     """The fine-tuned model in eval mode, eager attention (a plain graph onnxruntime can fuse)."""
+    from tasks.loading import from_pretrained_quietly
     from tasks.squad_model import QuestionAnsweringWithAnswerability
 
     if checkpoint.kind == CLASSIFICATION:
@@ -89,19 +90,12 @@ def load_model(checkpoint: Checkpoint) -> torch.nn.Module:
         model_class = QuestionAnsweringWithAnswerability
     else:
         model_class = transformers.AutoModelForQuestionAnswering
-    verbosity, bars = transformers.logging.get_verbosity(), transformers.logging.is_progress_bar_enabled()
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()  # the weight-loading bar: noise in an export's output
     try:
-        model = model_class.from_pretrained(checkpoint.path, attn_implementation="eager")
+        model = from_pretrained_quietly(model_class, checkpoint.path, attn_implementation="eager")
     except (OSError, ValueError) as error:
         reason = str(error).splitlines()[0][:200] if str(error) else ""
         raise UserError(f"cannot load the model in {str(checkpoint.path)!r} ({type(error).__name__}: "
                         f"{reason}); pass a directory save_pretrained() wrote") from error
-    finally:
-        transformers.logging.set_verbosity(verbosity)
-        if bars:
-            transformers.logging.enable_progress_bar()
     return _Outputs(model, checkpoint.output_names).eval()
 
 

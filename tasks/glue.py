@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import transformers
 from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerBase
 
-from tasks import metrics
+from tasks import evaluate_metrics
+from tasks.loading import from_pretrained_quietly
 from tasks.registry import GlueTask
 
 
@@ -33,7 +33,8 @@ class GlueFinetuneTask:
         return stacked[:, 0] if self.task.is_regression else stacked.argmax(axis=-1)
 
     def score(self, split: str, outputs: list[np.ndarray]) -> dict[str, float]:
-        return metrics.compute(self.task.metrics, self.predictions(outputs).tolist(), self.references[split])
+        predictions = self.predictions(outputs).tolist()
+        return evaluate_metrics.glue_scores(self.task, predictions, self.references[split])
 
     def label_strings(self, outputs: list[np.ndarray]) -> list[str]:
         """Predictions as the GLUE server wants them: label names, or scores clipped to STS-B's 0..5."""
@@ -75,18 +76,8 @@ def build_task(task: GlueTask, splits: dict[str, Dataset], tokenizer: PreTrained
 def load_model(model_path: str, task: GlueTask, attn_implementation: str) -> torch.nn.Module:
     """The discriminator with a fresh classification (or regression) head."""
     labels = task.label_names or ("score",)
-    # A pre-training checkpoint always lacks the new head (and has the RTD head we drop): that is
-    # expected here, so keep transformers' load report out of the user's way.
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
-    try:
-        return _from_pretrained(model_path, task, labels, attn_implementation)
-    finally:
-        transformers.logging.set_verbosity(verbosity)
-
-
-def _from_pretrained(model_path, task, labels, attn_implementation):
-    return AutoModelForSequenceClassification.from_pretrained(
-        model_path, num_labels=task.num_labels, attn_implementation=attn_implementation,
-        id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)},
+    return from_pretrained_quietly(
+        AutoModelForSequenceClassification, model_path, num_labels=task.num_labels,
+        attn_implementation=attn_implementation, id2label=dict(enumerate(labels)),
+        label2id={name: i for i, name in enumerate(labels)},
         problem_type="regression" if task.is_regression else "single_label_classification")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import transformers
 from datasets import Dataset
 from transformers import AutoModelForQuestionAnswering
 
 from pretrain.errors import UserError
-from tasks import squad_data, squad_features, squad_metrics
+from tasks import evaluate_metrics, squad_data, squad_features
+from tasks.loading import from_pretrained_quietly
 from tasks.registry import SquadTask
 from tasks.squad_model import QuestionAnsweringWithAnswerability
 
@@ -132,25 +132,17 @@ class SquadFinetuneTask:
         """Best non-null answer per question and, for v2.0, its null odds (the official na_prob file)."""
         # Spans are never blanked here (threshold inf): the null decision belongs to scoring, as in
         # ELECTRA's predictions.json, so evaluate-v2.0.py can tune the threshold from these files.
-        answers, null_odds = squad_features.postprocess(
+        return squad_features.postprocess(
             self.examples[split], self.windows[split], [o[0] for o in outputs], [o[1] for o in outputs],
             n_best=self.settings.n_best, max_answer_length=self.settings.max_answer_length,
-            version_2=self.task.has_unanswerable, null_threshold=math.inf)
-        if self.uses_head:
-            null_odds = {}
-            for example_id, window in zip(self.windows[split]["example_id"], outputs, strict=True):
-                null_odds[example_id] = min(float(window[2, 0]), null_odds.get(example_id, math.inf))
-        return answers, null_odds
+            version_2=self.task.has_unanswerable, null_threshold=math.inf,
+            null_logits=[o[2, 0] for o in outputs] if self.uses_head else None)
 
     def score(self, split: str, outputs: list[np.ndarray]) -> dict[str, float]:
         """The official script's metrics (percent) plus `score`, the F1."""
         answers, null_odds = self.predictions(split, outputs)
-        if self.task.has_unanswerable:
-            scores = squad_metrics.squad_v2_scores(answers, self.examples[split], null_odds,
-                                                   threshold=self.settings.null_threshold)
-        else:
-            scores = squad_metrics.squad_v1_scores(answers, self.examples[split])
-        return scores | {"score": scores["f1"]}
+        return evaluate_metrics.squad_scores(self.task, answers, self.examples[split], null_odds,
+                                             null_threshold=self.settings.null_threshold)
 
 
 def _sample(examples: Dataset, limit: int | None) -> Dataset:
@@ -178,11 +170,5 @@ def build_task(task: SquadTask, splits: SquadSplits, tokenizer, max_length: int,
 
 def load_model(model_path: str, uses_head: bool, attn_implementation: str) -> torch.nn.Module:
     """The discriminator with a fresh span head (and answerability classifier)."""
-    # A pre-training checkpoint lacks the new heads and has the RTD head we drop: expected, so quiet.
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
-    try:
-        model_class = QuestionAnsweringWithAnswerability if uses_head else AutoModelForQuestionAnswering
-        return model_class.from_pretrained(model_path, attn_implementation=attn_implementation)
-    finally:
-        transformers.logging.set_verbosity(verbosity)
+    model_class = QuestionAnsweringWithAnswerability if uses_head else AutoModelForQuestionAnswering
+    return from_pretrained_quietly(model_class, model_path, attn_implementation=attn_implementation)

@@ -55,14 +55,25 @@ def _f1_v1(prediction: str, gold: str) -> float:
     return f1(prediction, gold)
 
 
-def _check_covered(predictions: Mapping[str, object], ids: list[str], what: str) -> None:
-    missing = [qid for qid in ids if qid not in predictions]
+def _check_ids(values: Mapping[str, object], ids: list[str], what: str) -> None:
+    missing = [qid for qid in ids if qid not in values]
     if missing:
         shown = ", ".join(repr(qid) for qid in missing[:3])
         raise UserError(
             f"{len(missing)} of {len(ids)} questions have no {what} (first: {shown}); "
             f"give one for every question id in the evaluated examples"
         )
+
+
+def check_covered(predictions: Mapping[str, str], ids: Iterable[str],
+                  null_odds: Mapping[str, float] | None = None) -> None:
+    """UserError unless there are questions and each id has a prediction (and null odds, when given)."""
+    ids = list(ids)
+    if not ids:
+        raise UserError("no examples to score; pass the SQuAD examples the predictions were made for")
+    _check_ids(predictions, ids, "prediction")
+    if null_odds is not None:
+        _check_ids(null_odds, ids, "null odds")
 
 
 def _gold_texts(examples: Iterable[Mapping]) -> dict[str, list[str]]:
@@ -72,9 +83,7 @@ def _gold_texts(examples: Iterable[Mapping]) -> dict[str, list[str]]:
 def squad_v1_scores(predictions: Mapping[str, str], examples: Iterable[Mapping]) -> dict[str, float]:
     """SQuAD 1.1 exact_match and f1 in percent, each the max over a question's gold answers."""
     golds = _gold_texts(examples)
-    if not golds:
-        raise UserError("no examples to score; pass the SQuAD examples the predictions were made for")
-    _check_covered(predictions, list(golds), "prediction")
+    check_covered(predictions, golds)
     total_exact = total_f1 = 0.0
     for qid, gold_texts in golds.items():
         prediction = predictions[qid]
@@ -140,11 +149,7 @@ def squad_v2_scores(
     predictions are already "" above its own threshold (0.0), so threshold=1.0 changes nothing there.
     """
     golds = _gold_texts(examples)
-    if not golds:
-        raise UserError("no examples to score; pass the SQuAD examples the predictions were made for")
-    _check_covered(predictions, list(golds), "prediction")
-    if null_odds is not None:
-        _check_covered(null_odds, list(golds), "null odds")
+    check_covered(predictions, golds, null_odds)
     odds = {qid: 0.0 for qid in predictions} if null_odds is None else null_odds
     has_answer = {qid: bool(texts) for qid, texts in golds.items()}
     exact_raw, f1_raw = _raw_scores(predictions, golds)
@@ -160,3 +165,24 @@ def squad_v2_scores(
             best, best_threshold = _best_threshold(predictions, raw, null_odds, has_answer)
             result[f"best_{name}"], result[f"best_{name}_thresh"] = best, best_threshold
     return result
+
+
+def squad_scores(
+    version: str,
+    predictions: Mapping[str, str],
+    examples: Iterable[Mapping],
+    null_odds: Mapping[str, float] | None = None,
+    null_threshold: float = 0.0,
+) -> dict[str, float]:
+    """A SQuAD version's official scores (percent) plus `score`, the F1 the harness ranks runs by.
+
+    version: "1.1" or "2.0"; null_odds and null_threshold are read for 2.0 only. The threshold default is
+    the harness's (null odds are logit differences), not evaluate-v2.0.py's 1.0 (a probability).
+    """
+    if version == "1.1":
+        scores = squad_v1_scores(predictions, examples)
+    elif version == "2.0":
+        scores = squad_v2_scores(predictions, examples, null_odds, threshold=null_threshold)
+    else:
+        raise UserError(f"unknown SQuAD version {version!r}; choose one of 1.1, 2.0")
+    return scores | {"score": scores["f1"]}

@@ -3,7 +3,14 @@
 import pytest
 
 from pretrain.errors import UserError
-from tasks.squad_metrics import exact_match, f1, normalize_answer, squad_v1_scores, squad_v2_scores
+from tasks.squad_metrics import (
+    exact_match,
+    f1,
+    normalize_answer,
+    squad_scores,
+    squad_v1_scores,
+    squad_v2_scores,
+)
 
 
 def _example(qid, *golds):
@@ -122,3 +129,14 @@ def test_v2_rejects_missing_null_odds():
     del null_odds["c"]
     with pytest.raises(UserError, match=r"no null odds \(first: 'c'\)"):
         squad_v2_scores(predictions, examples, null_odds)
+
+
+def test_squad_scores_dispatches_on_version_and_adds_score():
+    examples = [_example("q1", "Saint Bernadette Soubirous")]  # P=1, R=1/3: F1 0.5, EM 0
+    assert squad_scores("1.1", {"q1": "Bernadette"}, examples) == pytest.approx(
+        {"exact_match": 0.0, "f1": 50.0, "score": 50.0})
+    predictions, examples, null_odds = _v2_case()
+    scores = squad_scores("2.0", predictions, examples, null_odds, null_threshold=0.5)
+    assert (scores["exact"], scores["f1"], scores["score"]) == pytest.approx((60.0, 60.0, 60.0))
+    with pytest.raises(UserError, match="unknown SQuAD version '2'; choose one of 1.1, 2.0"):
+        squad_scores("2", predictions, examples)
