@@ -14,41 +14,10 @@ from transformers import AutoModelForQuestionAnswering
 
 from pretrain.errors import UserError
 from tasks import evaluate_metrics, squad_data, squad_features
+from tasks.config import SquadConfig
 from tasks.loading import from_pretrained_quietly
 from tasks.registry import SquadTask
 from tasks.squad_model import QuestionAnsweringWithAnswerability
-
-
-@dataclass(frozen=True)
-class SquadConfig:
-    """SQuAD-only settings (the loop's own, max_length included, are in FinetuneConfig)."""
-
-    doc_stride: int = squad_features.DOC_STRIDE  # tokens shared by consecutive windows of a long context
-    max_query_length: int = squad_features.MAX_QUERY_LENGTH
-    n_best: int = 20  # start and end candidates per window
-    max_answer_length: int = 30  # tokens
-    null_threshold: float = 0.0  # v2.0: answer "" when the null odds exceed this
-    answerability_head: bool | None = None  # ELECTRA's answerable classifier; None: on for v2.0, off for v1.1
-    holdout_fraction: float = 0.2  # without a train file: this share of the dev articles is evaluated on
-    holdout_seed: int = 0
-    max_eval_examples: int | None = None  # evaluate on a seeded sample of the dev questions, for quick looks
-
-    def __post_init__(self):
-        problems = [f"{name} must be positive (got {getattr(self, name)})" for name in (
-            "doc_stride", "max_query_length", "n_best", "max_answer_length", "max_eval_examples")
-            if getattr(self, name) is not None and getattr(self, name) <= 0]
-        fraction = self.holdout_fraction
-        if not 0 < fraction < 1:
-            problems.append(f"holdout_fraction must be between 0 and 1, e.g. 0.2 (got {fraction})")
-        if problems:
-            raise ValueError("; ".join(problems))
-
-    def uses_head(self, task: SquadTask) -> bool:
-        """Whether the answerability classifier is on for this task."""
-        if self.answerability_head and not task.has_unanswerable:
-            raise UserError(f"answerability_head=true needs unanswerable questions, which SQuAD "
-                            f"{task.version} lacks; use --version 2.0 or drop the setting")
-        return task.has_unanswerable if self.answerability_head is None else self.answerability_head
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,9 @@ import numpy as np
 
 from pretrain.errors import UserError
 from tasks import squad_spans
+from tasks.config import DOC_STRIDE, MAX_QUERY_LENGTH
 
 MAX_LENGTH = 384
-DOC_STRIDE = 128
-MAX_QUERY_LENGTH = 64
 CONTEXT = 1  # sequence id of the context in a (question, context) pair
 
 
