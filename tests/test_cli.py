@@ -25,6 +25,7 @@ def statuses(tmp_path):
     return mlflow_runs.statuses(tmp_path / "mlflow.db", experiment="glue")  # not the leaderboard's rows
 
 
+@pytest.mark.slow
 def test_run_glue_end_to_end(tiny_model, glue_data, tmp_path, capsys):
     code, out, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte,stsb,cola", "--seeds", "2",
                                    "num_epochs=1", "batch_size=8", "precision=fp32"), capsys)
@@ -49,6 +50,7 @@ def test_run_glue_end_to_end(tiny_model, glue_data, tmp_path, capsys):
     assert (tmp_path / "out" / "models" / "rte-seed0" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
     args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "num_epochs=1", "save_models=false")
     assert run(args, capsys)[0] == 0

@@ -61,6 +61,7 @@ def _args(tmp_path, corpus, glue_data, *extra, **flags):
             "finetune.precision=fp32", *extra]
 
 
+@pytest.mark.slow
 def test_experiment_pretrains_every_arm_to_its_budget_finetunes_and_resumes(tmp_path, micro, glue_data, capsys):
     corpus = write_corpus(tmp_path / "corpus.txt")
     assert main(_args(tmp_path, corpus, glue_data)) == 0

@@ -74,6 +74,7 @@ def flatten(run: dict) -> tuple[dict, dict]:
     return tags, metrics
 
 
+@pytest.mark.slow
 def test_glue_runs_fill_the_leaderboard_on_a_server(server, tiny_model, glue_data, tmp_path, capsys):
     for task in ("rte", "cola"):  # two invocations, one model: one row that gathers both tasks
         code = main(["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", task,

@@ -107,6 +107,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_ddp_with_two_cpu_processes_matches_one_process(tmp_path, micro, corpus, capsys):
     script = tmp_path / "launch.py"
     script.write_text(LAUNCHER)

@@ -285,6 +285,7 @@ def test_cli_builds_the_search_run(tmp, capsys, monkeypatch):
     assert "4 complete, 2 pruned, 1 failed" in out and "pruning skipped 5 epochs, about 2.0 min" in out
 
 
+@pytest.mark.slow
 def test_search_squad_end_to_end(tiny_model, tmp, capsys):
     from tests.test_squad_run import SMALL, write_squad
 
@@ -306,6 +307,7 @@ def test_search_squad_end_to_end(tiny_model, tmp, capsys):
     assert code == 2 and "holds a squad search, not a glue one" in err
 
 
+@pytest.mark.slow
 def test_search_glue_then_rerun_the_best_over_seeds(tiny_model, glue_data, tmp, capsys):
     (tmp / "space.toml").write_text("num_epochs = [1, 2]\nbatch_size = [8]\n")
     code, out, err = run(["search", "glue", "--task", "rte", "--model", str(tiny_model), "--data-dir",

@@ -79,6 +79,7 @@ def nested_runs(tmp):
             for run in mlflow_runs.runs(tmp / "mlflow.db") if "optuna_trial" in run.data.tags]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_two_workers_share_one_study(backend, tiny_model, glue_data, tmp, request):
     storage = (f"sqlite:///{tmp / 'optuna.db'}" if backend == "sqlite"
@@ -109,6 +110,7 @@ def postgres_storage(url):
     return _with_driver(url)
 
 
+@pytest.mark.slow
 def test_killed_worker_trial_fails_and_is_retried(tiny_model, glue_data, tmp, capsys):
     storage = f"sqlite:///{tmp / 'optuna.db'}"
     # trials long enough to be caught running
