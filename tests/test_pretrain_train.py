@@ -68,7 +68,6 @@ def test_the_first_budget_reached_stops():
     assert budget_fraction(config, later) == pytest.approx(0.3)
 
 
-@pytest.mark.slow
 def test_tiny_model_losses_fall(tmp_path, micro, corpus):
     logged = []
     meta = pretrain(micro_config(tmp_path, corpus, max_steps=120, log_every_steps=20, warmup_fraction=0.05),
