@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pretrain.errors import UserError
@@ -49,7 +49,7 @@ def new_manifest(directory: Path, files: list[str], fields: dict) -> dict:
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
     return {"format": BUNDLE_FORMAT, **fields, "versions": versions,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "files": file_entries(directory, files)}
 
 
