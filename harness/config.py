@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import textwrap
+import tomllib
 import types
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
-
-import tomllib
 
 from pretrain.errors import UserError
 
