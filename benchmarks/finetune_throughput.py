@@ -25,6 +25,7 @@ import transformers
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pretrain.device import pick_device, resolve_attention, resolve_precision  # noqa: E402
 from pretrain.models import PRESETS, discriminator_config  # noqa: E402
 from tasks import batching, glue  # noqa: E402
 from tasks.config import FinetuneConfig  # noqa: E402
@@ -43,8 +44,9 @@ def ours(train, tokenizer, steps: int, precision: str) -> tuple[float, int]:
     task = GLUE_TASKS["mrpc"]
     built = glue.build_task(task, {"train": train}, tokenizer, max_length=128)
     config = FinetuneConfig(precision=precision, num_epochs=1).resolved("small", 1)
-    # as `harness run glue` does: eager attention with bf16 on CPU (SDPA is slow there in bf16)
-    model = fresh_model(tokenizer, "eager" if precision == "bf16" else "sdpa")
+    # the attention `harness run glue` picks for this device and precision
+    device = pick_device("auto")
+    model = fresh_model(tokenizer, resolve_attention("auto", device, resolve_precision(precision, device)))
     result = finetune(model, built, config, batching.collator(tokenizer), progress=False)
     assert result.num_train_steps == steps
     return result.train_time_s, int(result.train_tokens_per_s * result.train_time_s + 0.5)

@@ -47,7 +47,7 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
     data_dir = glue_dir(run.data_dir)
     data = {task.name: load_glue(task, data_dir) for task in run.tasks}
     fresh = run_records.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,
-                                        [t.name for t in run.tasks], run.seeds)
+                                      [t.name for t in run.tasks], run.seeds)
     results = run_records.resume(run.output_dir, fresh)
     results["precision"] = setup.precision
     tracking.setup("glue", run.tracking_uri)
@@ -77,7 +77,7 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
 
 
 def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneConfig, setup: Setup,
-         progress: bool | None) -> dict:
+                   progress: bool | None) -> dict:
     """Fine-tune one seed of one task inside its own nested MLflow run."""
     task = built.task
     transformers.set_seed(config.seed)

@@ -288,5 +288,3 @@ def _check_output(output: Path) -> None:
     if output.exists() and any(output.iterdir()) and not (output / bundle.MANIFEST).is_file():
         raise UserError(f"--output {str(output)!r} is not empty and holds no bundle; choose a new --output "
                         "or delete it")
-
-

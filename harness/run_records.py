@@ -42,7 +42,7 @@ def setup(model: str, precision: str) -> Setup:
     model_path = resolve_model(model)
     tokenizer = load_tokenizer(model_path)
     model_config = transformers.AutoConfig.from_pretrained(model_path)
-    device = placement.default_device()
+    device = placement.pick_device("auto")
     used = placement.resolve_precision(precision, device)
     attention = placement.resolve_attention("auto", device, used)
     return Setup(model_path, tokenizer, model_config, size_of(model_config.hidden_size), device, attention,
@@ -117,9 +117,7 @@ def run_record(task: str, config: FinetuneConfig, result: FinetuneResult, score:
 
 def save_model(model: torch.nn.Module, tokenizer, directory: Path) -> None:
     """A fine-tuned checkpoint, whole or not at all (a killed run leaves the previous one)."""
-    with atomic.atomic_dir(directory) as staging:
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
+    atomic.save_pretrained(directory, model, tokenizer)
 
 
 def task_score(split_metrics: dict[str, dict[str, float]]) -> float:

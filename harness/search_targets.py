@@ -15,7 +15,7 @@ from harness.config import as_dict
 from harness.search import Target
 from pretrain.errors import UserError
 from tasks import batching, glue, squad
-from tasks.config import FinetuneConfig
+from tasks.config import FinetuneConfig, SquadConfig
 from tasks.finetune import finetune
 from tasks.glue_data import glue_dir, load_glue
 from tasks.registry import GLUE_TASKS, squad_task
@@ -27,7 +27,6 @@ def glue_target(model: str, task_name: str, data_dir: str | None, settings: Fine
     if task is None or task.predicted_by is not None:
         choices = ", ".join(name for name, t in GLUE_TASKS.items() if t.predicted_by is None)
         raise UserError(f"cannot search task {task_name!r}; choose one of {choices}")
-    transformers.utils.logging.disable_progress_bar()  # one "Loading weights" bar per trial is noise
     setup = run_records.setup(model, settings.precision)
     # Test splits are of no use to a search: drop them before tokenising.
     splits = {split: data for split, data in load_glue(task, glue_dir(data_dir)).items()
@@ -46,10 +45,9 @@ def glue_target(model: str, task_name: str, data_dir: str | None, settings: Fine
 
 
 def squad_target(model: str, version: str, source: squad.SquadSource, settings: FinetuneConfig,
-                 squad_settings: squad.SquadConfig) -> Target:
+                 squad_settings: SquadConfig) -> Target:
     """One SQuAD version: its windows built once, a fresh span model per trial; scored by dev F1."""
     task = squad_task(version)
-    transformers.utils.logging.disable_progress_bar()
     setup = run_records.setup(model, settings.precision)
     max_length = settings.max_length or task.max_length
     positions = setup.model_config.max_position_embeddings
@@ -68,7 +66,7 @@ def squad_target(model: str, version: str, source: squad.SquadSource, settings: 
         model_ = squad.load_model(setup.model_path, built.uses_head, setup.attention).to(setup.device)
         return finetune(model_, built, config, collate, on_epoch=on_epoch, progress=False)
 
-    defaults = as_dict(squad.SquadConfig())
+    defaults = as_dict(SquadConfig())
     fixed = {key: value for key, value in as_dict(squad_settings).items() if value != defaults[key]}
     return Target("squad", task.name, model, setup.size, task.num_epochs, train, dev_score, fixed)
 

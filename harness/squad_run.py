@@ -79,7 +79,7 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     # Read, validate and window all data before any training or output: bad input fails in seconds.
     built, data = _build(run, setup, config)
     fresh = run_records.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,
-                                        [run.task.name], run.seeds, settings=as_dict(run.settings), data=data)
+                                      [run.task.name], run.seeds, settings=as_dict(run.settings), data=data)
     results = run_records.resume(run.output_dir, fresh, ("format", "config", "settings", "data", "tasks"))
     results["precision"] = setup.precision
     tracking.setup("squad", run.tracking_uri)
@@ -126,7 +126,7 @@ def _build(run: SquadRun, setup: Setup, config: FinetuneConfig) -> tuple[SquadFi
 
 
 def _run_task_seed(run: SquadRun, built: SquadFinetuneTask, config: FinetuneConfig, setup: Setup,
-         progress: bool | None) -> dict:
+                   progress: bool | None) -> dict:
     """Fine-tune one seed inside its own nested MLflow run; write its predictions (and null odds)."""
     transformers.set_seed(config.seed)
     model = squad.load_model(setup.model_path, built.uses_head, setup.attention).to(setup.device)

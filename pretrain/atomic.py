@@ -80,6 +80,13 @@ def replace_dir(source: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def save_pretrained(directory: Path, *parts: Any) -> None:
+    """Things with save_pretrained() (model, tokenizer) written into `directory` together, atomically."""
+    with atomic_dir(directory) as staging:
+        for part in parts:
+            part.save_pretrained(staging)
+
+
 def _jsonable(value: Any) -> Any:
     if hasattr(value, "tolist"):  # numpy scalars and arrays
         return value.tolist()

@@ -26,13 +26,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pretrain.atomic import atomic_dir, write_bytes, write_json
+from pretrain.atomic import atomic_dir, save_pretrained, write_bytes, write_json
 from pretrain.config import PretrainConfig, config_differences
 from pretrain.errors import UserError
 from pretrain.models import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
+from pretrain.quiet import quiet_transformers
 
 STATE_FILE = "training_state.pt"
-META_FILE = PRETRAIN_META
 CHECKPOINTS = "checkpoints"
 _STEP_DIR = re.compile(r"step-(\d+)$")
 
@@ -54,7 +54,7 @@ def resume_point(out: Path, config: PretrainConfig) -> Path | None:
             raise UserError(f"output directory {str(out)!r} already holds {', '.join(sorted(leftovers)[:5])} "
                             "but no pre-training checkpoint; choose a new --output or empty it")
         return None
-    saved = json.loads((found[-1] / META_FILE).read_text())["config"]
+    saved = json.loads((found[-1] / PRETRAIN_META).read_text())["config"]
     differences = config_differences(saved, config)
     if differences:
         raise UserError(f"{str(out)!r} holds a run with other settings ({'; '.join(differences)}); "
@@ -64,7 +64,7 @@ def resume_point(out: Path, config: PretrainConfig) -> Path | None:
 
 def finished_meta(out: Path, config: PretrainConfig) -> dict | None:
     """OUT's pretrain_meta.json if OUT holds a finished run of these (resolved) settings, else None."""
-    path = out / META_FILE
+    path = out / PRETRAIN_META
     if not path.is_file():  # published only when a run ends
         return None
     meta = json.loads(path.read_text())
@@ -82,7 +82,7 @@ def write_checkpoint(out: Path, step: int, state: dict, export, meta: dict, keep
     with atomic_dir(target) as tmp:
         export(tmp)
         torch.save(state, tmp / STATE_FILE)
-        write_json(tmp / META_FILE, meta, sort_keys=True)
+        write_json(tmp / PRETRAIN_META, meta, sort_keys=True)
     for old in checkpoints(out)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return target
@@ -90,18 +90,10 @@ def write_checkpoint(out: Path, step: int, state: dict, export, meta: dict, keep
 
 def export_models(folder: Path, discriminator, generator, tokenizer) -> None:
     """discriminator/ and generator/ as `save_pretrained` folders with the tokenizer beside them."""
-    from transformers.utils import logging as hf_logging
-
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # one bar per shard per save drowns the run's own bar
-    try:
+    with quiet_transformers(reports=False):
         for name, model in ((DISCRIMINATOR_DIR, discriminator), (GENERATOR_DIR, generator)):
             if model is not None:
-                model.save_pretrained(folder / name)
-                tokenizer.save_pretrained(folder / name)
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
+                save_pretrained(folder / name, model, tokenizer)
 
 
 def publish(out: Path, checkpoint: Path) -> None:
@@ -110,7 +102,7 @@ def publish(out: Path, checkpoint: Path) -> None:
         if (checkpoint / name).is_dir():
             with atomic_dir(out / name) as tmp:
                 shutil.copytree(checkpoint / name, tmp, dirs_exist_ok=True)
-    write_bytes(out / META_FILE, (checkpoint / META_FILE).read_bytes())
+    write_bytes(out / PRETRAIN_META, (checkpoint / PRETRAIN_META).read_bytes())
 
 
 def rng_state() -> dict:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pretrain.errors import UserError
-from pretrain.vocab import files_signature
 
 TEXT_SUFFIXES = (".txt", ".raw", ".text")  # inside folders; optionally followed by .gz
 PIPELINE_VERSION = 1  # bump when tokenisation output changes, to invalidate caches
@@ -43,6 +42,11 @@ def corpus_files(paths: tuple[str, ...] | list[str]) -> list[Path]:
 def _is_text(path: Path) -> bool:
     name = path.name.removesuffix(".gz")
     return not path.name.startswith(".") and name.endswith(TEXT_SUFFIXES)
+
+
+def files_signature(files: Iterable[Path]) -> list[tuple[str, int, int]]:
+    """Path, size and mtime of each file: changes when the corpus does."""
+    return [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
 
 
 def iter_paragraphs(files: list[Path]) -> Iterator[tuple[str, bool]]:

@@ -9,13 +9,15 @@ import contextlib
 
 import torch
 
-PRECISIONS = ("auto", "fp32", "bf16")
-ATTENTIONS = ("auto", "eager", "sdpa")
 
-
-def default_device() -> torch.device:
-    """The first GPU where there is one, else the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+def pick_device(setting: str, local_rank: int = 0) -> torch.device:
+    """'auto': this process's GPU if there is one, else the CPU."""
+    if setting == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(setting)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device(f"cuda:{local_rank}")
+    return device
 
 
 def resolve_precision(setting: str, device: torch.device) -> str:

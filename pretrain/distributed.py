@@ -9,6 +9,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from pretrain import device as placement
+
 
 @dataclass(frozen=True)
 class Context:
@@ -25,21 +27,11 @@ class Context:
         return self.world_size > 1
 
 
-def pick_device(setting: str, local_rank: int = 0) -> torch.device:
-    """'auto': this process's GPU if there is one, else the CPU."""
-    if setting == "auto":
-        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-    device = torch.device(setting)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device(f"cuda:{local_rank}")
-    return device
-
-
 def setup(device_setting: str) -> Context:
     """Join the process group that `torchrun` describes in the environment, if any."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = pick_device(device_setting, local_rank)
+    device = placement.pick_device(device_setting, local_rank)
     if world_size > 1 and not dist.is_initialized():
         if device.type == "cuda":
             torch.cuda.set_device(device)

@@ -29,8 +29,8 @@ from pretrain.models import TransformerShape, generator_shape, shape_of
 EMBEDDINGS = "electra.embeddings."
 
 
-def electra_config(shape: TransformerShape, max_positions: int, pad_id: int, attention: str) -> ElectraConfig:
-    """An ElectraConfig of this shape (dropout and initialisation as the paper)."""
+def network_config(shape: TransformerShape, max_positions: int, pad_id: int, attention: str) -> ElectraConfig:
+    """The ElectraConfig a pre-training network of this shape is built from, attention as resolved."""
     config = models.electra_config(shape, max_positions, pad_token_id=pad_id)
     config._attn_implementation = attention
     return config

@@ -17,9 +17,9 @@ from pretrain.models import PRESETS, TransformerShape
 from pretrain.networks import (
     build_networks,
     count_parameters,
-    electra_config,
     export_discriminator,
     export_main_mlm,
+    network_config,
     network_shapes,
 )
 from pretrain.objective_model import MAIN_MLM, PretrainingModel
@@ -114,8 +114,8 @@ def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
     precision = placement.resolve_precision(config.precision, device)
     attention = placement.resolve_attention(config.attention, device, precision)
     pad_id = tokenizer.pad_token_id
-    disc_config = electra_config(disc_shape, preset.max_position_embeddings, pad_id, attention)
-    gen_config = electra_config(gen_shape, preset.max_position_embeddings, pad_id, attention) \
+    disc_config = network_config(disc_shape, preset.max_position_embeddings, pad_id, attention)
+    gen_config = network_config(gen_shape, preset.max_position_embeddings, pad_id, attention) \
         if gen_shape else None
     torch.manual_seed(config.seed)
     discriminator, generator, head = build_networks(disc_config, gen_config, config.embedding_sharing,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pretrain.atomic import atomic_dir
+from pretrain.atomic import save_pretrained
 
 
 def write_random_init(model_config, tokenizer, output: Path, seed: int = 0):
@@ -13,7 +13,5 @@ def write_random_init(model_config, tokenizer, output: Path, seed: int = 0):
 
     transformers.set_seed(seed)
     model = transformers.ElectraForPreTraining(model_config)
-    with atomic_dir(output) as staging:
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
+    save_pretrained(output, model, tokenizer)
     return model

@@ -23,6 +23,7 @@ from pretrain.corpus import corpus_files
 from pretrain.data import BatchStream
 from pretrain.errors import UserError
 from pretrain.metrics import MetricWindow, final_metrics
+from pretrain.models import PRETRAIN_META
 from pretrain.prepare import Run, build_run, prepare_examples
 
 LogCallback = Callable[[int, dict[str, float]], None]
@@ -67,7 +68,7 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
 
     window = MetricWindow()
     if resume_from is not None:  # a resumed run that is already done still reports its metrics
-        window.last = json.loads((resume_from / ckpt.META_FILE).read_text()).get("metrics", {})
+        window.last = json.loads((resume_from / PRETRAIN_META).read_text()).get("metrics", {})
     loop_start, last_save = time.perf_counter() - progress.elapsed_s, progress.elapsed_s
     fraction = budget_fraction(config, progress)
     while fraction < 1.0:

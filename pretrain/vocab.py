@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
 from pathlib import Path
 
 from pretrain.atomic import atomic_dir
+from pretrain.corpus import files_signature, iter_paragraphs
 from pretrain.errors import UserError
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -55,8 +55,6 @@ def trained_tokenizer_dir(corpus_files: list[Path], cache_dir: Path, vocab_size:
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertTokenizer
 
-    from pretrain.corpus import iter_paragraphs  # deferred: corpus imports this module
-
     trainer = BertWordPieceTokenizer(lowercase=True)
     trainer.train_from_iterator((line for line, _ in iter_paragraphs(corpus_files)),
                                 vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False)
@@ -64,11 +62,6 @@ def trained_tokenizer_dir(corpus_files: list[Path], cache_dir: Path, vocab_size:
     with atomic_dir(target) as tmp:
         tokenizer.save_pretrained(tmp)
     return target
-
-
-def files_signature(files: Iterable[Path]) -> list[tuple[str, int, int]]:
-    """Path, size and mtime of each file: changes when the corpus does."""
-    return [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

@@ -61,9 +61,14 @@ def run_flops(model_name: str, model_path: str, runs: list[dict]) -> dict:
 
 
 def examples_trained(record: dict) -> int:
-    """Examples the loop stepped over, as it counted them (older files: examples x epochs)."""
+    """Examples the loop stepped over, as it counted them.
+
+    Files written before the count was recorded give it back as rate x time (the rate was count / time).
+    """
     if "train_examples_seen" in record:
         return record["train_examples_seen"]
+    if record.get("train_examples_per_s") and record.get("train_time_s"):
+        return round(record["train_examples_per_s"] * record["train_time_s"])
     return round(record["num_train_examples"] * record["resolved_config"]["num_epochs"])
 
 

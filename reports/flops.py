@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pretrain.errors import UserError
 from pretrain.models import (
+    DISCRIMINATOR_DIR,
     GENERATOR_DIR,
     PRESETS,
     TransformerShape,
@@ -52,7 +53,7 @@ def resolve_target(name_or_dir: str, generator_fraction: float | None) -> Target
 def _from_directory(path: Path, generator_fraction: float | None) -> Target:
     root = config_dir(path)
     if root is None:
-        raise UserError(f"{str(path)!r} has no config.json (nor discriminator/config.json); pass a "
+        raise UserError(f"{str(path)!r} has no config.json (nor {DISCRIMINATOR_DIR}/config.json); pass a "
                         f"checkpoint directory or one of {', '.join(PRESETS)}")
     config = _read_config(root / "config.json")
     shape = shape_of(config)
@@ -100,7 +101,6 @@ def measure(config: dict, seq_len: int) -> float:
     with torch.device("meta"):
         model = AutoModel.from_config(model_config)
     return measured_forward_flops(model, seq_len=seq_len)
-
 
 
 def _cpu_attention_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import torch
-import transformers
+
+from pretrain.quiet import quiet_transformers
 
 
 def from_pretrained_quietly(model_class, model_path, **kwargs) -> torch.nn.Module:
@@ -12,12 +13,5 @@ def from_pretrained_quietly(model_class, model_path, **kwargs) -> torch.nn.Modul
     A pre-training checkpoint always lacks the new head and has the RTD head we drop, and a fine-tuned
     one loaded for export matches exactly: either way the report (and the weight-loading bar) is noise.
     """
-    verbosity, bars = transformers.logging.get_verbosity(), transformers.logging.is_progress_bar_enabled()
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-    try:
+    with quiet_transformers():
         return model_class.from_pretrained(model_path, **kwargs)
-    finally:
-        transformers.logging.set_verbosity(verbosity)
-        if bars:
-            transformers.logging.enable_progress_bar()

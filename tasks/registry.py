@@ -32,7 +32,11 @@ class GlueTask:
     headerless: tuple[str, ...] = ()  # column names for files that ship without a header
     predicted_by: str | None = None  # AX has no training data: the MNLI model predicts it
     # The metric the ELECTRA paper reports for the task (on its first dev split: MNLI matched).
-    paper_metric: str = "accuracy"
+    paper_metric: str | None = "accuracy"
+
+    def __post_init__(self):
+        if self.paper_metric is not None and self.paper_metric not in self.metrics:
+            raise ValueError(f"{self.name}: paper_metric {self.paper_metric!r} is not among {self.metrics}")
 
     @property
     def is_regression(self) -> bool:
@@ -81,7 +85,7 @@ GLUE_TASKS: dict[str, GlueTask] = {t.name: t for t in [
              ("accuracy",), submission={"test": "WNLI.tsv"}),
     GlueTask("ax", "diagnostic", ("premise", "hypothesis"), ("sentence1", "sentence2"), _MNLI, (),
              files={"test": "diagnostic.tsv"}, submission={"test": "AX.tsv"}, predicted_by="mnli",
-             paper_metric=""),
+             paper_metric=None),
 ]}
 
 # Hub split names for MNLI's dev/test differ only by prefix; everything else matches ours.

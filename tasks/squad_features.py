@@ -13,8 +13,9 @@ import numpy as np
 from pretrain.errors import UserError
 from tasks import squad_spans
 from tasks.config import DOC_STRIDE, MAX_QUERY_LENGTH
+from tasks.registry import SQUAD_TASKS
 
-MAX_LENGTH = 384
+MAX_LENGTH = SQUAD_TASKS["1.1"].max_length  # the registry's window length, for callers that pass none
 CONTEXT = 1  # sequence id of the context in a (question, context) pair
 
 

@@ -6,6 +6,7 @@ layer; an edge between two layers that ALLOWED does not list fails the test, nam
 
 import ast
 import graphlib
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "tasks", "pretrain", "reports")
 # The lowest layer: what every package shares. These modules import nothing else of ours.
-FOUNDATION = {"pretrain.errors", "pretrain.models", "pretrain.flops", "pretrain.atomic", "pretrain.device"}
+FOUNDATION = {"pretrain.errors", "pretrain.models", "pretrain.flops", "pretrain.atomic", "pretrain.device",
+              "pretrain.quiet"}
 
 # layer -> the layers it may import (besides itself). Anything else is a violation.
 ALLOWED = {
@@ -44,8 +46,8 @@ def layer(module: str) -> str | None:
     return top
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(REPO).with_suffix("").parts
+def module_name(path: Path, root: Path = REPO) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -53,6 +55,8 @@ def imported_modules(path: Path) -> set[str]:
     """Every module a file imports, at module level or inside functions (`from a import b` gives a.b too)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: relative import; the scan reads absolute ones only"
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -61,22 +65,28 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
-def project_files() -> list[Path]:
-    return [path for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))]
+def project_files(root: Path = REPO) -> list[Path]:
+    return [path for package in PACKAGES for path in sorted((root / package).rglob("*.py"))]
 
 
-def edges() -> dict[tuple[str, str], set[str]]:
-    """(from layer, to layer) -> files that make the edge; only names that are real modules count."""
-    modules = {module_name(path) for path in project_files()}
+def module_graph(root: Path = REPO) -> dict[str, dict[str, set[str]]]:
+    """module -> {imported project module or package: how it was named}; only real modules count."""
+    modules = {module_name(path, root): path for path in project_files(root)}
+    graph = {}
+    for name, path in modules.items():
+        # `from pretrain import atomic` names the (empty) package and the module: keep the module.
+        graph[name] = {target for target in imported_modules(path) if target in modules and target not in PACKAGES}
+    return graph
+
+
+def edges(root: Path = REPO) -> dict[tuple[str, str], set[str]]:
+    """(from layer, to layer) -> the imports that make the edge."""
     found: dict[tuple[str, str], set[str]] = {}
-    for path in project_files():
-        source = layer(module_name(path))
-        for name in imported_modules(path):
-            if name in PACKAGES or (name.split(".")[0] in PACKAGES and name not in modules):
-                continue  # `from pretrain import atomic` names the (empty) package and a function-less module
-            target = layer(name)
-            if target is not None and target != source:
-                found.setdefault((source, target), set()).add(f"{path.relative_to(REPO)} imports {name}")
+    for name, targets in module_graph(root).items():
+        source = layer(name)
+        for target in targets:
+            if layer(target) != source:
+                found.setdefault((source, layer(target)), set()).add(f"{name} imports {target}")
     return found
 
 
@@ -107,21 +117,43 @@ def test_foundation_modules_exist(module):
     assert (REPO / (module.replace(".", "/") + ".py")).is_file()
 
 
+def test_modules_import_each_other_without_cycles():
+    # Deferred imports count: a function-level import that closes a loop hides a tangle all the same.
+    list(graphlib.TopologicalSorter(module_graph()).static_order())  # raises CycleError on a loop
+
+
+HEAVY = ("torch", "transformers", "datasets")
+
+
 def test_the_onnx_predictor_needs_neither_torch_nor_transformers():
-    # In a fresh interpreter: the predictor and everything it imports, as a deployment would load them.
+    # Statically, deferred imports included: everything the predictor and `harness predict` can reach.
+    graph, reached, todo = module_graph(), set(), ["reports.onnx_predictor", "harness.commands.predict"]
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(graph[name])
+    heavy = {f"{name} imports {module}" for name in reached
+             for module in imported_modules(REPO / (name.replace(".", "/") + ".py"))
+             if module.split(".")[0] in HEAVY}
+    assert heavy == set()
+    # And at run time, in a fresh interpreter, as a deployment would load them.
     code = ("import sys, reports.onnx_predictor, harness.commands.predict; "
-            "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))")
+            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 
 
-def test_a_forbidden_edge_is_caught(tmp_path, monkeypatch):
-    # The scan itself can fail: a tasks module importing pretrain.train is reported.
-    fake = REPO / "tasks" / "_boundary_probe.py"
-    fake.write_text("def f():\n    from pretrain.train import pretrain\n")
-    try:
-        found = edges()
-    finally:
-        fake.unlink()
-    assert "tasks/_boundary_probe.py imports pretrain.train" in found[("tasks", "pretrain")]
+def test_a_forbidden_edge_and_a_cycle_are_caught(tmp_path):
+    # The scan itself can fail, on a copy of the tree with a planted tasks -> pretrain.train import
+    # and a pretrain.errors <-> pretrain.models loop.
+    for package in PACKAGES:
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "tasks" / "probe.py").write_text("def f():\n    from pretrain.train import pretrain\n")
+    errors = tmp_path / "pretrain" / "errors.py"
+    errors.write_text(errors.read_text() + "\n\ndef g():\n    from pretrain.models import PRESETS\n")
+    found = edges(tmp_path)
+    assert found[("tasks", "pretrain")] == {"tasks.probe imports pretrain.train"}
     assert "pretrain" not in ALLOWED["tasks"]
+    with pytest.raises(graphlib.CycleError):
+        list(graphlib.TopologicalSorter(module_graph(tmp_path)).static_order())

@@ -10,7 +10,7 @@ import torch
 
 from pretrain import objectives as obj
 from pretrain.models import TransformerShape, generator_shape
-from pretrain.networks import GDESEmbeddings, build_networks, discriminator_state, electra_config
+from pretrain.networks import GDESEmbeddings, build_networks, discriminator_state, network_config
 from pretrain.objective_model import MAIN_MLM, PretrainingModel
 
 PAD, UNK, CLS, SEP, MASK = range(5)
@@ -115,8 +115,8 @@ def micro_model(objective="electra", sharing="shared", fraction=0.25, seed=0) ->
     disc_shape = TransformerShape(32, 2, 2, 64, 16, VOCAB)
     gen_shape = None if objective == "mlm" else generator_shape(disc_shape, fraction)
     torch.manual_seed(seed)
-    networks = build_networks(electra_config(disc_shape, 64, PAD, "eager"),
-                              gen_shape and electra_config(gen_shape, 64, PAD, "eager"), sharing,
+    networks = build_networks(network_config(disc_shape, 64, PAD, "eager"),
+                              gen_shape and network_config(gen_shape, 64, PAD, "eager"), sharing,
                               objective in MAIN_MLM)
     return PretrainingModel(*networks, objective, SETTINGS)
 

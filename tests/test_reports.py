@@ -60,14 +60,17 @@ def test_run_flops_reads_the_pretraining_record(tmp_path):
         {"objective": "electra", "steps": 100, "batch_size": 8, "seq_len": 32, "train_flops": 1.5e12}))
     runs = [{"task": "rte", "train_examples_seen": 16, "num_train_examples": 99,
              "resolved_config": {"max_length": 32, "num_epochs": 3}},
-            {"task": "rte", "num_train_examples": 10,  # written before train_examples_seen was recorded
+            # written before train_examples_seen was recorded: rate x time, else examples x epochs
+            {"task": "rte", "train_examples_per_s": 2.0, "train_time_s": 2.5, "num_train_examples": 99,
+             "resolved_config": {"max_length": 32, "num_epochs": 3}},
+            {"task": "rte", "num_train_examples": 10,
              "resolved_config": {"max_length": 32, "num_epochs": 1.5}},
             {"task": "cola", "train_examples_seen": 16, "train_examples_per_s": 4.0, "train_time_s": 3.0,
              "resolved_config": {"max_length": 16, "num_epochs": 1}}]
     costs = accounting.run_flops(str(out), str(out / "discriminator"), runs)
     shape = shape_of(json.loads((tiny_model / "config.json").read_text()))
-    # 16 examples seen, then 10 x 1.5 epochs = 15: each trained example costs 2 forwards.
-    assert costs["finetune_flops"] == {"rte": 2 * 31 * flops.inference_flops(shape, 32),
+    # 16 seen + 2.0/s x 2.5 s + 10 x 1.5 epochs = 36 for RTE; each trained example costs 2 forwards.
+    assert costs["finetune_flops"] == {"rte": 2 * 36 * flops.inference_flops(shape, 32),
                                        "cola": 2 * 16 * flops.inference_flops(shape, 16)}
     assert costs["finetune_flops_total"] == sum(costs["finetune_flops"].values())
     assert costs["pretrain_flops"] == 1.5e12

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.config import settings_help
 from pretrain.config import OBJECTIVES, PretrainConfig
-from pretrain.models import PRESETS
+from pretrain.models import DISCRIMINATOR_DIR, PRESETS
 
 EPILOG = """examples:
   harness pretrain --preset electra-tiny --corpus ../shared/data/corpus/gutenberg --max-flops 1e15 \\
@@ -66,5 +66,5 @@ def run(args: argparse.Namespace) -> int:
     if meta is not None:
         print(f"{meta['steps']} steps, {meta['tokens_seen']:,} tokens, {meta['train_flops']:.3g} FLOPs, "
               f"{meta['wall_time_s']:.0f} s: {summary(meta['steps'], meta['metrics'])}")
-        print(f"discriminator: {Path(config.output_dir) / 'discriminator'}")
+        print(f"discriminator: {Path(config.output_dir) / DISCRIMINATOR_DIR}")
     return 0

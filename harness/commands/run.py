@@ -84,7 +84,8 @@ file: holdout_fraction of its articles are held out for evaluation; a note says 
 records it.
 
 """ + settings_help(FinetuneConfig, "settings (key=value or a TOML --config file; max_length defaults "
-                                  "to 384):") + "\n" + settings_help(SquadConfig, "SQuAD settings:")
+                                  f"to {SQUAD_TASKS['1.1'].max_length}):") \
+    + "\n" + settings_help(SquadConfig, "SQuAD settings:")
 
 
 def add_squad_parser(benchmarks) -> None:
