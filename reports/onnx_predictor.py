@@ -177,9 +177,7 @@ def best_answer(context: str, windows: Sequence[Encoding], outputs: Sequence[Seq
     outputs: start logits and end logits per window, then null logits where the bundle has
     `harness run squad`'s answerability classifier.
     """
-    # Only context tokens (sequence id 1) may start or end an answer.
-    offsets = [[o if s == 1 else None for o, s in zip(w.offsets, w.sequence_ids, strict=True)]
-               for w in windows]
+    offsets = [squad_spans.context_offsets(w.offsets, w.sequence_ids) for w in windows]
     return squad_spans.best_answer(
         context, outputs[0], outputs[1], offsets, n_best=qa["n_best"],
         max_answer_length=qa["max_answer_length"], version_2=qa["version_2"],

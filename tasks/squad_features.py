@@ -16,7 +16,6 @@ from tasks.config import DOC_STRIDE, MAX_QUERY_LENGTH
 from tasks.registry import SQUAD_TASKS
 
 MAX_LENGTH = SQUAD_TASKS["1.1"].max_length  # the registry's window length, for callers that pass none
-CONTEXT = 1  # sequence id of the context in a (question, context) pair
 
 
 def _check_setup(tokenizer, max_length: int, doc_stride: int, max_query_length: int) -> None:
@@ -55,8 +54,8 @@ def _tokenize(batch: dict, tokenizer, max_length: int, doc_stride: int, max_quer
 
 
 def _context_span(sequence_ids: list) -> tuple[int, int]:
-    first = sequence_ids.index(CONTEXT)
-    last = len(sequence_ids) - 1 - sequence_ids[::-1].index(CONTEXT)
+    first = sequence_ids.index(squad_spans.CONTEXT)
+    last = len(sequence_ids) - 1 - sequence_ids[::-1].index(squad_spans.CONTEXT)
     return first, last
 
 
@@ -121,9 +120,7 @@ def _eval_batch(batch: dict, tokenizer, max_length: int, doc_stride: int, max_qu
     example_ids, offset_mapping = [], []
     for i, offsets in enumerate(encoded.pop("offset_mapping")):
         example_ids.append(batch["id"][sample_map[i]])
-        # None marks positions that cannot start or end an answer: [CLS], the question and [SEP]s.
-        sequence_ids = encoded.sequence_ids(i)
-        offset_mapping.append([o if sequence_ids[k] == CONTEXT else None for k, o in enumerate(offsets)])
+        offset_mapping.append(squad_spans.context_offsets(offsets, encoded.sequence_ids(i)))
     return {**encoded, "example_id": example_ids, "offset_mapping": offset_mapping}
 
 

@@ -16,6 +16,12 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 Offsets = Sequence[Sequence[int] | None]
+CONTEXT = 1  # sequence id of the context in a (question, context) pair
+
+
+def context_offsets(offsets: Sequence[Sequence[int]], sequence_ids: Sequence[int | None]) -> list:
+    """A window's offsets with None for every token outside the context: [CLS], the question, [SEP]s."""
+    return [o if s == CONTEXT else None for o, s in zip(offsets, sequence_ids, strict=True)]
 
 
 def truncate_question(question: str, offsets: Sequence[Sequence[int]], max_query_length: int) -> str:

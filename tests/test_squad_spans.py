@@ -85,3 +85,11 @@ def test_mismatched_windows_are_rejected():
         best_answer(CONTEXT, [START, START], [END], [OFFSETS])
     with pytest.raises(ValueError, match="no windows to search"):
         best_answer(CONTEXT, [], [], [])
+
+
+def test_context_offsets_blank_everything_but_the_context():
+    from tasks.squad_spans import context_offsets
+
+    # [CLS] who ? [SEP] paris [SEP]: sequence ids None, 0, 0, None, 1, None
+    offsets = [(0, 0), (0, 3), (4, 5), (0, 0), (0, 5), (0, 0)]
+    assert context_offsets(offsets, [None, 0, 0, None, 1, None]) == [None, None, None, None, (0, 5), None]
