@@ -21,7 +21,7 @@ SHARINGS: tuple[str, ...] = Sharing.__args__
 NO_GENERATOR = ("mlm",)
 # Settings that may change between a run and its resumption: they do not change what is computed.
 RESUMABLE_CHANGES = ("output_dir", "log_every_steps", "checkpoint_every_steps", "checkpoint_every_s",
-                     "keep_checkpoints", "cache_dir", "device")
+                     "keep_checkpoints", "cache_dir", "device", "compile")
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,7 @@ class PretrainConfig:
     # Runtime
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     attention: Literal["auto", "eager", "sdpa"] = "auto"  # auto: eager on a CPU in bf16, else SDPA
+    compile: Literal["auto", "on", "off"] = "auto"  # torch.compile the step; auto: on for CUDA only
     device: str = "auto"
     seed: int = 0
     log_every_steps: int = 10

@@ -15,7 +15,8 @@ import torch
 class BatchStream:
     """Endless global batches over a `datasets.Dataset` of {"input_ids", "segment_b_start"}."""
 
-    def __init__(self, examples, batch_size: int, seed: int, pad_id: int, rank: int = 0, world_size: int = 1):
+    def __init__(self, examples, batch_size: int, seed: int, pad_id: int, rank: int = 0, world_size: int = 1,
+                 width: int | None = None):
         if len(examples) == 0:
             raise ValueError("the corpus produced no examples")
         if batch_size % world_size:
@@ -23,6 +24,7 @@ class BatchStream:
         self.examples = examples
         self.batch_size, self.seed, self.pad_id = batch_size, seed, pad_id
         self.rank, self.world_size = rank, world_size
+        self.width = width  # pad every batch to this: fixed shapes (None: the batch's longest)
         self.epoch, self.index = 0, 0
         self._order = self._permutation(0)
 
@@ -51,7 +53,7 @@ class BatchStream:
         """This process's share of the next global batch, and the global batch's real token count."""
         rows = self.examples[self._take(self.batch_size)]
         ids, b_starts = rows["input_ids"], rows["segment_b_start"]
-        width = max(len(x) for x in ids)  # every process pads to the global maximum: same FLOPs
+        width = self.width or max(len(x) for x in ids)  # every process pads alike: same FLOPs
         share = self.batch_size // self.world_size
         mine = slice(self.rank * share, (self.rank + 1) * share)
         return collate(ids[mine], b_starts[mine], width, self.pad_id), sum(len(x) for x in ids)

@@ -41,3 +41,29 @@ def autocast(device: torch.device, precision: str):
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def resolve_compile(setting: str, device: torch.device) -> bool:
+    """'auto': compile on CUDA, where a step is bound by kernel launches; eager on a CPU (README,
+    "Performance": compiling did not pay for itself on the 2-core CPU)."""
+    if setting != "auto":
+        return setting == "on"
+    return device.type == "cuda"
+
+
+def compiled(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """`torch.compile` of a module's whole forward (and so its backward); CUDA graphs on CUDA.
+
+    Inductor's own random numbers would differ from eager ones; with `fallback_random` masks,
+    samples and dropout come from the same generator as in eager mode, so a seed gives the same
+    run compiled or not, and a run resumes identically whichever way it was started.
+    """
+    import torch._inductor.config as inductor_config
+
+    inductor_config.fallback_random = True
+    return torch.compile(module, mode="reduce-overhead" if device.type == "cuda" else None)
+
+
+def mark_step() -> None:
+    """Tell CUDA graph trees a new training step begins, so the last step's outputs may be reused."""
+    torch.compiler.cudagraph_mark_step_begin()

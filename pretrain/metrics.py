@@ -32,7 +32,8 @@ class MetricWindow:
 
     def add(self, loss: torch.Tensor, stats: dict[str, torch.Tensor], tokens: int, grad_norm) -> None:
         for key, value in {**stats, "loss": loss, "grad_norm": grad_norm}.items():
-            value = value.detach().double()
+            # a copy: outputs of a CUDA-graphed step are overwritten by the next step
+            value = value.detach().to(torch.float64, copy=True)
             self.sums[key] = self.sums[key] + value if key in self.sums else value
         self.steps += 1
         self.tokens += tokens

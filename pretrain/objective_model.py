@@ -33,46 +33,47 @@ class PretrainingModel(nn.Module):
         self.disc_weight, self.temperature = disc_weight, temperature
 
     def forward(self, input_ids, attention_mask, token_type_ids, stage: int = 1):
-        """(loss, stats): stats are detached sums and counts for logging."""
-        is_masked = obj.choose_masked(input_ids, attention_mask, self.masking)
-        masked_ids = obj.apply_mask(input_ids, is_masked, self.masking)
-        targets = input_ids[is_masked]
-        stats: dict[str, torch.Tensor] = {"masked_total": is_masked.sum()}
+        """(loss, stats): stats are detached on-device sums and counts for logging."""
+        positions, weights = obj.choose_masked(input_ids, attention_mask, self.masking)
+        masked_ids = obj.apply_mask(input_ids, positions, weights, self.masking)
+        targets = input_ids.gather(1, positions)
+        stats: dict[str, torch.Tensor] = {"masked_total": weights.sum()}
         if self.objective == "mlm":
             hidden = self._encode(self.discriminator, masked_ids, attention_mask, token_type_ids)
-            loss = self._mlm(self.main_head(hidden[is_masked]), targets, stats, "mlm")
-            return loss, stats
+            logits = self.main_head(obj.gather_positions(hidden, positions))
+            return self._mlm(logits, targets, weights, stats, "mlm"), stats
 
         frozen_generator = self.objective == "two-stage" and stage == 2
         with torch.set_grad_enabled(torch.is_grad_enabled() and not frozen_generator):
             gen_hidden = self._encode(self.generator, masked_ids, attention_mask, token_type_ids)
-            gen_logits = self.generator.generator_lm_head(
-                self.generator.generator_predictions(gen_hidden[is_masked])).float()  # loss and sampling
-            gen_loss = self._mlm(gen_logits, targets, stats, "generator")
+            gen_logits = self.generator.generator_lm_head(self.generator.generator_predictions(
+                obj.gather_positions(gen_hidden, positions))).float()  # loss and sampling
+            gen_loss = self._mlm(gen_logits, targets, weights, stats, "generator")
         if self.objective == "two-stage" and stage == 1:
             return gen_loss, stats
         with torch.no_grad():
             samples = obj.gumbel_sample(gen_logits.detach(), self.temperature)
-        corrupted, replaced = obj.corrupt(input_ids, is_masked, samples)
+        corrupted, replaced = obj.corrupt(input_ids, positions, weights, samples)
         stats["replaced_total_all"] = replaced.sum()
         stats["tokens_total"] = attention_mask.sum()
 
         hidden = self._encode(self.discriminator, corrupted, attention_mask, token_type_ids)
         if self.objective in ("electra", "electra-15", "two-stage"):
-            weights = is_masked if self.objective == "electra-15" else attention_mask.bool()
+            scored = obj.scatter_any(weights > 0, positions, input_ids.shape[1]) \
+                if self.objective == "electra-15" else attention_mask
             logits = self.discriminator.discriminator_predictions(hidden)
-            disc_loss = obj.discriminator_loss(logits, replaced, weights)
+            disc_loss = obj.discriminator_loss(logits, replaced, scored)
             stats.update({"discriminator_loss": disc_loss.detach(),
                           "disc_auc": obj.detection_auc(logits.detach(), replaced, attention_mask)},
                          **obj.detection_counts(logits.detach(), replaced, attention_mask.bool()))
             main_loss = self.disc_weight * disc_loss
         elif self.objective == "replace-mlm":
-            main_loss = self._mlm(self.main_head(hidden[is_masked]), targets, stats, "mlm")
-        else:  # all-tokens-mlm
-            real = attention_mask.bool()
+            logits = self.main_head(obj.gather_positions(hidden, positions))
+            main_loss = self._mlm(logits, targets, weights, stats, "mlm")
+        else:  # all-tokens-mlm: every real token, padding weighted out
             copy_logits = self.discriminator.discriminator_predictions(hidden)
-            main_loss = obj.copy_mlm_loss(self.main_head(hidden[real]), copy_logits[real], corrupted[real],
-                                          input_ids[real])
+            main_loss = obj.copy_mlm_loss(self.main_head(hidden), copy_logits, corrupted, input_ids,
+                                          attention_mask)
             stats["mlm_loss"] = main_loss.detach()
         return (main_loss if frozen_generator else gen_loss + main_loss), stats
 
@@ -82,11 +83,11 @@ class PretrainingModel(nn.Module):
                                token_type_ids=token_type_ids).last_hidden_state
 
     @staticmethod
-    def _mlm(logits, targets, stats, name) -> torch.Tensor:
+    def _mlm(logits, targets, weights, stats, name) -> torch.Tensor:
         logits = logits.float()  # once: argmax over a bf16 [N, vocabulary] tensor is slow on CPUs
-        loss = obj.mlm_loss(logits, targets)
+        loss = obj.mlm_loss(logits, targets, weights)
         stats[f"{name}_loss"] = loss.detach()
-        stats[f"{name}_correct"] = (logits.detach().argmax(-1) == targets).sum()
+        stats[f"{name}_correct"] = ((logits.detach().argmax(-1) == targets) & (weights > 0)).sum()
         return loss
 
     def start_second_stage(self) -> None:

@@ -68,6 +68,7 @@ class Run:
     device: torch.device
     precision: str
     attention: str
+    compiled: bool  # the step runs through torch.compile
 
     def autocast(self):
         return placement.autocast(self.device, self.precision)
@@ -98,6 +99,7 @@ class Run:
             "wall_time_s": progress.elapsed_s, "stage": progress.stage,
             "batch_size": config.batch_size, "seq_len": config.seq_len, "world_size": world_size,
             "precision": self.precision, "attention": self.attention, "device": self.device.type,
+            "compiled": self.compiled,
             # Heads the objective never trained: fine-tuning replaces the discriminator head anyway.
             "discriminator_head_trained": config.objective in ("electra", "electra-15", "two-stage",
                                                                "all-tokens-mlm"),
@@ -130,7 +132,7 @@ def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
     model.train()
     torch.manual_seed(config.seed + 7919 * (context.rank + 1))  # masking and dropout differ per process
     return Run(config, model, make_optimizer(model, config, device), tokenizer, disc_shape, gen_shape,
-               device, precision, attention)
+               device, precision, attention, placement.resolve_compile(config.compile, device))
 
 
 def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch.device):

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from pretrain import checkpoint as ckpt
+from pretrain import device as placement
 from pretrain import distributed as dist
 from pretrain.budget import Progress, budget_fraction, learning_rate, stage_fraction, step_flops
 from pretrain.config import PretrainConfig, check_runnable, resolve
@@ -56,8 +57,10 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
     resume_from = ckpt.resume_point(out, config)  # every process checks: all raise or none
     tokenizer, examples = prepare_examples(config, context)
     run = build_run(config, context, tokenizer)
+    # Every batch padded to seq_len: packed examples nearly fill it anyway, and fixed shapes let a
+    # compiled step (and CUDA graphs) serve every step.
     stream = BatchStream(examples, config.batch_size, config.seed, tokenizer.pad_token_id,
-                         context.rank, context.world_size)
+                         context.rank, context.world_size, width=config.seq_len)
     progress = Progress()
     if resume_from is not None:
         progress = _restore(resume_from, run, stream, context)
@@ -65,6 +68,8 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
     if context.distributed:
         model = torch.nn.parallel.DistributedDataParallel(
             run.model, find_unused_parameters=config.objective == "two-stage")
+    if run.compiled:
+        model = placement.compiled(model, run.device)
 
     window = MetricWindow()
     if resume_from is not None:  # a resumed run that is already done still reports its metrics
@@ -107,7 +112,13 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
 
 
 def train_step(run: Run, model: torch.nn.Module, batch: dict[str, torch.Tensor], stage: int = 1):
-    """Forward, backward, clip, optimiser step; `model` is `run.model` or its DDP wrapper."""
+    """Forward, backward, clip, optimiser step; `model` is `run.model`, its DDP wrapper or compiled.
+
+    Nothing here waits for the device: losses, statistics and the gradient norm stay tensors until
+    a logging step reads them.
+    """
+    if run.compiled:
+        placement.mark_step()
     with run.autocast():
         loss, stats = model(**batch, stage=stage)
     loss.backward()

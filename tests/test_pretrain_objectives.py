@@ -33,36 +33,73 @@ def random_batch(batch_size=8, length=24, seed=0):
     return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
 
 
-def test_masking_rate_and_85_15_split_over_many_draws():
+def test_official_slot_count_and_candidates_over_many_draws():
     batch = random_batch(batch_size=64, length=128)
     candidates = batch["attention_mask"].bool() & (batch["input_ids"] > MASK)
+    real = batch["attention_mask"].sum(1)
+    assert obj.max_predictions(0.15, 128) == 19  # int((0.15 + 0.005) * 128), the official value
     g = torch.Generator().manual_seed(1)
-    masked = shown_as_mask = unchanged = 0
+    drawn = torch.zeros(64, 128)
     for _ in range(50):
-        is_masked = obj.choose_masked(batch["input_ids"], batch["attention_mask"], SETTINGS, g)
-        assert not (is_masked & ~candidates).any()  # never [CLS], [SEP] or padding
-        per_row = is_masked.sum(1)
-        expected = torch.round(candidates.sum(1) * 0.15).clamp(min=1)
-        assert torch.equal(per_row, expected.long())  # exactly 15% of each example
-        new_ids = obj.apply_mask(batch["input_ids"], is_masked, SETTINGS, g)
-        assert torch.equal(new_ids[~is_masked], batch["input_ids"][~is_masked])
-        masked += int(is_masked.sum())
-        shown_as_mask += int((new_ids[is_masked] == MASK).sum())
-        unchanged += int((new_ids[is_masked] == batch["input_ids"][is_masked]).sum())
-    assert abs(masked / (50 * int(candidates.sum())) - 0.15) < 0.005
-    # ~28k masked positions: the standard error of a share is ~0.002, so 0.01 is a loose bound.
-    assert abs(shown_as_mask / masked - 0.85) < 0.01
-    assert shown_as_mask + unchanged == masked  # no random tokens by default (the paper's code)
+        positions, weights = obj.choose_masked(batch["input_ids"], batch["attention_mask"], SETTINGS, g)
+        assert positions.shape == weights.shape == (64, 19)  # fixed shapes whatever the lengths
+        used = weights.bool()
+        assert candidates.gather(1, positions)[used].all()  # never [CLS], [SEP] or padding
+        assert (positions[~used] == 0).all()
+        assert torch.equal(weights.sum(1), torch.round(real * 0.15).clamp(1, 19).float())
+        drawn += obj.scatter_any(used, positions, 128)
+    # k uniform draws with replacement from c candidates hit a given one with p = 1 - (1 - 1/c)^k
+    # (the official sampling: ~7% fewer distinct positions than k at length 128)
+    k, c = torch.round(real * 0.15).clamp(1, 19), candidates.sum(1)
+    expected = (1 - (1 - 1 / c) ** k)[:, None].expand(-1, 128)[candidates]
+    assert abs(float(drawn[candidates].mean() / 50 - expected.mean())) < 0.003
+
+
+def test_slot_count_worked_values():
+    input_ids = torch.full((4, 24), 9)
+    input_ids[:, 0] = CLS
+    attention_mask = torch.zeros_like(input_ids)
+    for row, n in enumerate((24, 20, 3, 2)):
+        attention_mask[row, :n] = 1
+        input_ids[row, n - 1] = SEP
+    # 24 real tokens: round(3.6) = 4, at most int(0.155 * 24) = 3 slots; 20: 3; 3: round(0.45) -> at
+    # least 1; [CLS] [SEP] only: nothing to mask
+    positions, weights = obj.choose_masked(input_ids, attention_mask, SETTINGS)
+    assert weights.sum(1).tolist() == [3, 3, 1, 0]
+
+
+def test_mask_85_15_split_over_many_draws():
+    batch = random_batch(batch_size=64, length=128)
+    positions = torch.arange(1, 7).repeat(64, 1)  # distinct, always real words
+    weights = torch.ones(64, 6)
+    g = torch.Generator().manual_seed(1)
+    shown_as_mask = unchanged = 0
+    for _ in range(50):
+        new_ids = obj.apply_mask(batch["input_ids"], positions, weights, SETTINGS, g)
+        assert torch.equal(new_ids[:, 7:], batch["input_ids"][:, 7:])
+        shown = new_ids[:, 1:7]
+        shown_as_mask += int((shown == MASK).sum())
+        unchanged += int((shown == batch["input_ids"][:, 1:7]).sum())
+    # 19,200 slots: the standard error of the share is ~0.003, so 0.01 is a loose bound.
+    assert abs(shown_as_mask / 19200 - 0.85) < 0.01
+    assert shown_as_mask + unchanged == 19200  # no random tokens by default (the paper's code)
+
+
+def test_unused_slots_mask_nothing():
+    input_ids = torch.tensor([[CLS, 10, 11, 12, SEP]])
+    positions, weights = torch.tensor([[2, 0, 0]]), torch.tensor([[1.0, 0.0, 0.0]])
+    settings = obj.MaskingSettings(MASK, (CLS, SEP, PAD, MASK), VOCAB, mask_token_fraction=1.0)
+    assert obj.apply_mask(input_ids, positions, weights, settings).tolist() == [[CLS, 10, MASK, 12, SEP]]
 
 
 def test_bert_style_random_tokens_when_asked():
     settings = obj.MaskingSettings(MASK, (CLS, SEP, PAD, MASK), VOCAB, mask_token_fraction=0.8,
                                    random_token_fraction=0.1)
     batch = random_batch(batch_size=64, length=128)
-    is_masked = obj.choose_masked(batch["input_ids"], batch["attention_mask"], settings)
-    new_ids = obj.apply_mask(batch["input_ids"], is_masked, settings, torch.Generator().manual_seed(2))
-    original = batch["input_ids"][is_masked]
-    shown = new_ids[is_masked]
+    positions, weights = torch.arange(1, 7).repeat(64, 1), torch.ones(64, 6)
+    new_ids = obj.apply_mask(batch["input_ids"], positions, weights, settings, torch.Generator().manual_seed(2))
+    original = batch["input_ids"][:, 1:7]
+    shown = new_ids[:, 1:7]
     assert abs((shown == MASK).float().mean() - 0.8) < 0.04
     assert abs(((shown != MASK) & (shown != original)).float().mean() - 0.1 * (1 - 1 / VOCAB)) < 0.03
 
@@ -78,13 +115,21 @@ def test_gumbel_samples_follow_the_softmax():
 
 def test_labels_are_replaced_exactly_where_tokens_differ():
     input_ids = torch.tensor([[CLS, 10, 11, 12, 13, SEP], [CLS, 20, 21, 22, SEP, PAD]])
-    is_masked = torch.tensor([[0, 1, 1, 0, 1, 0], [0, 1, 0, 1, 0, 0]], dtype=torch.bool)
-    samples = torch.tensor([10, 30, 31, 40, 22])  # row-major: 10 and 22 equal their originals
-    corrupted, replaced = obj.corrupt(input_ids, is_masked, samples)
+    positions = torch.tensor([[1, 2, 4, 0], [1, 3, 3, 0]])  # row 2 drew position 3 twice
+    weights = torch.tensor([[1.0, 1, 1, 0], [1, 1, 1, 0]])
+    samples = torch.tensor([[10, 30, 31, 50], [40, 22, 7, 50]])  # 10 equals its original; 50 unused
+    corrupted, replaced = obj.corrupt(input_ids, positions, weights, samples)
+    # the unused slots change nothing; of the two samples for one position the larger id wins
     assert corrupted.tolist() == [[CLS, 10, 30, 12, 31, SEP], [CLS, 40, 21, 22, SEP, PAD]]
     assert replaced.tolist() == [[False, False, True, False, True, False],
                                  [False, True, False, False, False, False]]
     assert torch.equal(replaced, corrupted != input_ids)
+
+
+def test_weighted_mlm_loss_ignores_unused_slots():
+    logits = torch.tensor([[[0.0, 0.0], [100.0, -100.0]]])
+    loss = obj.mlm_loss(logits, torch.tensor([[0, 1]]), torch.tensor([[1.0, 0.0]]))
+    assert loss.item() == pytest.approx(math.log(2))
 
 
 def test_detection_counts_worked_example():
@@ -211,3 +256,25 @@ def test_detection_auc_worked_example():
     assert obj.detection_auc(logits, labels, weights).item() == pytest.approx(0.5)  # 2 of 4 pairs right
     assert obj.detection_auc(torch.tensor([[1.0, 0.0]]), torch.tensor([[True, False]]),
                              torch.tensor([[1, 1]])).item() == 1.0
+
+
+def test_detection_auc_equals_scikit_learn_among_weighted_positions():
+    from sklearn.metrics import roc_auc_score
+
+    g = torch.Generator().manual_seed(4)
+    logits = torch.randn(6, 40, generator=g)
+    labels = torch.rand(6, 40, generator=g) < 0.3
+    weights = torch.rand(6, 40, generator=g) < 0.8
+    expected = roc_auc_score(labels[weights].numpy(), logits[weights].numpy())
+    assert obj.detection_auc(logits, labels, weights).item() == pytest.approx(expected, abs=1e-12)
+    only_originals = torch.zeros_like(labels)
+    assert obj.detection_auc(logits, only_originals, weights).item() == 0.5
+
+
+@pytest.mark.parametrize("objective", ["electra", "mlm", "electra-15", "replace-mlm", "all-tokens-mlm"])
+def test_forward_is_one_graph_without_data_dependent_shapes(objective):
+    """No `.item()`, boolean-mask gather or other host sync: dynamo traces the step as one graph."""
+    import torch._dynamo
+
+    explained = torch._dynamo.explain(micro_model(objective))(**random_batch())
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
