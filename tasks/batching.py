@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from datasets import Dataset
 from torch.utils.data import DataLoader, RandomSampler
@@ -18,15 +20,45 @@ def lengths(dataset: Dataset) -> list[int]:
     return [len(ids) for ids in dataset["input_ids"]]
 
 
+def bucketed(collate: DataCollatorWithPadding, max_length: int | None) -> DataCollatorWithPadding:
+    """The collator padding to a multiple of a quarter of max_length (capped at max_length): at most
+    four batch lengths, so a compiled model sees few shapes. Without max_length: multiples of 32."""
+    step = max(8, (max_length or 128) // 4 // 8 * 8)
+    padder = dataclasses.replace(collate, pad_to_multiple_of=step)
+    if max_length is None or max_length % step == 0:
+        return padder
+    to_max = dataclasses.replace(collate, padding="max_length", max_length=max_length,
+                                 pad_to_multiple_of=None)
+    return to_max if max_length <= step else _Capped(padder, to_max, max_length)
+
+
+@dataclasses.dataclass
+class _Capped:
+    """Pad to a multiple of the step, or to max_length where that would go past it."""
+
+    padder: DataCollatorWithPadding
+    to_max: DataCollatorWithPadding
+    max_length: int
+
+    def __call__(self, features):
+        batch = self.padder(features)
+        return batch if batch["input_ids"].shape[1] <= self.max_length else self.to_max(features)
+
+
 def train_loader(dataset: Dataset, batch_size: int, seed: int, group_by_length: bool,
-                 collate) -> DataLoader:
-    """Shuffled batches; with group_by_length, similar lengths share a batch so padding is small."""
+                 collate, pin_memory: bool = False) -> DataLoader:
+    """Shuffled batches; with group_by_length, similar lengths share a batch so padding is small.
+
+    No worker processes: the examples are tokenised already, and padding a batch of them takes
+    well under a millisecond, less than starting and feeding workers costs.
+    """
     generator = torch.Generator().manual_seed(seed)
     if group_by_length:
         sampler = LengthGroupedSampler(batch_size, lengths=lengths(dataset), generator=generator)
     else:
         sampler = RandomSampler(dataset, generator=generator)
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collate)
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collate,
+                      pin_memory=pin_memory)
 
 
 def eval_order(dataset: Dataset) -> list[int]:

@@ -44,6 +44,9 @@ class FinetuneResult:
     train_examples_seen: int  # examples stepped over, all epochs: what fine-tuning FLOPs are charged for
 
 
+LOG_EVERY_STEPS = 20  # the progress bar's loss, and the divergence check, read the device this often
+
+
 def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig, collate: Callable,
              on_epoch: Callable[[int, dict[str, float]], None] | None = None,
              progress: bool | None = None) -> FinetuneResult:
@@ -53,9 +56,16 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
     model: its new head is initialised from the global RNG.
     """
     device = next(model.parameters()).device
-    autocast = placement.autocast(device, placement.resolve_precision(config.precision, device))
+    train_autocast = placement.autocast(device, placement.resolve_precision(config.precision, device))
+    eval_autocast = placement.autocast(device, placement.resolve_eval_precision(config.precision, device))
+    step_model = placement.compiled(model, device) if placement.resolve_compile(config.compile, device) \
+        else model
+    if device.type == "cuda":
+        # A few padded lengths, so a compiled model records a few CUDA graphs. Eager runs pad alike:
+        # the dropout draws depend on the shapes, and a seed should give one result either way.
+        collate = batching.bucketed(collate, config.max_length)
     loader = batching.train_loader(task.train, config.batch_size, config.seed, config.group_by_length,
-                                   collate)
+                                   collate, pin_memory=device.type == "cuda")
     num_steps = math.ceil(len(loader) * config.num_epochs)
     optimizer = build_optimizer(model, config.learning_rate, config.layerwise_lr_decay,
                                 config.weight_decay, config.adam_epsilon, config.lr_decay_depth)
@@ -67,14 +77,20 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
                disable=None if progress is None else not progress)
     for epoch in range(math.ceil(config.num_epochs)):
         model.train()
-        started, losses = time.perf_counter(), []
+        started = time.perf_counter()
+        # Losses stay on the device: reading one per step would make the host wait for the GPU.
+        loss_sum, epoch_steps = torch.zeros((), device=device), 0
         for batch in loader:
             if step == num_steps:
                 break
-            batch = {key: value.to(device) for key, value in batch.items()}
+            examples += len(batch["input_ids"])
+            tokens += int(batch["attention_mask"].sum())  # on the host, before the copy
+            batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+            if step_model is not model:
+                placement.mark_step()
             # forward; HF heads compute the task loss from labels / start and end positions
-            with autocast:
-                loss = model(**batch).loss
+            with train_autocast:
+                loss = step_model(**batch).loss
             # backward, clip, step
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
@@ -83,19 +99,17 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
             optimizer.zero_grad(set_to_none=True)
             # log
             step += 1
-            examples += len(batch["input_ids"])
-            tokens += int(batch["attention_mask"].sum())
-            losses.append(loss.item())
+            epoch_steps += 1
+            loss_sum += loss.detach().float()
             bar.update()
-            bar.set_postfix(epoch=epoch + 1, loss=f"{losses[-1]:.4f}")
-            if not math.isfinite(losses[-1]):
-                raise FloatingPointError(f"training loss became {losses[-1]} at step {step}; "
-                                         "lower learning_rate")
+            if step % LOG_EVERY_STEPS == 0:
+                bar.set_postfix(epoch=epoch + 1, loss=f"{_finite_mean(loss_sum, epoch_steps, step):.4f}")
+        train_loss = _finite_mean(loss_sum, epoch_steps, step) if epoch_steps else math.nan
         train_time_s += time.perf_counter() - started
         dev = {split: data for split, data in task.evals.items() if split.startswith("validation")}
-        outputs = predict(model, task, dev, config, collate, autocast)
+        outputs = predict(step_model, task, dev, config, collate, eval_autocast)
         metrics = {split: task.score(split, outputs[split]) for split in dev}
-        row = {"epoch": epoch + 1, "train_loss": float(np.mean(losses)) if losses else math.nan}
+        row = {"epoch": epoch + 1, "train_loss": train_loss}
         row |= {f"{split}_{name}": value
                 for split, values in metrics.items() for name, value in values.items()}
         history.append(row)
@@ -103,9 +117,17 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
             on_epoch(epoch + 1, row)
     bar.close()
     rest = {split: data for split, data in task.evals.items() if not split.startswith("validation")}
-    outputs |= predict(model, task, rest, config, collate, autocast)
+    outputs |= predict(step_model, task, rest, config, collate, eval_autocast)
     return FinetuneResult(history, metrics, outputs, num_steps, train_time_s,
                           examples / max(train_time_s, 1e-9), tokens / max(train_time_s, 1e-9), examples)
+
+
+def _finite_mean(loss_sum: torch.Tensor, count: int, step: int) -> float:
+    """The mean loss so far this epoch; a non-finite one (a diverging run) stops training."""
+    mean = float(loss_sum) / count
+    if not math.isfinite(mean):
+        raise FloatingPointError(f"training loss became {mean} by step {step}; lower learning_rate")
+    return mean
 
 
 @torch.no_grad()
@@ -119,7 +141,7 @@ def predict(model: torch.nn.Module, task: FinetuneTask, datasets: dict[str, Data
         order = batching.eval_order(dataset)
         kept: list[np.ndarray] = []
         for batch in batching.eval_loader(dataset, config.eval_batch_size, order, collate):
-            batch = {key: value.to(device) for key, value in batch.items()}
+            batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()}
             with autocast:
                 output = model(**batch)
             kept.extend(task.example_outputs(output, batch))

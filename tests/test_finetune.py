@@ -87,3 +87,22 @@ def test_eval_outputs_keep_dataset_order(tiny_model, glue_data):
 def test_nan_loss_stops_with_advice(tiny_model, glue_data):
     with pytest.raises(FloatingPointError, match="lower learning_rate"):
         _train(tiny_model, glue_data, "rte", learning_rate=1e30, num_epochs=1)
+
+
+def test_buckets_pad_to_a_few_lengths(tiny_model):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
+    for max_length, expected in ((128, {32, 64, 96, 128}), (100, {24, 48, 72, 96, 100}), (6, {6})):
+        collate = batching.bucketed(batching.collator(tokenizer), max_length)
+        lengths = {collate([{"input_ids": [1] * n}])["input_ids"].shape[1] for n in range(1, max_length + 1)}
+        assert lengths == expected
+
+
+@pytest.mark.slow
+def test_compiled_and_eager_fine_tuning_agree(tiny_model, glue_data):
+    """The same seed gives the same losses and outputs with torch.compile (inductor on the CPU), up to
+    fp32 rounding: compiled kernels sum in another order."""
+    eager, _, _ = _train(tiny_model, glue_data, "rte", num_epochs=2, learning_rate=2e-3, compile="off")
+    compiled, _, _ = _train(tiny_model, glue_data, "rte", num_epochs=2, learning_rate=2e-3, compile="on")
+    losses = [[row["train_loss"] for row in result.history] for result in (eager, compiled)]
+    assert losses[1] == pytest.approx(losses[0], rel=1e-4)
+    np.testing.assert_allclose(np.stack(compiled.outputs["test"]), np.stack(eager.outputs["test"]), atol=1e-4)
