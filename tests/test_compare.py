@@ -110,3 +110,31 @@ def test_a_different_tokenisation_pairs_with_a_note(runs, tmp_path, capsys):
                             {"rte": references["rte"]}, tokenization="other")
     code, out, _ = compare(capsys, good, retokenised, "--tasks", "rte")
     assert code == 0 and "note: rte: A and B tokenise the dev examples differently" in out
+
+
+def test_squad_runs_compare_on_em_and_f1(tmp_path, capsys):
+    # Per-question scores: A answers 60 more of 300 questions exactly (and fully) than B: +20 EM and F1.
+    rng = np.random.default_rng(3)
+    ids = [f"q{i}" for i in range(N)]
+    paths = []
+    for name, right in (("a", 200), ("b", 140)):
+        runs = []
+        for seed in range(2):
+            exact = np.zeros(N)
+            exact[rng.permutation(N)[:right]] = 100.0
+            split = dev_outputs.squad_split(ids, {"exact_match": exact, "f1": exact}, ids, "tok")
+            atomic.write_json(dev_outputs.path_of(tmp_path / name, "squad", seed),
+                              dev_outputs.record("squad", seed, {"validation": split}))
+            runs.append({"task": "squad", "seed": seed})
+        atomic.write_json(tmp_path / name / "results.json", {
+            "format": "electra-harness/squad-results/1", "model": {"name": name}, "runs": runs,
+            "summary": {"squad": {}}})
+        paths.append(tmp_path / name)
+    code, out, err = compare(capsys, *paths, "--json")
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert [(r["task"], r["metric"]) for r in rows] == [("squad", "exact_match"), ("squad", "f1")]
+    assert rows[0]["difference"] == pytest.approx(20.0) and rows[0]["verdict"] == "A better"
+    assert json.loads(out)["scale"] == "percent"
+    code, _, err = compare(capsys, paths[0], tmp_path / "good-glue-missing")
+    assert code == 2
