@@ -94,8 +94,8 @@ def compare(a: Run, b: Run, tasks: Sequence[str] | None = None, target: float = 
     if any(missing.values()):
         common = [t for t in a.outputs if t in b.outputs]
         lacking = "; ".join(f"{name} lacks {', '.join(ts)}" for name, ts in missing.items() if ts)
-        raise UserError(f"the runs are on different tasks ({lacking}); compare the common ones with "
-                        f"--tasks {','.join(common) or '(none in common)'}")
+        hint = f"compare the common ones with --tasks {','.join(common)}" if common else "they share none"
+        raise UserError(f"the runs are on different tasks ({lacking}); {hint}")
     scale = 100.0 if a.kind == "glue" else 1.0
     rows, notes, glue_parts = [], [], []
     for task in chosen:
