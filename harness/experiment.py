@@ -154,12 +154,37 @@ def _write_tables(exp: Efficiency, arms: list[Arm]) -> None:
     tasks = [t.name for t in exp.tasks]
     points = [efficiency.point(arm, tasks) for arm in arms]
     title = f"{exp.preset}: GLUE ({', '.join(tasks)}) vs pre-training FLOPs"
-    atomic.write_text(exp.output_dir / "efficiency.md", efficiency.markdown(points, tasks))
+    comparisons = _comparisons(exp, arms)
+    atomic.write_text(exp.output_dir / "efficiency.md",
+                      efficiency.markdown(points, tasks) + efficiency.significance(comparisons))
     atomic.write_text(exp.output_dir / "efficiency.csv", efficiency.to_csv(points, tasks))
     atomic.write_bytes(exp.output_dir / "efficiency.png", efficiency.plot_png(points, title))
     atomic.write_json(exp.output_dir / "efficiency.json", {
         "format": FORMAT, "command": exp.command, "tasks": tasks, "seeds": exp.seeds,
-        "arms": [dataclasses.asdict(p) for p in points]})
+        "arms": [dataclasses.asdict(p) for p in points], "comparisons": comparisons})
+
+
+def _comparisons(exp: Efficiency, arms: list[Arm]) -> list[dict]:
+    """At each budget, the leading objective (electra, else the first) against every other arm there
+    and against the control, by `harness compare` on their run directories."""
+    from harness.compare_runs import GLUE_ROW, compare, load_run
+
+    leader = "electra" if "electra" in exp.objectives else exp.objectives[0]
+    named = list(zip(_glue_dirs(arms), arms, strict=True))  # Arm holds dicts: not hashable
+    found = []
+    for name, arm in ((n, a) for n, a in named if a.objective == leader):
+        others = [n for n, a in named if a.objective == CONTROL or
+                  (a.budget_flops == arm.budget_flops and a.objective != leader)]
+        for other in others:
+            entry = {"a": name, "b": other, "budget_flops": arm.budget_flops}
+            try:
+                result = compare(load_run(exp.output_dir / "glue" / name),
+                                 load_run(exp.output_dir / "glue" / other))
+                entry["row"] = next(r for r in result["rows"] if r["task"] == GLUE_ROW)
+            except UserError as error:  # e.g. runs fine-tuned before per-seed dev outputs were written
+                entry["error"] = str(error)
+            found.append(entry)
+    return found
 
 
 def _fixed_settings(exp: Efficiency) -> dict:

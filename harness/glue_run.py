@@ -14,12 +14,12 @@ from harness.config import as_dict
 from harness.run_records import Setup
 from pretrain import atomic
 from pretrain.errors import UserError
-from reports import accounting
+from reports import accounting, dev_outputs, intervals
 from tasks import batching, glue, metrics
 from tasks.config import FinetuneConfig
 from tasks.finetune import finetune
 from tasks.glue_data import glue_dir, load_glue
-from tasks.registry import GLUE_TASKS, GlueTask, predicted_with
+from tasks.registry import GLUE_CONVENTION, GLUE_TASKS, GlueTask, predicted_with
 
 RESULTS_FORMAT = "electra-harness/glue-results/1"
 
@@ -66,14 +66,27 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
                 atomic.write_json(run.output_dir / "results.json", results)
         results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
         mlflow_leaderboard.log_flops(results["flops"])
-    results["summary"] = run_records.summarize(results["runs"], {t.name: t.metrics for t in run.tasks})
-    results["glue_score"] = metrics.glue_score(
-        {name: s["score"]["median"] for name, s in results["summary"].items()})
+        _summarize(run.output_dir, results)
     results["wall_time_s"] = results.get("wall_time_s", 0.0) + time.perf_counter() - started
     _write_submission(run.output_dir, results)
     atomic.write_json(run.output_dir / "results.json", results)
     mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
     return results
+
+
+def _summarize(output_dir: Path, results: dict) -> None:
+    """Summary with intervals, and the GLUE average in the paper's convention; logged to MLflow."""
+    import mlflow
+
+    trained = {t: GLUE_TASKS[t].metrics for t in results["tasks"] if GLUE_TASKS[t].predicted_by is None}
+    results["summary"] = run_records.summarize(results["runs"], trained)
+    estimates = run_records.add_intervals(output_dir, results)
+    medians = {t: s[GLUE_TASKS[t].paper_label]["median"] for t, s in results["summary"].items()}
+    results["glue_score"] = metrics.glue_average(medians)  # the paper's convention (registry)
+    found = intervals.glue_estimate(list(medians), estimates)
+    results["glue"] = intervals.glue_block(results["glue_score"], found, list(medians))
+    run_records.log_intervals(results["summary"], results["glue"])
+    mlflow.set_tag("glue_convention", GLUE_CONVENTION)
 
 
 def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneConfig, setup: Setup,
@@ -91,6 +104,11 @@ def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneC
         lines = [f"{index}\t{label}" for index, label in
                  zip(built.indices[split], built.label_strings(split_outputs), strict=True)]
         atomic.write_text(stem / f"{split}.tsv", "index\tprediction\n" + "\n".join(lines) + "\n")
+    atomic.write_json(stem / dev_outputs.FILE, dev_outputs.record(task.name, config.seed, {
+        split: dev_outputs.glue_split(built.indices[split], built.references[split],
+                                      built.predictions(result.outputs[split]).tolist(),
+                                      dev_outputs.token_fingerprint(built.evals[split]["input_ids"]))
+        for split in task.dev_splits}))
     if config.save_models:
         model_dir = run.output_dir / "models" / f"{task.name}-seed{config.seed}"
         run_records.save_model(model, setup.tokenizer, model_dir)

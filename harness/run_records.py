@@ -19,6 +19,7 @@ from pretrain import atomic
 from pretrain import device as placement
 from pretrain.errors import UserError
 from pretrain.models import resolve_model, size_of
+from reports import dev_outputs, intervals, stats
 from tasks import metrics
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
@@ -141,3 +142,29 @@ def summarize(runs: list[dict], task_metrics: Mapping[str, Sequence[str]]) -> di
         summary[task]["train_examples_per_s"] = statistics.fmean(r["train_examples_per_s"] for r in mine)
         summary[task]["train_time_s"] = sum(r["train_time_s"] for r in mine)
     return summary
+
+
+def add_intervals(output_dir: Path, results: dict) -> dict[str, dict[str, stats.Estimate]]:
+    """Intervals beside the summary's medians from the runs' dev outputs (tasks without them: none)."""
+    estimates = {}
+    for task in results["summary"]:
+        seeds = sorted(r["seed"] for r in results["runs"] if r["task"] == task)
+        splits = dev_outputs.load_task(output_dir, task, seeds)
+        if splits is not None:
+            estimates[task] = intervals.task_estimates(task, splits)
+    intervals.add_to_summary(results["summary"], estimates)
+    return estimates
+
+
+def log_intervals(summary: Mapping[str, dict], glue: Mapping | None = None) -> None:
+    """Medians and interval bounds of the active (parent) run as MLflow metrics."""
+    values = {}
+    for task, labels in summary.items():
+        for label, found in labels.items():
+            if isinstance(found, dict) and "median" in found:
+                values |= {f"{task}_{label}_{key}": found[key] for key in ("median", "ci_low", "ci_high")
+                           if key in found}
+    if glue:
+        values |= {f"glue_score{suffix}": glue[key] for key, suffix in
+                   (("score", ""), ("ci_low", "_ci_low"), ("ci_high", "_ci_high")) if key in glue}
+    tracking.log_metrics(values)

@@ -17,7 +17,8 @@ from harness.config import as_dict, load_config, read_toml
 from harness.run_records import Setup
 from pretrain import atomic
 from pretrain.errors import UserError
-from tasks import batching, squad
+from reports import dev_outputs
+from tasks import batching, squad, squad_metrics
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.finetune import finetune
 from tasks.registry import SquadTask
@@ -93,6 +94,7 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
             results["runs"].append(record)
             atomic.write_json(run.output_dir / "results.json", results)
     results["summary"] = run_records.summarize(results["runs"], {run.task.name: run.task.metrics})
+    run_records.add_intervals(run.output_dir, results)
     results["wall_time_s"] = results.get("wall_time_s", 0.0) + time.perf_counter() - started
     atomic.write_json(run.output_dir / "results.json", results)
     return results
@@ -137,6 +139,7 @@ def _run_task_seed(run: SquadRun, built: SquadFinetuneTask, config: FinetuneConf
     answers, null_odds = built.predictions(SPLIT, result.outputs[SPLIT])
     stem = run.output_dir / "predictions" / f"{run.task.name}-seed{config.seed}"
     atomic.write_json(stem / "predictions.json", answers)
+    atomic.write_json(stem / dev_outputs.FILE, _dev_outputs(run, built, answers, null_odds, config.seed))
     if run.task.has_unanswerable:
         atomic.write_json(stem / "null_odds.json", null_odds)
     if config.save_models:
@@ -145,16 +148,33 @@ def _run_task_seed(run: SquadRun, built: SquadFinetuneTask, config: FinetuneConf
     return run_records.run_record(run.task.name, config, result, score, built.num_train_examples)
 
 
+def _dev_outputs(run: SquadRun, built: SquadFinetuneTask, answers: dict, null_odds: dict, seed: int) -> dict:
+    """Per-question EM/F1 (what intervals and `harness compare` resample), with pairing fingerprints."""
+    examples = built.examples[SPLIT]
+    scores = squad_metrics.question_scores(run.task.version, answers, examples,
+                                           null_odds if run.task.has_unanswerable else None,
+                                           run.settings.null_threshold)
+    ids = list(examples["id"])
+    split = dev_outputs.squad_split(ids, {name: [found[q] for q in ids] for name, found in scores.items()},
+                                    [a["text"] for a in examples["answers"]],
+                                    dev_outputs.token_fingerprint(built.evals[SPLIT]["input_ids"]))
+    return dev_outputs.record(run.task.name, seed, {SPLIT: split})
+
+
 def summary_table(results: dict) -> str:
     """Dev metrics over seeds, in percent as the official scripts print them."""
-    lines = [f"{'metric':12} {'median':>7} {'mean':>7} {'std':>6} {'best':>7} seeds"]
+    lines = [f"{'metric':12} {'median':>7} {'95% CI':>15} {'mean':>7} {'std':>6} {'best':>7} seeds"]
     for task, summary in results["summary"].items():
         lines.append(f"{task}:")
         for metric, stats in summary.items():
             if isinstance(stats, dict) and metric != "score":
-                lines.append(f"{metric:12} {stats['median']:7.2f} {stats['mean']:7.2f} {stats['std']:6.2f} "
-                             f"{stats['best']:7.2f} {stats['n']}")
+                interval = f"[{stats['ci_low']:.2f}, {stats['ci_high']:.2f}]" if "ci_low" in stats else "[–]"
+                lines.append(f"{metric:12} {stats['median']:7.2f} {interval:>15} {stats['mean']:7.2f} "
+                             f"{stats['std']:6.2f} {stats['best']:7.2f} {stats['n']}")
     thresholds = [f"seed {r['seed']}: best_exact_thresh {r['metrics'][SPLIT]['best_exact_thresh']:.3f}, "
                   f"best_f1_thresh {r['metrics'][SPLIT]['best_f1_thresh']:.3f}"
                   for r in results["runs"] if "best_f1_thresh" in r["metrics"][SPLIT]]
-    return "\n".join(lines + thresholds)
+    covers = sorted({found["ci_covers"] for summary in results["summary"].values()
+                     for found in summary.values() if isinstance(found, dict) and "ci_covers" in found})
+    notes = [f"95% CI of the seed mean, covering {' / '.join(covers)}"] if covers else []
+    return "\n".join(lines + thresholds + notes)

@@ -2,25 +2,53 @@
 
 from __future__ import annotations
 
+from reports import stats
+from tasks.registry import GLUE_CONVENTION
+
+NO_INTERVAL = "–"  # an older results.json, or a run without dev outputs
+
+
+def with_interval(median: float, found: dict, scale: float = 100) -> str:
+    """'50.9 [48.1, 53.6]': a median and its interval, or the median and '–' when there is none."""
+    if "ci_low" not in found:
+        return f"{scale * median:.1f} [{NO_INTERVAL}]"
+    return f"{scale * median:.1f} [{scale * found['ci_low']:.1f}, {scale * found['ci_high']:.1f}]"
+
 
 def glue_table(results: dict) -> str:
-    header = ("task", "metric", "median", "mean ± std", "best", "seeds", "train time", "train ex/s")
+    header = ("task", "metric", "median [95% CI]", "mean ± std", "best", "seeds", "train time", "train ex/s")
     rows = []
     for task, summary in results["summary"].items():
-        for metric, stats in summary.items():
-            if not isinstance(stats, dict):
+        for metric, found in summary.items():
+            if not isinstance(found, dict):
                 continue
             timing = (_duration(summary["train_time_s"]), f"{summary['train_examples_per_s']:.1f}")
-            rows.append((task if metric == "score" else "", metric, f"{100 * stats['median']:.1f}",
-                         f"{100 * stats['mean']:.1f} ± {100 * stats['std']:.1f}",
-                         f"{100 * stats['best']:.1f}", str(stats["n"]),
+            rows.append((task if metric == "score" else "", metric, with_interval(found["median"], found),
+                         f"{100 * found['mean']:.1f} ± {100 * found['std']:.1f}",
+                         f"{100 * found['best']:.1f}", str(found["n"]),
                          *(timing if metric == "score" else ("", ""))))
-    rows.append(("GLUE", "mean of task medians", f"{100 * results['glue_score']:.1f}", "", "", "", "", ""))
+    glue = results.get("glue") or {"score": results["glue_score"]}
+    rows.append(("GLUE", "paper convention*", with_interval(glue["score"], glue), "", "", "", "", ""))
     widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
     lines = [" | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
              for row in (header, *rows)]
     lines.insert(1, "-+-".join("-" * width for width in widths))
-    return "\n".join(lines)
+    return "\n".join(lines + notes(results))
+
+
+def notes(results: dict) -> list[str]:
+    """What the GLUE row averages and what the intervals cover."""
+    glue = results.get("glue") or {}
+    lines = [f"* GLUE = mean of task medians, {glue.get('convention', GLUE_CONVENTION)}"]
+    covers = {found.get("ci_covers") for summary in results["summary"].values() for found in summary.values()
+              if isinstance(found, dict) and "ci_covers" in found}
+    if covers:
+        lines.append(f"95% CI: of the expected score (mean over fine-tuning seeds), covering "
+                     f"{' / '.join(sorted(covers))}; t quantiles with Satterthwaite df, "
+                     f"{stats.N_RESAMPLES} dev-set bootstrap resamples")
+    else:
+        lines.append(f"[{NO_INTERVAL}]: no interval (no per-seed dev outputs in this run directory)")
+    return lines
 
 
 def _duration(seconds: float) -> str:

@@ -15,7 +15,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tasks.registry import GLUE_TASKS
+from tasks import metrics
+from tasks.registry import GLUE_AVERAGE_TASKS, GLUE_TASKS
 
 CONTROL = "random-init"
 
@@ -45,12 +46,14 @@ class Point:
     glue_max: float
     task_medians: dict[str, float]
     pretrain: dict
+    # 95% interval of the arm's GLUE average (results.json `glue`, paper convention), when it has one
+    glue_ci_low: float | None = None
+    glue_ci_high: float | None = None
 
 
 def paper_score(record: dict) -> float:
     """A results.json run record's score in the paper's metric (0-1), first dev split (MNLI: matched)."""
-    task = GLUE_TASKS[record["task"]]
-    return record["metrics"][task.dev_splits[0]][task.paper_metric]
+    return metrics.paper_value(record["task"], record["metrics"])
 
 
 def seed_scores(results: dict, tasks: Sequence[str]) -> dict[int, float]:
@@ -69,22 +72,25 @@ def point(arm: Arm, tasks: Sequence[str]) -> Point:
         raise ValueError(f"{arm.objective} at {arm.budget_flops:g} FLOPs has no seed with every task")
     task_medians = {t: 100 * statistics.median(paper_score(r) for r in arm.results["runs"] if r["task"] == t)
                     for t in tasks}
+    glue = arm.results.get("glue") or {}
+    interval = (100 * glue["ci_low"], 100 * glue["ci_high"]) if "ci_low" in glue and \
+        set(glue.get("tasks", ())) == {t for t in tasks if t in GLUE_AVERAGE_TASKS} else (None, None)
     return Point(arm.objective, arm.budget_flops, arm.pretrain_flops, len(scores), statistics.median(scores),
-                 statistics.pstdev(scores), min(scores), max(scores), task_medians, arm.pretrain)
+                 statistics.pstdev(scores), min(scores), max(scores), task_medians, arm.pretrain, *interval)
 
 
 def markdown(points: Sequence[Point], tasks: Sequence[str]) -> str:
     """One row per arm, control first, then by budget and objective."""
     header = ["objective", "budget FLOPs", "spent FLOPs", "steps", "tokens", "pre-train time",
               *[f"{_display(t)} ({GLUE_TASKS[t].paper_metric})" for t in tasks],
-              "GLUE median", "± std", "min–max", "seeds"]
+              "GLUE median", "± std", "min–max", "seeds", "95% CI"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for p in _ordered(points):
         cells = [p.objective, _flops(p.budget_flops), _flops(p.pretrain_flops),
                  _count(p.pretrain.get("steps")), _count(p.pretrain.get("tokens_seen")),
                  _minutes(p.pretrain.get("wall_time_s")), *[f"{p.task_medians[t]:.1f}" for t in tasks],
                  f"**{p.glue_median:.1f}**", f"{p.glue_std:.1f}", f"{p.glue_min:.1f}–{p.glue_max:.1f}",
-                 str(p.seeds)]
+                 str(p.seeds), _interval(p)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -93,18 +99,20 @@ def to_csv(points: Sequence[Point], tasks: Sequence[str]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["objective", "budget_flops", "pretrain_flops", "steps", "tokens_seen", "pretrain_wall_s",
-                     *tasks, "glue_median", "glue_std", "glue_min", "glue_max", "seeds"])
+                     *tasks, "glue_median", "glue_std", "glue_min", "glue_max", "seeds", "glue_ci_low",
+                     "glue_ci_high"])
     for p in _ordered(points):
         writer.writerow([p.objective, p.budget_flops, p.pretrain_flops, p.pretrain.get("steps", ""),
                          p.pretrain.get("tokens_seen", ""), p.pretrain.get("wall_time_s", ""),
                          *[round(p.task_medians[t], 2) for t in tasks], round(p.glue_median, 2),
-                         round(p.glue_std, 2), round(p.glue_min, 2), round(p.glue_max, 2), p.seeds])
+                         round(p.glue_std, 2), round(p.glue_min, 2), round(p.glue_max, 2), p.seeds,
+                         *("" if v is None else round(v, 2) for v in (p.glue_ci_low, p.glue_ci_high))])
     return buffer.getvalue()
 
 
 def plot_png(points: Sequence[Point], title: str) -> bytes:
-    """GLUE median (bars: min–max over seeds) against spent FLOPs, a line per objective; the
-    untrained control is a dashed line with its seed range shaded."""
+    """GLUE median (bars: its 95% interval over seeds and dev examples; min–max over seeds for arms
+    without one) against spent FLOPs, a line per objective; the control is a dashed line, its band shaded."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -116,24 +124,59 @@ def plot_png(points: Sequence[Point], title: str) -> bytes:
         mine = sorted((p for p in trained if p.objective == objective), key=lambda p: p.pretrain_flops)
         x = [p.pretrain_flops for p in mine]
         y = [p.glue_median for p in mine]
-        error = [[p.glue_median - p.glue_min for p in mine], [p.glue_max - p.glue_median for p in mine]]
+        error = [[p.glue_median - _low(p) for p in mine], [_high(p) - p.glue_median for p in mine]]
         axes.errorbar(x, y, yerr=error, marker="os^Dv"[index % 5], capsize=3, linewidth=1.6, label=objective,
                       color=f"C{index}")
     for p in points:
         if p.objective == CONTROL:
             axes.axhline(p.glue_median, color="grey", linestyle="--", linewidth=1.2,
                          label=f"{CONTROL} (no pre-training)")
-            axes.axhspan(p.glue_min, p.glue_max, color="grey", alpha=0.12)
+            axes.axhspan(_low(p), _high(p), color="grey", alpha=0.12)
     if trained:
         axes.set_xscale("log")
     axes.set_xlabel("pre-training FLOPs (ELECTRA paper convention, log scale)")
-    axes.set_ylabel("GLUE dev score, median over seeds (x100)")
+    bars = "95% interval" if all(p.glue_ci_low is not None for p in points) else "95% interval, else min–max"
+    axes.set_ylabel(f"GLUE dev score, median over seeds (x100; bars: {bars})")
     axes.set_title(title)
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=8, loc="best")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()
+
+
+def _low(p: Point) -> float:
+    return p.glue_min if p.glue_ci_low is None else p.glue_ci_low
+
+
+def _high(p: Point) -> float:
+    return p.glue_max if p.glue_ci_high is None else p.glue_ci_high
+
+
+def _interval(p: Point) -> str:
+    return "–" if p.glue_ci_low is None else f"{p.glue_ci_low:.1f}–{p.glue_ci_high:.1f}"
+
+
+def significance(comparisons: Sequence[dict]) -> str:
+    """Markdown lines from `harness compare` GLUE rows: is the leader's lead over each other arm real?
+
+    Each comparison: {"a": arm, "b": arm, "budget_flops": ..., "row": compare's GLUE row} or, when it
+    could not be computed, {"a", "b", "budget_flops", "error": why}.
+    """
+    lines = ["", "## Significance (`harness compare`, GLUE average, paper convention)", ""]
+    if not comparisons:
+        return "\n".join(lines + ["No pair of arms to compare yet.", ""])
+    for c in comparisons:
+        where = f"at {_flops(c['budget_flops'])} FLOPs" if c["budget_flops"] else ""
+        head = f"- **{c['a']} vs {c['b']}** {where}".rstrip() + ": "
+        if "error" in c:
+            lines.append(head + f"not computed ({c['error']})")
+            continue
+        r = c["row"]
+        lines.append(head + f"{r['difference']:+.1f} points [{r['ci_low']:+.1f}, {r['ci_high']:+.1f}], "
+                     f"p = {r['p_value']:.3g}: **{r['verdict']}** (detectable: {r['detectable']:.1f} points; "
+                     f"{r['seeds_a']} vs {r['seeds_b']} seeds; interval covers {r['covers']})")
+    return "\n".join(lines + [""])
 
 
 def _ordered(points: Sequence[Point]) -> list[Point]:

@@ -9,19 +9,23 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pretrain.errors import UserError
 from reports import accounting
 from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS, published_entries
+from tasks import metrics
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
 MEASURED, PUBLISHED = "measured", "published"
 SQUAD_VERSIONS = {task.name: task.version for task in SQUAD_TASKS.values()}  # squad_v2 -> 2.0
+GLUE_CI = ("glue_score_ci_low", "glue_score_ci_high")
+# 95% intervals (reports/stats.py) beside the medians: per task, then the GLUE average's.
+CI_COLUMNS = tuple(f"{column}_ci_{end}" for column in (*GLUE_COLUMNS, *SQUAD_COLUMNS)
+                   for end in ("low", "high"))
 VALUE_COLUMNS = ("num_params", "pretrain_flops", "inference_flops", *GLUE_COLUMNS, "glue_score", "glue_tasks",
-                 *SQUAD_COLUMNS)
+                 *SQUAD_COLUMNS, *GLUE_CI, *CI_COLUMNS)
 RESULTS_FORMAT = re.compile(r"electra-harness/([a-z0-9]+)-results/(\d+)$")
 RESULTS_VERSION = "1"
 MAX_REFERENCES = 20  # results files listed per measured row, newest kept
@@ -90,6 +94,9 @@ def measured_row(path: Path, results: dict) -> Row:
     costs = results.get("flops") or {}
     key = costs.get("model_id") or accounting.model_identity(model.get("name", ""), model.get("path", ""))
     values = _task_values(results["summary"])
+    glue = results.get("glue") or {}
+    if "ci_low" in glue and set(glue.get("tasks", ())) == {t for t in GLUE_COLUMNS if t in values}:
+        values |= {"glue_score_ci_low": 100 * glue["ci_low"], "glue_score_ci_high": 100 * glue["ci_high"]}
     values |= {name: float(costs[name]) for name in ("num_params", "pretrain_flops", "inference_flops")
                if isinstance(costs.get(name), int | float)}
     if not costs:
@@ -107,28 +114,34 @@ def _task_values(summary: dict) -> dict[str, float]:
         if task_name in GLUE_COLUMNS:
             task = GLUE_TASKS[task_name]
             # CoLA MCC, STS-B Spearman, MRPC/QQP accuracy; MNLI's first dev split is the matched one.
-            metric = task.paper_metric
-            label = metric if len(task.dev_splits) == 1 else f"{task.dev_splits[0]}_{metric}"
-            chosen = stats.get(label) or stats.get("score")
+            chosen = stats.get(task.paper_label) or stats.get("score")
             if isinstance(chosen, dict) and isinstance(chosen.get("median"), int | float):
                 values[task_name] = 100 * chosen["median"]
+                values |= _interval(task_name, chosen, 100)
         elif task_name in SQUAD_VERSIONS:
             # The official script's keys, already x100: EM is exact_match (1.1) or exact (2.0, at
             # the default null threshold, not the dev-tuned best_exact).
             prefix = "squad" + SQUAD_VERSIONS[task_name].replace(".", "")
             for metrics, column in ((("exact_match", "exact"), "em"), (("f1",), "f1")):
-                found = [stats[m]["median"] for m in metrics if isinstance(stats.get(m), dict)]
-                if found and isinstance(found[0], int | float):
-                    values[f"{prefix}_{column}"] = float(found[0])
+                found = [stats[m] for m in metrics if isinstance(stats.get(m), dict)]
+                if found and isinstance(found[0].get("median"), int | float):
+                    values[f"{prefix}_{column}"] = float(found[0]["median"])
+                    values |= _interval(f"{prefix}_{column}", found[0], 1)
     return values
 
 
+def _interval(column: str, found: dict, scale: float) -> dict[str, float]:
+    if not isinstance(found.get("ci_low"), int | float):
+        return {}  # an older results.json: no interval
+    return {f"{column}_ci_low": scale * found["ci_low"], f"{column}_ci_high": scale * found["ci_high"]}
+
+
 def _with_glue(row: Row) -> Row:
-    """Measured rows: GLUE score = mean of the paper's eight tasks present (WNLI left out, as there)."""
-    tasks = [row.values[name] for name in GLUE_COLUMNS if name in row.values]
+    """Measured rows: GLUE score in the paper's convention (metrics.glue_average) over the tasks present."""
+    tasks = {name: row.values[name] for name in GLUE_COLUMNS if name in row.values}
     values = {k: v for k, v in row.values.items() if k not in ("glue_score", "glue_tasks")}
     if tasks:
-        values |= {"glue_score": statistics.fmean(tasks), "glue_tasks": float(len(tasks))}
+        values |= {"glue_score": metrics.glue_average(tasks), "glue_tasks": float(len(tasks))}
     return replace(row, values=values)
 
 
@@ -139,6 +152,12 @@ def merge(old: Row, new: Row) -> Row:
     references = list(dict.fromkeys([*old.reference.splitlines(), *new.reference.splitlines()]))
     references = references[-MAX_REFERENCES:]
     values = old.values | new.values
+    new_tasks = {t for t in GLUE_COLUMNS if t in new.values}
+    # A GLUE interval is for one results file's tasks: keep new's only if the merged row has no others.
+    if new_tasks:
+        values = {k: v for k, v in values.items() if k not in GLUE_CI}
+        if new_tasks == {t for t in GLUE_COLUMNS if t in values}:
+            values |= {k: new.values[k] for k in GLUE_CI if k in new.values}
     notes = "" if {"pretrain_flops", "inference_flops"} <= values.keys() else (new.notes or old.notes)
     return _with_glue(Row(old.key, new.model, MEASURED, "\n".join(references), values, notes))
 

@@ -35,6 +35,13 @@ def flops_vs_glue_png(rows: list[Row]) -> bytes:
         axes.scatter([r.values["pretrain_flops"] for r in mine], [r.values["glue_score"] for r in mine],
                      marker=style["marker"], s=style["size"], color=style["color"], label=style["label"],
                      edgecolors="black" if source == MEASURED else "none", linewidths=0.6, zorder=3)
+        bars = [r for r in mine if {"glue_score_ci_low", "glue_score_ci_high"} <= r.values.keys()]
+        if bars:  # 95% intervals over fine-tuning seeds and dev examples
+            y = [r.values["glue_score"] for r in bars]
+            axes.errorbar([r.values["pretrain_flops"] for r in bars], y, fmt="none", ecolor=style["color"],
+                          elinewidth=1, capsize=3, zorder=2,
+                          yerr=[[v - r.values["glue_score_ci_low"] for v, r in zip(y, bars, strict=True)],
+                                [r.values["glue_score_ci_high"] - v for v, r in zip(y, bars, strict=True)]])
         for series in _series(mine):  # e.g. ELECTRA-Small and its 50%/25%/... trained checkpoints
             points = sorted((r.values["pretrain_flops"], r.values["glue_score"]) for r in series)
             axes.plot(*zip(*points, strict=True), color=style["color"], alpha=0.4, linewidth=1, zorder=2)
@@ -45,7 +52,7 @@ def flops_vs_glue_png(rows: list[Row]) -> bytes:
                           xytext=offset, textcoords="offset points", fontsize=7.5, color=style["color"])
     axes.set_xscale("log")
     axes.set_xlabel("pre-training FLOPs (ELECTRA paper convention, log scale)")
-    axes.set_ylabel("GLUE dev score (x100)")
+    axes.set_ylabel("GLUE dev score (x100; bars: 95% interval)")
     axes.set_title("GLUE dev score vs pre-training compute")
     axes.grid(True, which="major", alpha=0.35)
     axes.grid(True, which="minor", axis="x", alpha=0.12)

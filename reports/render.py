@@ -13,7 +13,8 @@ from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS
 TITLE = "ELECTRA harness leaderboard"
 ABOUT = ("GLUE dev scores x100, median over fine-tuning seeds: CoLA MCC, STS-B Spearman, MNLI matched "
          "accuracy, the rest accuracy; GLUE is their mean (WNLI left out, as in the paper), with the "
-         "number of tasks when fewer than eight. SQuAD dev EM/F1. FLOPs in the ELECTRA paper's "
+         "number of tasks when fewer than eight; [low, high]: 95% interval over fine-tuning seeds and dev "
+         "examples (harness compare tests differences). SQuAD dev EM/F1. FLOPs in the ELECTRA paper's "
          "convention; inference per 128-token example.")
 LEGEND = "? = not known (see notes); - = not run or not published."
 HEADERS = {"num_params": "params", "pretrain_flops": "pre-train FLOPs", "inference_flops": "infer FLOPs",
@@ -50,6 +51,8 @@ def cell(row: Row, column: str) -> str:
     if column in FLOPS_COLUMNS:
         return format_flops(value)
     text = f"{value:.1f}"
+    if f"{column}_ci_low" in row.values:  # its 95% interval (seeds and dev examples)
+        text += f" [{row.values[f'{column}_ci_low']:.1f}, {row.values[f'{column}_ci_high']:.1f}]"
     tasks = row.values.get("glue_tasks")
     if column == "glue_score" and tasks is not None and tasks < len(GLUE_COLUMNS):
         text += f" ({tasks:.0f}/{len(GLUE_COLUMNS)})"

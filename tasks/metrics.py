@@ -10,6 +10,8 @@ import numpy as np
 from scipy import stats
 from sklearn import metrics as skm
 
+from tasks.registry import GLUE_AVERAGE_TASKS, GLUE_TASKS
+
 
 def accuracy(predictions: Sequence[int], references: Sequence[int]) -> float:
     return float(skm.accuracy_score(references, predictions))
@@ -52,12 +54,69 @@ def compute(names: Sequence[str], predictions: Sequence, references: Sequence) -
     return values
 
 
-def glue_score(task_scores: Mapping[str, float]) -> float:
-    """GLUE score: the mean of the task scores that were run."""
-    return statistics.fmean(task_scores.values()) if task_scores else math.nan
+def paper_value(task: str, split_metrics: Mapping[str, Mapping[str, float]]) -> float:
+    """One run's score in the paper's metric for `task` (first dev split: MNLI matched)."""
+    spec = GLUE_TASKS[task]
+    return split_metrics[spec.dev_splits[0]][spec.paper_metric]
+
+
+def glue_average(paper_values: Mapping[str, float]) -> float:
+    """The GLUE score in the paper's convention (registry.GLUE_CONVENTION): the mean of the tasks'
+    paper-metric values over the tasks present that count (WNLI and AX do not); nan if none."""
+    counted = [value for task, value in paper_values.items() if task in GLUE_AVERAGE_TASKS]
+    return statistics.fmean(counted) if counted else math.nan
 
 
 def summarize(values: Sequence[float]) -> dict[str, float]:
     """Median (the paper's statistic), mean, population std and best over seeds."""
     return {"median": statistics.median(values), "mean": statistics.fmean(values),
             "std": statistics.pstdev(values), "best": max(values), "n": len(values)}
+
+
+# Batched forms: the same metrics over the last axis of (..., n) arrays, for resampling thousands of
+# times (sklearn and scipy score one vector per call, ~1 ms each). tests/test_metrics.py pins them
+# to the functions above, zero-division rules included.
+def _counts(predictions: np.ndarray, references: np.ndarray, label) -> tuple[np.ndarray, np.ndarray]:
+    return (predictions == label).sum(-1), (references == label).sum(-1)
+
+
+def batched_accuracy(predictions: np.ndarray, references: np.ndarray) -> np.ndarray:
+    return (predictions == references).mean(-1)
+
+
+def batched_f1(predictions: np.ndarray, references: np.ndarray) -> np.ndarray:
+    true_positive = ((predictions == 1) & (references == 1)).sum(-1)
+    predicted, actual = _counts(predictions, references, 1)
+    denominator = predicted + actual  # 2TP + FP + FN
+    return np.where(denominator > 0, 2 * true_positive / np.maximum(denominator, 1), 0.0)
+
+
+def batched_mcc(predictions: np.ndarray, references: np.ndarray) -> np.ndarray:
+    """Multiclass MCC as sklearn computes it (Gorodkin's R_K); 0 where it is undefined."""
+    labels = np.union1d(np.unique(predictions), np.unique(references))
+    n = predictions.shape[-1]
+    correct = (predictions == references).sum(-1).astype(float)
+    predicted = np.stack([(predictions == k).sum(-1) for k in labels], -1).astype(float)
+    actual = np.stack([(references == k).sum(-1) for k in labels], -1).astype(float)
+    covariance = correct * n - (predicted * actual).sum(-1)
+    denominator = np.sqrt((n * n - (predicted ** 2).sum(-1)) * (n * n - (actual ** 2).sum(-1)))
+    return np.where(denominator > 0, covariance / np.where(denominator > 0, denominator, 1), 0.0)
+
+
+def batched_pearson(predictions: np.ndarray, references: np.ndarray) -> np.ndarray:
+    x = predictions - predictions.mean(-1, keepdims=True)
+    y = references - references.mean(-1, keepdims=True)
+    denominator = np.sqrt((x * x).sum(-1) * (y * y).sum(-1))
+    # Constant predictions or references: 0, as in _correlation.
+    constant = (np.ptp(predictions, axis=-1) == 0) | (np.ptp(references, axis=-1) == 0)
+    return np.where(constant, 0.0, (x * y).sum(-1) / np.where(constant, 1, denominator))
+
+
+def batched_spearman(predictions: np.ndarray, references: np.ndarray) -> np.ndarray:
+    # Average ranks for ties, as scipy.stats.spearmanr.
+    return batched_pearson(stats.rankdata(predictions, axis=-1), stats.rankdata(references, axis=-1))
+
+
+BATCHED: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "accuracy": batched_accuracy, "f1": batched_f1, "mcc": batched_mcc, "pearson": batched_pearson,
+    "spearman": batched_spearman}

@@ -33,10 +33,16 @@ class GlueTask:
     predicted_by: str | None = None  # AX has no training data: the MNLI model predicts it
     # The metric the ELECTRA paper reports for the task (on its first dev split: MNLI matched).
     paper_metric: str | None = "accuracy"
+    in_glue_average: bool = True  # the paper's GLUE score leaves WNLI (and AX, which has no dev set) out
 
     def __post_init__(self):
         if self.paper_metric is not None and self.paper_metric not in self.metrics:
             raise ValueError(f"{self.name}: paper_metric {self.paper_metric!r} is not among {self.metrics}")
+
+    @property
+    def paper_label(self) -> str:
+        """The paper metric's key in a results summary: 'mcc', or 'validation_matched_accuracy' (MNLI)."""
+        return self.paper_metric if len(self.dev_splits) == 1 else f"{self.dev_splits[0]}_{self.paper_metric}"
 
     @property
     def is_regression(self) -> bool:
@@ -82,14 +88,20 @@ GLUE_TASKS: dict[str, GlueTask] = {t.name: t for t in [
     GlueTask("rte", "RTE", ("sentence1", "sentence2"), ("sentence1", "sentence2"), _NLI, ("accuracy",),
              num_epochs=10, submission={"test": "RTE.tsv"}),
     GlueTask("wnli", "WNLI", ("sentence1", "sentence2"), ("sentence1", "sentence2"), _BINARY,
-             ("accuracy",), submission={"test": "WNLI.tsv"}),
+             ("accuracy",), submission={"test": "WNLI.tsv"}, in_glue_average=False),
     GlueTask("ax", "diagnostic", ("premise", "hypothesis"), ("sentence1", "sentence2"), _MNLI, (),
              files={"test": "diagnostic.tsv"}, submission={"test": "AX.tsv"}, predicted_by="mnli",
-             paper_metric=None),
+             paper_metric=None, in_glue_average=False),
 ]}
 
 # Hub split names for MNLI's dev/test differ only by prefix; everything else matches ours.
 TRAINABLE = tuple(name for name, task in GLUE_TASKS.items() if task.predicted_by is None)
+# The one GLUE-average convention (the ELECTRA paper's), used by tables, results.json, MLflow and
+# the leaderboard: each task's paper_metric on its first dev split, WNLI and AX left out.
+GLUE_AVERAGE_TASKS = tuple(name for name, task in GLUE_TASKS.items() if task.in_glue_average)
+GLUE_CONVENTION = "paper convention: " + ", ".join(
+    f"{GLUE_TASKS[name].dir_name}{'-m' if len(GLUE_TASKS[name].dev_splits) > 1 else ''} "
+    f"{GLUE_TASKS[name].paper_metric}" for name in GLUE_AVERAGE_TASKS) + "; WNLI excluded"
 
 
 def predicted_with(name: str) -> tuple[GlueTask, ...]:

@@ -84,12 +84,18 @@ def squad_v1_scores(predictions: Mapping[str, str], examples: Iterable[Mapping])
     """SQuAD 1.1 exact_match and f1 in percent, each the max over a question's gold answers."""
     golds = _gold_texts(examples)
     check_covered(predictions, golds)
-    total_exact = total_f1 = 0.0
-    for qid, gold_texts in golds.items():
-        prediction = predictions[qid]
-        total_exact += max((exact_match(prediction, gold) for gold in gold_texts), default=0)
-        total_f1 += max((_f1_v1(prediction, gold) for gold in gold_texts), default=0.0)
-    return {"exact_match": 100.0 * total_exact / len(golds), "f1": 100.0 * total_f1 / len(golds)}
+    exact, f1_scores = _v1_question_scores(predictions, golds)
+    return {"exact_match": 100.0 * sum(exact.values()) / len(golds),
+            "f1": 100.0 * sum(f1_scores.values()) / len(golds)}
+
+
+def _v1_question_scores(predictions, golds):
+    # Each question scores its best gold answer, as evaluate-v1.1.py does.
+    exact = {qid: max((exact_match(predictions[qid], g) for g in texts), default=0)
+             for qid, texts in golds.items()}
+    f1_scores = {qid: max((_f1_v1(predictions[qid], g) for g in texts), default=0.0)
+                 for qid, texts in golds.items()}
+    return exact, f1_scores
 
 
 def _raw_scores(predictions, golds):
@@ -186,3 +192,29 @@ def squad_scores(
     else:
         raise UserError(f"unknown SQuAD version {version!r}; choose one of 1.1, 2.0")
     return scores | {"score": scores["f1"]}
+
+
+def question_scores(version: str, predictions: Mapping[str, str], examples: Iterable[Mapping],
+                    null_odds: Mapping[str, float] | None = None,
+                    null_threshold: float = 0.0) -> dict[str, dict[str, float]]:
+    """Each question's exact and F1 score (percent), whose means are squad_scores' EM and F1.
+
+    Keys as squad_scores names them: exact_match/f1 (1.1), exact/f1 (2.0, at null_threshold).
+    Intervals and paired comparisons resample these (EM and F1 are means over questions).
+    """
+    examples = list(examples)
+    golds = _gold_texts(examples)
+    check_covered(predictions, golds, null_odds if version == "2.0" else None)
+    if version == "1.1":
+        exact, f1_scores = _v1_question_scores(predictions, golds)
+        names = ("exact_match", "f1")
+    elif version == "2.0":
+        odds = {qid: 0.0 for qid in predictions} if null_odds is None else null_odds
+        has_answer = {qid: bool(texts) for qid, texts in golds.items()}
+        raw = _raw_scores(predictions, golds)
+        exact, f1_scores = (_apply_null_threshold(r, odds, has_answer, null_threshold) for r in raw)
+        names = ("exact", "f1")
+    else:
+        raise UserError(f"unknown SQuAD version {version!r}; choose one of 1.1, 2.0")
+    return {names[0]: {q: 100.0 * exact[q] for q in golds},
+            names[1]: {q: 100.0 * f1_scores[q] for q in golds}}

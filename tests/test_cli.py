@@ -37,8 +37,19 @@ def test_run_glue_end_to_end(tiny_model, glue_data, tmp_path, capsys):
     assert set(results["summary"]["stsb"]) >= {"score", "pearson", "spearman"}
     assert results["summary"]["rte"]["score"]["n"] == 2 and results["flops"]["pretrain_flops"] is None
     assert set(results["flops"]["finetune_flops"]) == {"cola", "stsb", "rte"}
-    scores = [results["summary"][t]["score"]["median"] for t in ("cola", "stsb", "rte")]
-    assert results["glue_score"] == pytest.approx(sum(scores) / 3)
+    # GLUE in the paper's convention: CoLA MCC, STS-B Spearman (not its Pearson/Spearman mean), RTE accuracy.
+    scores = [results["summary"][t][m]["median"] for t, m in (("cola", "mcc"), ("stsb", "spearman"),
+                                                                ("rte", "accuracy"))]
+    assert results["glue_score"] == pytest.approx(sum(scores) / 3) == results["glue"]["score"]
+    assert results["glue"]["convention"].startswith("paper convention: CoLA mcc")
+    # Intervals from the per-seed dev outputs: beside every median, and for the GLUE average.
+    for task, label in (("cola", "mcc"), ("stsb", "spearman"), ("stsb", "score"), ("rte", "accuracy")):
+        found = results["summary"][task][label]
+        assert found["ci_low"] <= found["mean"] <= found["ci_high"], (task, label)
+        assert found["ci_covers"] == "seeds and dev examples"
+    assert results["glue"]["ci_low"] < results["glue"]["ci_high"]
+    outputs = json.loads((tmp_path / "out" / "predictions" / "rte-seed1" / "dev_outputs.json").read_text())
+    assert len(outputs["splits"]["validation"]["ids"]) == 8 and outputs["task"] == "rte"
     with zipfile.ZipFile(tmp_path / "out" / "glue_submission.zip") as archive:
         assert sorted(archive.namelist()) == ["CoLA.tsv", "RTE.tsv", "STS-B.tsv"]
         rte = archive.read("RTE.tsv").decode().splitlines()

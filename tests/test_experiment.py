@@ -44,6 +44,27 @@ def test_seed_scores_are_means_over_tasks_and_points_take_median_and_spread():
         efficiency.point(Arm("mlm", 1e14, 1e14, _results({("rte", 0): 0.5})), ["rte", "mrpc"])
 
 
+def test_significance_lines_quote_harness_compare():
+    row = {"difference": 2.06, "ci_low": -0.4, "ci_high": 4.5, "p_value": 0.081, "verdict": "no detectable "
+           "difference at this sample size", "detectable": 3.3, "seeds_a": 3, "seeds_b": 3,
+           "covers": "seeds and dev examples"}
+    text = efficiency.significance([{"a": "electra-1e+14", "b": "mlm-1e+14", "budget_flops": 1e14, "row": row},
+                                    {"a": "electra-1e+14", "b": CONTROL, "budget_flops": 1e14, "error": "no outputs"}])
+    assert ("- **electra-1e+14 vs mlm-1e+14** at 1.00e+14 FLOPs: +2.1 points [-0.4, +4.5], p = 0.081: "
+            "**no detectable difference at this sample size** (detectable: 3.3 points; 3 vs 3 seeds; interval "
+            "covers seeds and dev examples)") in text
+    assert f"- **electra-1e+14 vs {CONTROL}** at 1.00e+14 FLOPs: not computed (no outputs)" in text
+
+
+def test_points_carry_the_glue_interval_of_their_tasks():
+    results = _results({("rte", 0): 0.5, ("mrpc", 0): 0.7})
+    results["glue"] = {"ci_low": 0.5, "ci_high": 0.7, "tasks": ["mrpc", "rte"]}
+    p = efficiency.point(Arm("electra", 1e14, 1e14, results), ["rte", "mrpc"])
+    assert (p.glue_ci_low, p.glue_ci_high) == pytest.approx((50.0, 70.0))
+    assert efficiency.markdown([p], ["rte", "mrpc"]).splitlines()[2].endswith("| 1 | 50.0–70.0 |")
+    assert efficiency.point(Arm("electra", 1e14, 1e14, results), ["rte"]).glue_ci_low is None  # other tasks
+
+
 @pytest.fixture
 def micro(monkeypatch):
     monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
@@ -87,6 +108,12 @@ def test_experiment_pretrains_every_arm_to_its_budget_finetunes_and_resumes(tmp_
     glue = json.loads((out / "glue" / "electra-4e+08" / "results.json").read_text())
     assert {(r["task"], r["seed"]) for r in glue["runs"]} == {("rte", 0), ("rte", 1), ("stsb", 0), ("stsb", 1)}
     assert glue["flops"]["pretrain_flops"] == arms[("electra", 4e8)]["pretrain_flops"]
+    # Each budget's ELECTRA arm against MLM and the control, from harness compare.
+    text = (out / "efficiency.md").read_text()
+    for pair in ("electra-2e+08 vs mlm-2e+08", "electra-4e+08 vs mlm-4e+08", "electra-2e+08 vs random-init"):
+        assert f"**{pair}**" in text
+    assert "not computed" not in text and text.count(" points [") == 4
+    assert all("row" in c for c in summary["comparisons"]) and arms[("electra", 2e8)]["glue_ci_low"] is not None
     for name in ("efficiency.md", "efficiency.csv", "report/leaderboard.md"):
         assert (out / name).stat().st_size > 0
     assert (out / "efficiency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

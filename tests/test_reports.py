@@ -11,6 +11,8 @@ from pretrain import flops
 from pretrain.models import shape_of
 from reports import accounting
 from reports.leaderboard import (
+    CI_COLUMNS,
+    GLUE_CI,
     MEASURED,
     NO_FLOPS,
     PUBLISHED,
@@ -109,6 +111,30 @@ def test_measured_row_uses_the_papers_metric_per_task(tmp_path):
     assert row.key == "/m/a" and row.source == MEASURED and row.notes == ""
 
 
+def test_rows_carry_intervals_and_drop_a_glue_interval_that_no_longer_fits(tmp_path):
+    def with_ci(median, low, high):
+        return stats(median) | {"ci_low": low, "ci_high": high}
+
+    summary = {"rte": {"score": with_ci(0.6, 0.5, 0.7), "accuracy": with_ci(0.6, 0.5, 0.7)},
+               "stsb": {"score": with_ci(0.3, 0.2, 0.4), "spearman": with_ci(0.2, 0.1, 0.3)}}
+    first = write_results(tmp_path / "1", "m", "/m", summary, COSTS_A)
+    body = json.loads((first / "results.json").read_text())
+    body["glue"] = {"score": 0.4, "ci_low": 0.33, "ci_high": 0.47, "tasks": ["stsb", "rte"]}
+    (first / "results.json").write_text(json.dumps(body))
+    (row,) = rows_from_results([first])
+    assert {k: row.values[k] for k in ("rte", "rte_ci_low", "stsb", "stsb_ci_high", "glue_score",
+                                       "glue_score_ci_low", "glue_score_ci_high")} == pytest.approx(
+        {"rte": 60, "rte_ci_low": 50, "stsb": 20, "stsb_ci_high": 30, "glue_score": 40,
+         "glue_score_ci_low": 33, "glue_score_ci_high": 47})  # STS-B by Spearman, not its score
+    # A later file adds CoLA: the GLUE average now spans three tasks, which no interval was computed for.
+    second = write_results(tmp_path / "2", "m", "/m", {"cola": {"score": stats(0.1), "mcc": stats(0.1)}},
+                           COSTS_A)
+    (merged,) = rows_from_results([first, second])
+    assert merged.values["glue_tasks"] == 3 and "glue_score_ci_low" not in merged.values
+    assert merged.values["rte_ci_high"] == pytest.approx(70)
+    assert "40.0 [33.0, 47.0] (2/8)" in markdown([row])
+
+
 def test_rows_of_one_model_merge_newest_wins(tmp_path):
     first = write_results(tmp_path / "1", "runs/pretrain/a", "/m/a", SUMMARY_A, COSTS_A)
     second = write_results(tmp_path / "2", "runs/pretrain/a", "/m/a",
@@ -148,7 +174,7 @@ def test_markdown_and_csv_exactly(two_runs):
         "|---|---|---|---|---|---|---|\n"
         "| ELECTRA-Small | ELECTRA paper Table 1 | 14M | 1.4e18 | 3.7e9 | 79.9 | trained 4d on 1 V100 GPU; "
         "per-task scores not in Table 1 |\n")
-    assert to_csv(rows).splitlines() == [
+    assert to_csv(rows).splitlines() == [with_interval_columns(line) for line in [
         "model,source,reference,num_params,pretrain_flops,inference_flops,cola,sst2,mrpc,stsb,qqp,mnli,qnli,"
         "rte,glue_score,glue_tasks,squad11_em,squad11_f1,squad20_em,squad20_f1,notes,key",
         f"runs/pretrain/a,measured,{a / 'results.json'},13548800,1.294e+18,3677000000,50,,,75,,,,62.5,62.5,3,"
@@ -156,7 +182,14 @@ def test_markdown_and_csv_exactly(two_runs):
         f"electra-small,measured,{b / 'results.json'},,,,,,,,,,,50,50,1,,,,,{note_b},"
         "google/electra-small-discriminator",
         "ELECTRA-Small,published,ELECTRA paper Table 1,14000000,1.4e+18,3700000000,,,,,,,,,79.9,,,,,,"
-        "trained 4d on 1 V100 GPU; per-task scores not in Table 1,ELECTRA-Small @ ELECTRA paper Table 1"]
+        "trained 4d on 1 V100 GPU; per-task scores not in Table 1,ELECTRA-Small @ ELECTRA paper Table 1"]]
+
+
+def with_interval_columns(line):
+    """A CSV line with the interval columns (empty here: no run has them) before notes and key."""
+    cells = line.split(",")
+    names = list(GLUE_CI + CI_COLUMNS) if cells[0] == "model" else [""] * len(GLUE_CI + CI_COLUMNS)
+    return ",".join(cells[:-2] + names + cells[-2:])
 
 
 def leaderboard_runs(uri):

@@ -7,6 +7,7 @@ from tasks.squad_metrics import (
     exact_match,
     f1,
     normalize_answer,
+    question_scores,
     squad_scores,
     squad_v1_scores,
     squad_v2_scores,
@@ -68,6 +69,20 @@ def test_v1_scores_take_max_over_golds_and_keep_v1_empty_rule():
     predictions = {"q1": "Broncos", "q2": "Bernadette", "q3": ""}
     scores = squad_v1_scores(predictions, examples)
     assert scores == pytest.approx({"exact_match": 100 * 2 / 3, "f1": 100 * 1.5 / 3})
+
+
+def test_question_scores_average_to_the_official_scores():
+    # The per-question scores intervals resample: their means are EM/F1, for both versions.
+    examples = [_example("q1", "Denver Broncos", "The Broncos"), _example("q2", "Saint Bernadette Soubirous"),
+                _example("q3", "the")]
+    found = question_scores("1.1", {"q1": "Broncos", "q2": "Bernadette", "q3": ""}, examples)
+    assert found == {"exact_match": {"q1": 100.0, "q2": 0.0, "q3": 100.0}, "f1": {"q1": 100.0, "q2": 50.0, "q3": 0.0}}
+    predictions, examples, null_odds = _v2_case()
+    for threshold in (1.0, 0.5):
+        found = question_scores("2.0", predictions, examples, null_odds, threshold)
+        official = squad_v2_scores(predictions, examples, null_odds, threshold=threshold)
+        assert sum(found["exact"].values()) / 5 == pytest.approx(official["exact"])
+        assert sum(found["f1"].values()) / 5 == pytest.approx(official["f1"])
 
 
 def test_v1_scores_reject_missing_prediction():

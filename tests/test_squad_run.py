@@ -86,6 +86,13 @@ def test_v1_holds_out_dev_articles_and_writes_results(tiny_model, tmp_path, caps
     losses = [row["train_loss"] for row in record["history"]]
     assert losses[-1] < losses[0]
     assert set(results["summary"]["squad"]) >= {"score", "exact_match", "f1"}
+    # One seed: an interval from the dev questions alone, said so; per-question scores average to F1.
+    f1_summary = results["summary"]["squad"]["f1"]
+    assert f1_summary["ci_low"] <= f1_summary["median"] <= f1_summary["ci_high"]
+    assert f1_summary["ci_covers"] == "dev examples only (1 seed)" and "dev examples only" in out
+    outputs = json.loads((tmp_path / "out" / "predictions" / "squad-seed0" / "dev_outputs.json").read_text())
+    per_question = outputs["splits"]["validation"]["scores"]["f1"]
+    assert sum(per_question) / len(per_question) == pytest.approx(record["metrics"]["validation"]["f1"])
     stem = tmp_path / "out" / "predictions" / "squad-seed0"
     predictions = json.loads((stem / "predictions.json").read_text())
     articles = [{f"p{2 * a + p}q{q}" for p in range(2) for q in range(4)} for a in range(5)]

@@ -1,0 +1,207 @@
+"""Confidence intervals and paired comparisons of dev scores over fine-tuning seeds and dev examples.
+
+Pure functions of arrays; every resampling is seeded. A run's score on a task is estimated by the
+mean over its seeds of the task metric (the table shows the paper's median beside it). Its variance
+has two parts, estimated separately and added:
+
+- seeds: the between-seed variance of the per-seed scores over S (s^2 / S). All seeds score the same
+  dev set, so this part holds no dev-set sampling noise.
+- the dev set: the variance of the seed-mean score over bootstrap resamples of the dev examples
+  (scipy.stats.bootstrap), recomputing the metric on resampled predictions (MCC, F1 and Spearman
+  are not means of per-example scores). One resample is shared by every seed, and by both runs in
+  a comparison, because they all score the same examples: resampling each seed's examples on their
+  own would shrink this part by 1/S. The seed-by-example noise is counted in both parts, which
+  errs on the wide side (by 2/(S*n) of it).
+
+The interval is value +- t * se with Welch-Satterthwaite degrees of freedom (S-1 for the seed part,
+infinite for the dev part): with three seeds and seed noise dominant, t is ~4.3, not 1.96. With one
+seed there is no seed part; the interval covers the dev set only, and `covers` says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+CONFIDENCE = 0.95
+POWER = 0.80  # for minimum detectable differences and seeds needed
+N_RESAMPLES = 1000
+SEED = 0
+BATCH = 100  # resamples scored at once: bounds memory at BATCH x seeds x examples values
+BOTH = "seeds and dev examples"
+DEV_ONLY = "dev examples only (1 seed)"
+
+# statistic(indices) -> per-resample values: indices has shape (resamples, n) of dev-example positions.
+Statistic = Callable[[np.ndarray], np.ndarray]
+# scorer(predictions (..., n), references (n,)) -> (...,): a batched task metric.
+Scorer = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over seeds (or a difference or mean of such) with its interval and what it covers."""
+
+    value: float
+    low: float
+    high: float
+    se: float
+    df: float  # math.inf when only the dev set contributes
+    seed_var: float  # variance of `value` from fine-tuning seeds
+    seed_df: float
+    dev_var: float  # variance of `value` from the finite dev set
+    seeds: int  # seeds per run (the fewest, for a difference or a mean)
+    covers: str
+    per_seed_var: float = 0.0  # variance of one seed's score (summed over both runs of a difference)
+
+    def as_dict(self) -> dict:
+        finite = lambda x: None if math.isinf(x) else x  # noqa: E731 (JSON has no infinity)
+        return {"value": self.value, "ci_low": self.low, "ci_high": self.high, "se": self.se,
+                "df": finite(self.df), "seed_var": self.seed_var, "seed_df": finite(self.seed_df),
+                "dev_var": self.dev_var, "seeds": self.seeds, "covers": self.covers,
+                "per_seed_var": self.per_seed_var, "confidence": CONFIDENCE}
+
+
+def seed_mean_statistic(scorer: Scorer, predictions: np.ndarray, references: np.ndarray) -> Statistic:
+    """indices -> the seed-mean score on those dev examples; predictions is (seeds, n)."""
+    def statistic(indices: np.ndarray) -> np.ndarray:
+        # predictions[:, indices]: (seeds, resamples, n); score each seed, then average over seeds.
+        return scorer(predictions[:, indices], references[indices]).mean(0)
+    return statistic
+
+
+def difference_statistic(a: Statistic, b: Statistic) -> Statistic:
+    """indices -> a - b on the same resampled examples (the pairing)."""
+    return lambda indices: a(indices) - b(indices)
+
+
+def dev_variance(statistic: Statistic, num_examples: int, n_resamples: int = N_RESAMPLES,
+                 seed: int = SEED) -> float:
+    """Variance of statistic over bootstrap resamples of the dev examples (scipy.stats.bootstrap)."""
+    def vectorised(indices, axis=-1):
+        return statistic(np.asarray(indices, dtype=np.intp))
+
+    result = stats.bootstrap((np.arange(num_examples),), vectorised, n_resamples=n_resamples,
+                             vectorized=True, batch=BATCH, method="percentile",
+                             rng=np.random.default_rng(seed))
+    return float(result.standard_error) ** 2
+
+
+def satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
+    """Degrees of freedom of a sum of independent variance estimates, given as (variance, df)."""
+    total = sum(v for v, _ in parts)
+    denominator = sum(v * v / df for v, df in parts if not math.isinf(df) and v > 0)
+    return math.inf if denominator == 0 else total * total / denominator
+
+
+def quantile(probability: float, df: float) -> float:
+    """The normal quantile, or Student's t for finite df."""
+    return float(stats.norm.ppf(probability) if math.isinf(df) else stats.t.ppf(probability, df))
+
+
+def _estimate(value: float, seed_parts: list[tuple[float, float]], dev_var: float, seeds: int,
+              covers: str, confidence: float, per_seed_var: float) -> Estimate:
+    seed_var = sum(v for v, _ in seed_parts)
+    seed_df = satterthwaite(seed_parts)
+    se = math.sqrt(seed_var + dev_var)
+    df = satterthwaite([(seed_var, seed_df), (dev_var, math.inf)])
+    half = quantile(0.5 + confidence / 2, df) * se
+    return Estimate(value, value - half, value + half, se, df, seed_var, seed_df, dev_var, seeds, covers,
+                    per_seed_var)
+
+
+def _seed_part(seed_scores: Sequence[float]) -> tuple[float, float]:
+    """(variance of the seed mean, its df); (0, inf) for one seed: no seed part can be measured."""
+    scores = np.asarray(seed_scores, dtype=float)
+    if len(scores) < 2:
+        return 0.0, math.inf
+    return float(scores.var(ddof=1) / len(scores)), float(len(scores) - 1)
+
+
+def _covers(seeds: int) -> str:
+    return BOTH if seeds > 1 else DEV_ONLY
+
+
+def interval(seed_scores: Sequence[float], dev_var: float, confidence: float = CONFIDENCE) -> Estimate:
+    """The seed-mean score with its interval, from per-seed scores and the dev-set variance."""
+    seeds = len(seed_scores)
+    part = _seed_part(seed_scores)
+    return _estimate(float(np.mean(seed_scores)), [part], dev_var, seeds, _covers(seeds), confidence,
+                     part[0] * seeds)
+
+
+def mean_of(estimates: Sequence[Estimate], confidence: float = CONFIDENCE) -> Estimate:
+    """The mean of independent estimates: the GLUE average, each task being fine-tuned on its own."""
+    k = len(estimates)
+    seeds = min(e.seeds for e in estimates)
+    return _estimate(float(np.mean([e.value for e in estimates])),
+                     [(e.seed_var / k ** 2, e.seed_df) for e in estimates],
+                     sum(e.dev_var for e in estimates) / k ** 2, seeds, _covers(seeds), confidence,
+                     sum(e.per_seed_var for e in estimates) / k ** 2)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Run A minus run B: the difference with its interval, a p-value and what could be detected."""
+
+    difference: Estimate
+    p_value: float  # two-sided, H0: no difference in expected score
+    detectable: float  # the smallest true difference found with POWER probability at this sample size
+
+    def as_dict(self) -> dict:
+        return self.difference.as_dict() | {"p_value": self.p_value, "detectable": self.detectable,
+                                            "power": POWER}
+
+
+def paired_difference(scores_a: Sequence[float], scores_b: Sequence[float], dev_var: float,
+                      confidence: float = CONFIDENCE) -> Estimate:
+    """Seed-mean A minus seed-mean B; dev_var is the variance of the difference over shared resamples."""
+    seeds = min(len(scores_a), len(scores_b))
+    covers = BOTH if seeds > 1 else DEV_ONLY if max(len(scores_a), len(scores_b)) == 1 else \
+        "dev examples, and seeds of the run with several"
+    value = float(np.mean(scores_a) - np.mean(scores_b))
+    parts = [_seed_part(scores_a), _seed_part(scores_b)]
+    return _estimate(value, parts, dev_var, seeds, covers, confidence,
+                     parts[0][0] * len(scores_a) + parts[1][0] * len(scores_b))
+
+
+def difference_of(a: Estimate, b: Estimate, dev_var: float, confidence: float = CONFIDENCE) -> Estimate:
+    """a - b for estimates built by mean_of (GLUE averages); dev_var: of the paired difference."""
+    seeds = min(a.seeds, b.seeds)
+    return _estimate(a.value - b.value, [(a.seed_var, a.seed_df), (b.seed_var, b.seed_df)], dev_var, seeds,
+                     _covers(seeds), confidence, a.per_seed_var + b.per_seed_var)
+
+
+def compare(difference: Estimate, confidence: float = CONFIDENCE, power: float = POWER) -> Comparison:
+    """The t test of a difference estimate, and its minimum detectable difference.
+
+    Minimum detectable difference: (q(1 - alpha/2) + q(power)) * se, t quantiles at the estimate's
+    df (2.80 * se with normal ones, alpha 0.05, power 0.8): the smallest true difference a two-sided
+    test at this level finds with that probability, assuming the seed and dev-set variances measured.
+    """
+    se, value, df = difference.se, difference.value, difference.df
+    if se == 0:  # identical predictions everywhere: nothing varies
+        p_value = 1.0 if value == 0 else 0.0
+    else:
+        tail = stats.norm.sf(abs(value) / se) if math.isinf(df) else stats.t.sf(abs(value) / se, df)
+        p_value = float(2 * tail)
+    detectable = (quantile(0.5 + confidence / 2, df) + quantile(power, df)) * se
+    return Comparison(difference, min(p_value, 1.0), detectable)
+
+
+def seeds_needed(difference: Estimate, target: float, confidence: float = CONFIDENCE,
+                 power: float = POWER) -> int | None:
+    """Seeds per run for `target` to be the minimum detectable difference; None if no count will do.
+
+    Assumes both runs get the same number of seeds, keep the per-seed variances measured here, are
+    scored on the same dev set (whose variance no seed count reduces) and normal quantiles
+    (2.80 for alpha 0.05, power 0.8). None: the dev-set variance alone puts the target out of reach.
+    """
+    k = quantile(0.5 + confidence / 2, math.inf) + quantile(power, math.inf)
+    room = (target / k) ** 2 - difference.dev_var
+    if room <= 0:
+        return None
+    return max(1, math.ceil(difference.per_seed_var / room))

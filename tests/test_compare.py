@@ -1,0 +1,140 @@
+"""`harness compare` on synthetic run directories whose dev predictions differ by known amounts."""
+
+import json
+
+import numpy as np
+import pytest
+
+from harness.cli import main
+from pretrain import atomic
+from reports import dev_outputs
+
+N = 300
+
+
+def write_run(directory, predictions_by_task, references_by_task, tokenization="tok", ids=None):
+    """A run directory as `harness run glue` leaves it: results.json and per-seed dev outputs."""
+    runs = []
+    for task, predictions in predictions_by_task.items():
+        references = references_by_task[task]
+        for seed, row in enumerate(predictions):
+            split = dev_outputs.glue_split(ids or list(range(len(references))), references.tolist(), row.tolist(),
+                                           tokenization)
+            atomic.write_json(dev_outputs.path_of(directory, task, seed),
+                              dev_outputs.record(task, seed, {"validation": split}))
+            runs.append({"task": task, "seed": seed, "score": 0.0, "metrics": {"validation": {}}})
+    summary = {task: {"score": {"median": 0.0}} for task in predictions_by_task}
+    atomic.write_json(directory / "results.json", {
+        "format": "electra-harness/glue-results/1", "model": {"name": str(directory), "path": str(directory)},
+        "tasks": list(predictions_by_task), "runs": runs, "summary": summary})
+    return directory
+
+
+def corrupt(rng, references, rate, seeds=3):
+    """Per-seed predictions right except on a `rate` fraction of examples."""
+    return np.where(rng.random((seeds, len(references))) < rate, 1 - references, references)
+
+
+@pytest.fixture
+def runs(tmp_path):
+    rng = np.random.default_rng(0)
+    references = {"rte": rng.integers(0, 2, N), "cola": rng.integers(0, 2, N)}
+    good = {task: corrupt(rng, refs, 0.1) for task, refs in references.items()}
+    poor = {task: corrupt(rng, refs, 0.4) for task, refs in references.items()}
+    return references, write_run(tmp_path / "good", good, references), write_run(tmp_path / "poor", poor, references)
+
+
+def compare(capsys, *args):
+    code = main(["compare", *map(str, args)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_a_clearly_better_run_is_called_better(runs, capsys):
+    _, good, poor = runs
+    code, out, err = compare(capsys, good, poor, "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    rows = {row["task"]: row for row in result["rows"]}
+    assert set(rows) == {"rte", "cola", "GLUE"}
+    # RTE accuracy: ~90% against ~60%, a 30-point gap, inside its interval; CoLA is scored by MCC.
+    assert rows["rte"]["metric"] == "accuracy" and rows["cola"]["metric"] == "mcc"
+    assert rows["rte"]["ci_low"] < 30 < rows["rte"]["ci_high"] and rows["rte"]["p_value"] < 0.001
+    assert rows["rte"]["verdict"] == "A better"
+    assert rows["GLUE"]["difference"] == pytest.approx((rows["rte"]["difference"] + rows["cola"]["difference"]) / 2)
+    code, out, _ = compare(capsys, poor, good)
+    assert code == 0 and "B better" in out and "paper convention" in out
+
+
+def test_a_run_against_itself_shows_no_difference(runs, capsys):
+    _, good, _ = runs
+    code, out, err = compare(capsys, good, good, "--json", "--tasks", "rte")
+    assert code == 0, err
+    [row] = json.loads(out)["rows"][:1]
+    assert row["p_value"] == 1.0 and row["difference"] == 0
+    assert row["verdict"] == "no detectable difference at this sample size"
+
+
+def test_the_table_prints_every_row(runs, capsys):
+    _, good, poor = runs
+    code, out, _ = compare(capsys, good, poor, "--target", "2")
+    assert code == 0
+    assert [cell.strip() for cell in out.splitlines()[0].split(" | ")[:5]] == ["task", "metric", "A", "B", "A - B [95% CI]"]
+    assert [line.split(" | ")[0].strip() for line in out.splitlines()[2:5]] == ["rte", "cola", "GLUE"]
+    assert "seeds for 2" in out
+
+
+def test_unpairable_runs_are_refused_in_one_line(runs, tmp_path, capsys):
+    references, good, _ = runs
+    rng = np.random.default_rng(1)
+    other_dev = write_run(tmp_path / "other", {"rte": corrupt(rng, 1 - references["rte"], 0.1)},
+                          {"rte": 1 - references["rte"]})
+    only_rte = write_run(tmp_path / "rte-only", {"rte": corrupt(rng, references["rte"], 0.1)},
+                         {"rte": references["rte"]})
+    empty = tmp_path / "no-outputs"
+    empty.mkdir()
+    (empty / "results.json").write_text((good / "results.json").read_text())
+    cases = [((good, other_dev, "--tasks", "rte"), "cannot be paired"),
+             ((good, only_rte), "different tasks (B lacks cola); compare the common ones with --tasks rte"),
+             ((good, tmp_path / "missing"), "does not exist"),
+             ((good, empty), "no per-seed dev outputs for rte"),
+             ((good, good, "--target", "0"), "--target must be a positive")]
+    for args, message in cases:
+        code, out, err = compare(capsys, *args)
+        assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1, (args, err)
+
+
+def test_a_different_tokenisation_pairs_with_a_note(runs, tmp_path, capsys):
+    references, good, _ = runs
+    retokenised = write_run(tmp_path / "retok", {"rte": corrupt(np.random.default_rng(2), references["rte"], 0.1)},
+                            {"rte": references["rte"]}, tokenization="other")
+    code, out, _ = compare(capsys, good, retokenised, "--tasks", "rte")
+    assert code == 0 and "note: rte: A and B tokenise the dev examples differently" in out
+
+
+def test_squad_runs_compare_on_em_and_f1(tmp_path, capsys):
+    # Per-question scores: A answers 60 more of 300 questions exactly (and fully) than B: +20 EM and F1.
+    rng = np.random.default_rng(3)
+    ids = [f"q{i}" for i in range(N)]
+    paths = []
+    for name, right in (("a", 200), ("b", 140)):
+        runs = []
+        for seed in range(2):
+            exact = np.zeros(N)
+            exact[rng.permutation(N)[:right]] = 100.0
+            split = dev_outputs.squad_split(ids, {"exact_match": exact, "f1": exact}, ids, "tok")
+            atomic.write_json(dev_outputs.path_of(tmp_path / name, "squad", seed),
+                              dev_outputs.record("squad", seed, {"validation": split}))
+            runs.append({"task": "squad", "seed": seed})
+        atomic.write_json(tmp_path / name / "results.json", {
+            "format": "electra-harness/squad-results/1", "model": {"name": name}, "runs": runs,
+            "summary": {"squad": {}}})
+        paths.append(tmp_path / name)
+    code, out, err = compare(capsys, *paths, "--json")
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert [(r["task"], r["metric"]) for r in rows] == [("squad", "exact_match"), ("squad", "f1")]
+    assert rows[0]["difference"] == pytest.approx(20.0) and rows[0]["verdict"] == "A better"
+    assert json.loads(out)["scale"] == "percent"
+    code, _, err = compare(capsys, paths[0], tmp_path / "good-glue-missing")
+    assert code == 2

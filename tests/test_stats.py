@@ -1,0 +1,161 @@
+"""Intervals and paired comparisons (reports/stats.py) against known answers and simulated coverage."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from reports import stats
+from tasks import metrics
+
+
+def simulated(rng, seeds, n, seed_sd, example_effects, threshold, noise_sd=1.0):
+    """0/1 correctness per (seed, example): seed effect + example effect + noise above a threshold.
+
+    Its expected accuracy over seeds and examples is P(N(0, total_sd^2) > threshold), known exactly.
+    """
+    u = rng.normal(0, seed_sd, (seeds, 1))
+    return (u + example_effects[None, :] + rng.normal(0, noise_sd, (seeds, n)) > threshold).astype(int)
+
+
+def accuracy_estimate(correct, n_resamples, seed):
+    references = np.ones(correct.shape[1], dtype=int)
+    statistic = stats.seed_mean_statistic(metrics.batched_accuracy, correct, references)
+    dev_var = stats.dev_variance(statistic, correct.shape[1], n_resamples, seed)
+    return stats.interval(list(correct.mean(1)), dev_var)
+
+
+def test_worked_interval():
+    # Seeds 0.6, 0.7, 0.8 and dev-set variance 1e-4: mean 0.7, s^2 = 0.01, seed part 0.01/3;
+    # df = (0.01/3 + 1e-4)^2 / ((0.01/3)^2 / 2) = 2 * 1.03^2 = 2.1218; t(0.975, 2.1218) = 4.0744.
+    found = stats.interval([0.6, 0.7, 0.8], 1e-4)
+    assert found.value == pytest.approx(0.7)
+    assert found.seed_var == pytest.approx(0.01 / 3) and found.dev_var == 1e-4
+    assert found.se == pytest.approx(math.sqrt(0.01 / 3 + 1e-4))
+    assert found.df == pytest.approx(2 * 1.03 ** 2)
+    half = scipy_stats.t.ppf(0.975, 2 * 1.03 ** 2) * math.sqrt(0.01 / 3 + 1e-4)
+    assert half == pytest.approx(0.23874, abs=1e-5)
+    assert (found.low, found.high) == pytest.approx((0.7 - half, 0.7 + half))
+    assert found.covers == stats.BOTH and found.per_seed_var == pytest.approx(0.01)
+
+
+def test_one_seed_covers_the_dev_set_only():
+    found = stats.interval([0.5], 0.0004)  # se 0.02, normal quantile 1.95996
+    assert found.covers == stats.DEV_ONLY and math.isinf(found.df)
+    assert (found.low, found.high) == pytest.approx((0.5 - 1.959964 * 0.02, 0.5 + 1.959964 * 0.02))
+
+
+def test_dev_variance_of_an_accuracy_is_its_binomial_variance():
+    # One seed right on 300 of 400 examples: the bootstrap variance of the accuracy is ~ p(1-p)/n.
+    correct = np.zeros((1, 400), dtype=int)
+    correct[0, :300] = 1
+    statistic = stats.seed_mean_statistic(metrics.batched_accuracy, correct, np.ones(400, dtype=int))
+    assert stats.dev_variance(statistic, 400, 2000, seed=0) == pytest.approx(0.75 * 0.25 / 400, rel=0.1)
+    # Seeded: the same seed gives the same number.
+    assert stats.dev_variance(statistic, 400, 200, seed=3) == stats.dev_variance(statistic, 400, 200, seed=3)
+
+
+def test_a_known_difference_is_covered_and_significant():
+    # B is A with 40 of each seed's right answers turned wrong: accuracy exactly 0.10 lower on every seed.
+    rng = np.random.default_rng(0)
+    n = 400
+    references = rng.integers(0, 2, n)
+    a = np.where(rng.random((4, n)) < 0.8, references, 1 - references)
+    b = a.copy()
+    for seed in range(4):
+        right = np.flatnonzero(a[seed] == references)[:40]
+        b[seed, right] = 1 - references[right]
+    stat_a = stats.seed_mean_statistic(metrics.batched_accuracy, a, references)
+    stat_b = stats.seed_mean_statistic(metrics.batched_accuracy, b, references)
+    dev_var = stats.dev_variance(stats.difference_statistic(stat_a, stat_b), n)
+    difference = stats.paired_difference(metrics.batched_accuracy(a, references),
+                                         metrics.batched_accuracy(b, references), dev_var)
+    found = stats.compare(difference)
+    assert difference.value == pytest.approx(0.10)
+    assert difference.low < 0.10 < difference.high
+    assert found.p_value < 1e-4 and found.detectable < 0.10
+
+
+def test_identical_runs_give_p_one_and_an_interval_at_zero():
+    rng = np.random.default_rng(1)
+    references = rng.integers(0, 2, 200)
+    predictions = rng.integers(0, 2, (3, 200))
+    statistic = stats.seed_mean_statistic(metrics.batched_mcc, predictions, references)
+    dev_var = stats.dev_variance(stats.difference_statistic(statistic, statistic), 200)
+    scores = metrics.batched_mcc(predictions, references)
+    found = stats.compare(stats.paired_difference(scores, scores, dev_var))
+    assert dev_var == 0 and found.p_value == 1.0
+    # Same seeds' scores on both sides: the seed part is still there (the runs are not known to be one).
+    assert found.difference.value == 0 and found.difference.low == -found.difference.high
+
+
+def test_two_draws_of_the_same_model_show_no_difference():
+    rng = np.random.default_rng(2)
+    effects = rng.normal(0, 1, 300)
+    a = simulated(rng, 3, 300, 0.2, effects, 0.3)
+    b = simulated(rng, 3, 300, 0.2, effects, 0.3)
+    ones = np.ones(300, dtype=int)
+    stat_a = stats.seed_mean_statistic(metrics.batched_accuracy, a, ones)
+    stat_b = stats.seed_mean_statistic(metrics.batched_accuracy, b, ones)
+    dev_var = stats.dev_variance(stats.difference_statistic(stat_a, stat_b), 300)
+    found = stats.compare(stats.paired_difference(a.mean(1), b.mean(1), dev_var))
+    assert found.p_value > 0.05 and found.difference.low < 0 < found.difference.high
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("seeds", "seed_sd"), [(1, 0.0), (3, 0.3), (5, 1.0)])
+def test_intervals_cover_the_true_score_95_percent_of_the_time(seeds, seed_sd):
+    # 300 simulated runs (fresh dev set and seeds each): seed, example and seed-by-example noise.
+    rng = np.random.default_rng(seeds)
+    threshold, n = 0.3, 300
+    truth = scipy_stats.norm.sf(threshold / math.sqrt(seed_sd ** 2 + 1 + 1))
+    hits = 0
+    for draw in range(300):
+        correct = simulated(rng, seeds, n, seed_sd, rng.normal(0, 1, n), threshold)
+        found = accuracy_estimate(correct, 200, draw)
+        hits += found.low <= truth <= found.high
+    assert 0.92 <= hits / 300 <= 0.98
+
+
+@pytest.mark.slow
+def test_paired_difference_intervals_cover_the_true_difference():
+    # A and B share each example's difficulty (the pairing); B's threshold is higher.
+    rng = np.random.default_rng(7)
+    n, total_sd = 300, math.sqrt(0.3 ** 2 + 1 + 1)
+    truth = scipy_stats.norm.sf(0.2 / total_sd) - scipy_stats.norm.sf(0.4 / total_sd)
+    hits = 0
+    ones = np.ones(n, dtype=int)
+    for draw in range(300):
+        effects = rng.normal(0, 1, n)
+        a, b = simulated(rng, 3, n, 0.3, effects, 0.2), simulated(rng, 3, n, 0.3, effects, 0.4)
+        stat_a = stats.seed_mean_statistic(metrics.batched_accuracy, a, ones)
+        stat_b = stats.seed_mean_statistic(metrics.batched_accuracy, b, ones)
+        dev_var = stats.dev_variance(stats.difference_statistic(stat_a, stat_b), n, 200, draw)
+        found = stats.paired_difference(a.mean(1), b.mean(1), dev_var)
+        hits += found.low <= truth <= found.high
+    assert 0.92 <= hits / 300 <= 0.98
+
+
+def test_mean_of_independent_tasks():
+    # Two tasks, seed parts 0.01/3 (df 2) and 0.04/3 (df 2), dev parts 1e-4 and 3e-4: the mean's
+    # variance is their sum over 4.
+    a, b = stats.interval([0.6, 0.7, 0.8], 1e-4), stats.interval([0.2, 0.4, 0.6], 3e-4)
+    found = stats.mean_of([a, b])
+    assert found.value == pytest.approx(0.55)
+    assert found.se ** 2 == pytest.approx((0.01 / 3 + 0.04 / 3 + 4e-4) / 4)
+    seed_df = (0.05 / 3) ** 2 / ((0.01 / 3) ** 2 / 2 + (0.04 / 3) ** 2 / 2)
+    assert found.seed_df == pytest.approx(seed_df)
+
+
+def test_seeds_needed_and_the_detectable_difference():
+    # Per-seed variances 1e-4 in each run, dev-set variance 1e-5, target 0.01 (one point):
+    # k = z(0.975) + z(0.8) = 2.80158; (0.01 / k)^2 - 1e-5 = 2.7408e-6; 2e-4 / that = 72.97 -> 73 seeds.
+    difference = stats.paired_difference([0.70, 0.71, 0.72, 0.71], [0.70, 0.70, 0.71, 0.69], 1e-5)
+    assert difference.per_seed_var == pytest.approx(np.var([0.70, 0.71, 0.72, 0.71], ddof=1)
+                                                    + np.var([0.70, 0.70, 0.71, 0.69], ddof=1))
+    worked = stats.Estimate(0.0, 0.0, 0.0, 0.0, math.inf, 0.0, math.inf, 1e-5, 4, stats.BOTH, 2e-4)
+    assert stats.seeds_needed(worked, 0.01) == 73
+    assert stats.seeds_needed(worked, 0.008) is None  # (0.008/2.8)^2 < 1e-5: no seed count will do
+    found = stats.compare(stats.interval([0.5], 0.0001))
+    assert found.detectable == pytest.approx((1.959964 + 0.841621) * 0.01, rel=1e-5)
