@@ -1,13 +1,18 @@
-"""Training tokens/s of our fine-tuning loop against transformers' Trainer as run_glue.py runs it.
+"""Fine-tuning and evaluation speed of our loop against transformers' Trainer, side by side in one run.
 
-Same random-init ELECTRA-Small, same MRPC training examples, batch 32, same number of steps, measured
-one after the other in this process. run_glue.py's defaults: padding every example to
-max_seq_length=128, random order, fp32. Ours: dynamic padding, length-grouped batches, and bf16
-autocast where the CPU has it (our default), plus an fp32 row to separate the two effects.
-"Tokens" are real (non-pad) tokens, identical for every row, so the ratio is a time ratio.
-Target: ours (default) >= 1.5x Trainer.
+Same random-init ELECTRA shape, same MRPC training examples, batch 32, same number of steps; then
+a prediction pass over the MRPC dev set (408 pairs). Setups take turns and each keeps its best
+time, so load from other processes hurts every setup alike, and compilation (paid in the first
+turn) is left out of the best time.
 
-    python benchmarks/finetune_throughput.py [--steps 20] [--repeats 2] [--shared ../shared]
+Trainer setups, as run_glue.py runs it: padding every example to max_seq_length=128, random
+order, eval batch 8; fp32 (its defaults), bf16, and torch_compile=True. Ours: dynamic padding,
+length-grouped batches, eval batch 128, in fp32, in bf16 autocast, compiled, and our defaults for
+the device (precision and compile "auto"). Training "examples/s" counts the same examples for
+every setup, so its ratio is a time ratio. Target: ours (defaults) >= 1.5x the best Trainer setup.
+
+    python benchmarks/finetune_throughput.py --device cpu [--shapes small] [--steps 20] [--repeats 2]
+    python benchmarks/finetune_throughput.py --device cuda --shapes small,base --steps 100
 """
 
 from __future__ import annotations
@@ -25,80 +30,142 @@ import transformers
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pretrain.device import pick_device, resolve_attention, resolve_precision  # noqa: E402
+from pretrain import device as placement  # noqa: E402
 from pretrain.models import PRESETS, discriminator_config  # noqa: E402
 from tasks import batching, glue  # noqa: E402
 from tasks.config import FinetuneConfig  # noqa: E402
-from tasks.finetune import finetune  # noqa: E402
+from tasks.finetune import finetune, predict  # noqa: E402
 from tasks.glue_data import load_glue  # noqa: E402
 from tasks.registry import GLUE_TASKS  # noqa: E402
 
+MRPC = GLUE_TASKS["mrpc"]
 
-def fresh_model(tokenizer, attention: str = "sdpa") -> torch.nn.Module:
+
+def fresh_model(shape: str, tokenizer, attention: str, device) -> torch.nn.Module:
     transformers.set_seed(0)
-    config = discriminator_config(PRESETS["electra-small"], len(tokenizer), num_labels=2)
-    return transformers.AutoModelForSequenceClassification.from_config(config, attn_implementation=attention)
+    config = discriminator_config(PRESETS[f"electra-{shape}"], len(tokenizer), num_labels=2)
+    model = transformers.AutoModelForSequenceClassification.from_config(config, attn_implementation=attention)
+    return model.to(device)
 
 
-def ours(train, tokenizer, steps: int, precision: str) -> tuple[float, int]:
-    task = GLUE_TASKS["mrpc"]
-    built = glue.build_task(task, {"train": train}, tokenizer, max_length=128)
-    config = FinetuneConfig(precision=precision, num_epochs=1).resolved("small", 1)
-    # the attention `harness run glue` picks for this device and precision
-    device = pick_device("auto")
-    model = fresh_model(tokenizer, resolve_attention("auto", device, resolve_precision(precision, device)))
-    result = finetune(model, built, config, batching.collator(tokenizer), progress=False)
-    assert result.num_train_steps == steps
-    return result.train_time_s, int(result.train_tokens_per_s * result.train_time_s + 0.5)
+def ours(data, tokenizer, shape: str, steps: int, device, precision: str, compile_setting: str):
+    """(train seconds, eval seconds) of our loop, with the attention `harness run glue` picks."""
+    built = glue.build_task(MRPC, data, tokenizer, max_length=128)
+    config = FinetuneConfig(precision=precision, compile=compile_setting).resolved(shape, 1, 128)
+    attention = placement.resolve_attention("auto", device, placement.resolve_precision(precision, device))
+    model = fresh_model(shape, tokenizer, attention, device)
+    result = finetune(model, dict_task(built), config, batching.collator(tokenizer), progress=False)
+    if result.num_train_steps != steps:
+        raise RuntimeError(f"expected {steps} steps, ran {result.num_train_steps}")
+    autocast = placement.autocast(device, placement.resolve_precision(precision, device))
+    if placement.resolve_compile(compile_setting, device):
+        model = placement.compiled(model, device)  # the loop's compiled eval graph, already built
+    started = time.perf_counter()
+    dev = {"validation": built.evals["validation"]}
+    predict(model, built, dev, config, collator_for(tokenizer, device), autocast)
+    _sync(device)
+    return result.train_time_s, time.perf_counter() - started
 
 
-def trainer(train, tokenizer, steps: int) -> float:
-    # run_glue.py: pad_to_max_length=True -> padding="max_length", max_seq_length=128, default collator
+def dict_task(built):
+    """The task with its dev split only as an eval split: the loop scores it once per epoch."""
+    built.evals = {"validation": built.evals["validation"]}
+    return built
+
+
+def collator_for(tokenizer, device):
+    collate = batching.collator(tokenizer)
+    return batching.bucketed(collate, 128) if device.type == "cuda" else collate
+
+
+def trainer(data, tokenizer, shape: str, steps: int, device, bf16: bool, compiled: bool):
+    """(train seconds, eval seconds) of transformers' Trainer with run_glue.py's preprocessing."""
     def encode(batch):
         return tokenizer(batch["text_a"], batch["text_b"], padding="max_length", max_length=128,
                          truncation=True)
 
-    data = train.map(encode, batched=True, remove_columns=["text_a", "text_b", "idx"])
+    columns = ["text_a", "text_b", "idx"]
+    train = data["train"].map(encode, batched=True, remove_columns=columns)
+    dev = data["validation"].map(encode, batched=True, remove_columns=columns)
     with tempfile.TemporaryDirectory() as output_dir:
         arguments = transformers.TrainingArguments(
-            output_dir=output_dir, per_device_train_batch_size=32, max_steps=steps, report_to=[],
-            save_strategy="no", logging_strategy="no", disable_tqdm=True, seed=0, use_cpu=True)
-        run = transformers.Trainer(model=fresh_model(tokenizer), args=arguments, train_dataset=data,
-                                   data_collator=transformers.default_data_collator)
+            output_dir=output_dir, per_device_train_batch_size=32, per_device_eval_batch_size=8,
+            max_steps=steps, report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
+            seed=0, use_cpu=device.type == "cpu", bf16=bf16, torch_compile=compiled)
+        run = transformers.Trainer(model=fresh_model(shape, tokenizer, "sdpa", device), args=arguments,
+                                   train_dataset=train, data_collator=transformers.default_data_collator)
         started = time.perf_counter()
         run.train()
-        return time.perf_counter() - started
+        train_s = time.perf_counter() - started
+        started = time.perf_counter()
+        run.predict(dev)
+        return train_s, time.perf_counter() - started
+
+
+def _sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def setups(device):
+    """Name -> function(data, tokenizer, shape, steps) giving (train s, eval s)."""
+    def ours_with(precision, compile_setting):
+        return lambda *a: ours(*a, device, precision, compile_setting)
+
+    def trainer_with(bf16, compiled):
+        return lambda *a: trainer(*a, device, bf16, compiled)
+
+    return {"Trainer (run_glue defaults: fp32, padded to 128)": trainer_with(False, False),
+            "Trainer bf16": trainer_with(True, False),
+            "Trainer torch_compile": trainer_with(False, True),
+            "ours fp32": ours_with("fp32", "off"),
+            "ours bf16": ours_with("bf16", "off"),
+            "ours compiled (precision auto)": ours_with("auto", "on"),
+            "ours defaults (precision, compile auto)": ours_with("auto", "auto")}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    parser.add_argument("--shapes", default="small", help="comma-separated ELECTRA sizes: small,base")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=2, help="turns per setup; the best time counts")
+    parser.add_argument("--only", default="", help="comma-separated setup name prefixes to run")
     parser.add_argument("--shared", type=Path,
                         default=Path(os.environ.get("SHARED_DIR", REPO.parent / "shared")))
     args = parser.parse_args()
     transformers.logging.set_verbosity_error()
+    device = placement.pick_device(args.device)
     vocabulary = args.shared / "models" / "electra-small-discriminator"
     tokenizer = transformers.AutoTokenizer.from_pretrained(vocabulary)
-    train = load_glue(GLUE_TASKS["mrpc"], args.shared / "data" / "glue")["train"]
-    train = train.shuffle(seed=0).select(range(32 * args.steps))
-    print(f"ELECTRA-Small, MRPC, batch 32, {args.steps} steps, {torch.get_num_threads()} threads, "
-          f"load average {os.getloadavg()[0]:.2f}")
-    # Setups take turns and each keeps its best time: load from other processes on a shared machine
-    # then hurts every setup alike instead of whichever happened to run during it.
-    trainer_name = "Trainer (run_glue defaults: fp32, padded to 128)"
-    rows: dict[str, float] = {}
-    for _ in range(args.repeats):
-        rows[trainer_name] = min(rows.get(trainer_name, float("inf")), trainer(train, tokenizer, args.steps))
-        for precision in ("fp32", "bf16"):
-            seconds, tokens = ours(train, tokenizer, args.steps, precision)
-            rows[f"ours {precision}"] = min(rows.get(f"ours {precision}", float("inf")), seconds)
-    trainer_s = rows[trainer_name]
-    print(f"{'setup':50} {'time s':>8} {'tokens/s':>9} {'vs Trainer':>10}")
-    for name, seconds in rows.items():
-        print(f"{name:50} {seconds:8.1f} {tokens / seconds:9.0f} {trainer_s / seconds:9.2f}x")
-    default = trainer_s / rows["ours bf16"]
-    print(f"ratio ours (default: dynamic padding, length-grouped, bf16) / Trainer: {default:.2f}x")
+    data = load_glue(MRPC, args.shared / "data" / "glue")
+    data = {"train": data["train"].shuffle(seed=0).select(range(32 * args.steps)),
+            "validation": data["validation"]}
+    chosen = {name: run for name, run in setups(device).items()
+              if not args.only or any(name.startswith(p) for p in args.only.split(","))}
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    for shape in args.shapes.split(","):
+        print(f"\nELECTRA-{shape.capitalize()} shape, MRPC, batch 32, {args.steps} steps, eval "
+              f"{len(data['validation'])} pairs; {device_name}, {torch.get_num_threads()} threads, "
+              f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}")
+        best: dict[str, tuple[float, float]] = {}
+        for _ in range(args.repeats):
+            for name, run in chosen.items():
+                train_s, eval_s = run(data, tokenizer, shape, args.steps)
+                old = best.get(name, (float("inf"), float("inf")))
+                best[name] = (min(old[0], train_s), min(old[1], eval_s))
+        report(best, 32 * args.steps, len(data["validation"]))
+
+
+def report(best: dict[str, tuple[float, float]], train_examples: int, eval_examples: int) -> None:
+    trainers = {name: times for name, times in best.items() if name.startswith("Trainer")}
+    best_train = min((t for t, _ in trainers.values()), default=float("nan"))
+    best_eval = min((e for _, e in trainers.values()), default=float("nan"))
+    print(f"{'setup':42} {'train ex/s':>10} {'vs Trainer':>11} {'eval ex/s':>10} {'vs Trainer':>11}"
+          "  (vs the best Trainer setup)")
+    for name, (train_s, eval_s) in best.items():
+        print(f"{name:42} {train_examples / train_s:10.1f} {best_train / train_s:10.2f}x "
+              f"{eval_examples / eval_s:10.1f} {best_eval / eval_s:10.2f}x")
 
 
 if __name__ == "__main__":

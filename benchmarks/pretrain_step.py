@@ -1,30 +1,34 @@
-"""Pre-training step time: ELECTRA against MLM for the same discriminator, in one run.
+"""Pre-training step time: ELECTRA against MLM for the same discriminator, eager and compiled, in one run.
 
 Prints each objective's seconds per step, tokens/s, FLOP/s and model FLOPs utilisation (MFU)
-against a matmul peak measured in the same run, and the electra/mlm step-time ratio. The two
-objectives are timed in alternating rounds, so load from other processes hits both alike.
+against a matmul peak measured in the same run, the electra/mlm step-time ratio and the
+compiled/eager speed-up. Every setup is timed in alternating rounds, so load from other processes
+hits all alike. Compilation time is reported separately and not counted in the step times.
 
 FLOPs: the paper convention (pretrain/flops.py) charges a training step at 2x the forward pass and
 counts embedding lookups as one-hot matmuls, so it is not what the hardware executes. MFU instead
 uses the matmul FLOPs torch's FlopCounterMode counts in one real step (forward and backward,
 attention included, lookups excluded); both rates are printed.
 
-    python benchmarks/pretrain_step.py --preset electra-small --batch-size 32 --seq-len 128
+    python benchmarks/pretrain_step.py --device cpu --preset electra-small --batch-size 32
+    python benchmarks/pretrain_step.py --device cuda --preset electra-small --batch-size 128
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from types import SimpleNamespace
 
 import torch
 
+from pretrain import device as placement
 from pretrain.budget import step_flops
 from pretrain.config import PretrainConfig, resolve
-from pretrain.device import resolve_precision
-from pretrain.distributed import Context, pick_device
+from pretrain.device import pick_device, resolve_precision
+from pretrain.distributed import Context
 from pretrain.models import PRESETS
 from pretrain.prepare import build_run
 from pretrain.train import train_step
@@ -81,55 +85,87 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
+def run_config(args, objective: str, precision: str, compile_setting: str) -> PretrainConfig:
+    return resolve(PretrainConfig(preset=args.preset, objective=objective, batch_size=args.batch_size,
+                                  seq_len=args.seq_len, precision=precision, device=args.device,
+                                  compile=compile_setting))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="electra-small", choices=list(PRESETS))
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds per objective")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds per setup")
     parser.add_argument("--steps", type=int, default=4, help="timed steps per round")
     parser.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"])
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    parser.add_argument("--compile", default="both", choices=["both", "off", "on"],
+                        help="time eager steps, compiled steps, or both")
     args = parser.parse_args()
 
     device = pick_device(args.device)
     precision = resolve_precision(args.precision, device)
     vocab_size = PRESETS[args.preset].shape.vocab_size
     tokenizer = StandInTokenizer(pad_token_id=PAD, cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK,
-                          vocab_size=vocab_size)
-    runs, paper_flops, executed_flops = {}, {}, {}
-    for objective in ("electra", "mlm"):
-        config = resolve(PretrainConfig(preset=args.preset, objective=objective, batch_size=args.batch_size,
-                                        seq_len=args.seq_len, precision=precision, device=args.device))
-        runs[objective] = build_run(config, Context(0, 1, device), tokenizer)
-        paper_flops[objective] = step_flops(objective, 1, runs[objective].discriminator_shape,
-                                            runs[objective].generator_shape, args.batch_size, args.seq_len)
+                                 vocab_size=vocab_size)
     batch = random_batch(args.batch_size, args.seq_len, vocab_size, device)
-    for objective, run in runs.items():
-        executed_flops[objective] = counted_step_flops(run, batch)
+    modes = ("off", "on") if args.compile == "both" else (args.compile,)
+    setups, paper_flops, executed_flops, compile_s = {}, {}, {}, {}
+    for objective in ("electra", "mlm"):
+        for mode in modes:
+            run = build_run(run_config(args, objective, precision, mode), Context(0, 1, device), tokenizer)
+            model = placement.compiled(run.model, device) if run.compiled else run.model
+            name = f"{objective} {'compiled' if run.compiled else 'eager'}"
+            setups[name] = (run, model)
+            paper_flops[name] = step_flops(objective, 1, run.discriminator_shape, run.generator_shape,
+                                           args.batch_size, args.seq_len)
+            if not run.compiled:
+                executed_flops[objective] = counted_step_flops(run, batch)
+            _sync(device)
+            start = time.perf_counter()
+            for _ in range(3):  # compiles (and records CUDA graphs) on the first steps
+                train_step(run, model, batch)
+            _sync(device)
+            compile_s[name] = time.perf_counter() - start
+    if not executed_flops:  # compiled only: count on an eager twin
+        for objective in ("electra", "mlm"):
+            run = build_run(run_config(args, objective, precision, "off"), Context(0, 1, device), tokenizer)
+            executed_flops[objective] = counted_step_flops(run, batch)
     peak = matmul_peak(torch.bfloat16 if precision == "bf16" else torch.float32, device)
 
-    times: dict[str, list[float]] = {name: [] for name in runs}
+    times: dict[str, list[float]] = {name: [] for name in setups}
     for round_index in range(args.rounds + 1):  # round 0 warms up (allocator, oneDNN kernels)
-        for name, run in runs.items():
+        for name, (run, model) in setups.items():
             _sync(device)
             start = time.perf_counter()
             for _ in range(args.steps):
-                train_step(run, run.model, batch)
+                train_step(run, model, batch)
             _sync(device)
             if round_index:
                 times[name].append((time.perf_counter() - start) / args.steps)
 
-    print(f"{args.preset}, batch {args.batch_size} x {args.seq_len}, {precision}, {device.type}, "
-          f"{torch.get_num_threads()} threads; matmul peak {peak / 1e9:,.0f} GFLOP/s")
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"{args.preset}, batch {args.batch_size} x {args.seq_len}, {precision}, {device_name}, "
+          f"{torch.get_num_threads()} threads, torch {torch.__version__}; matmul peak "
+          f"{peak / 1e9:,.0f} GFLOP/s; load average {os.getloadavg()[0]:.2f}")
     step_s = {name: statistics.median(values) for name, values in times.items()}
     for name, seconds in step_s.items():
         tokens_per_s = args.batch_size * args.seq_len / seconds
-        executed = executed_flops[name] / seconds
-        print(f"  {name:8s} {seconds:7.3f} s/step {tokens_per_s:9,.0f} tokens/s  "
-              f"{executed / 1e9:7,.1f} GFLOP/s executed (MFU {executed / peak:6.1%})  "
-              f"{paper_flops[name] / seconds / 1e9:7,.1f} GFLOP/s paper convention")
-    print(f"electra/mlm step-time ratio: {step_s['electra'] / step_s['mlm']:.3f}")
+        executed = executed_flops[name.split()[0]] / seconds
+        print(f"  {name:17s} {seconds:7.4f} s/step {tokens_per_s:10,.0f} tokens/s  "
+              f"{executed / 1e9:8,.1f} GFLOP/s executed (MFU {executed / peak:6.1%})  "
+              f"{paper_flops[name] / seconds / 1e9:8,.1f} GFLOP/s paper convention  "
+              f"(first 3 steps {compile_s[name]:.1f} s)")
+    for mode in ("eager", "compiled"):
+        if f"electra {mode}" in step_s:
+            ratio = step_s[f"electra {mode}"] / step_s[f"mlm {mode}"]
+            print(f"electra/mlm step-time ratio, {mode}: {ratio:.3f}")
+    for objective in ("electra", "mlm"):
+        if f"{objective} compiled" in step_s:
+            speedup = step_s[f"{objective} eager"] / step_s[f"{objective} compiled"] \
+                if f"{objective} eager" in step_s else float("nan")
+            print(f"{objective} compiled/eager speed-up: {speedup:.2f}x")
 
 
 if __name__ == "__main__":

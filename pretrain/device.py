@@ -29,14 +29,6 @@ def resolve_precision(setting: str, device: torch.device) -> str:
     return "bf16" if device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"
 
 
-def resolve_eval_precision(setting: str, device: torch.device) -> str:
-    """'auto' for inference: fp32 on a CPU, where bf16 autocast made evaluation slower (README,
-    "Performance"; its casts are not repaid without a backward pass), else as for training."""
-    if setting == "auto" and device.type == "cpu":
-        return "fp32"
-    return resolve_precision(setting, device)
-
-
 def resolve_attention(setting: str, device: torch.device, precision: str) -> str:
     """'auto': SDPA, except eager on a CPU in bf16, where SDPA is slower (STACK.md: 1.16 vs 0.99 s/step)."""
     if setting != "auto":

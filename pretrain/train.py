@@ -87,6 +87,8 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
             group["lr"] = lr
         # Batch, then forward, backward, clip, step.
         batch, batch_tokens = stream.next_batch()
+        if context.device.type == "cuda":  # a copy from pinned memory does not block the host
+            batch = {k: v.pin_memory() for k, v in batch.items()}
         batch = {k: v.to(context.device, non_blocking=True) for k, v in batch.items()}
         loss, stats, grad_norm = train_step(run, model, batch, progress.stage)
         # Count.

@@ -56,8 +56,8 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
     model: its new head is initialised from the global RNG.
     """
     device = next(model.parameters()).device
-    train_autocast = placement.autocast(device, placement.resolve_precision(config.precision, device))
-    eval_autocast = placement.autocast(device, placement.resolve_eval_precision(config.precision, device))
+    # One precision for training and evaluation: bf16 won both on the 2-core CPU (README, "Performance").
+    autocast = placement.autocast(device, placement.resolve_precision(config.precision, device))
     step_model = placement.compiled(model, device) if placement.resolve_compile(config.compile, device) \
         else model
     if device.type == "cuda":
@@ -89,7 +89,7 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
             if step_model is not model:
                 placement.mark_step()
             # forward; HF heads compute the task loss from labels / start and end positions
-            with train_autocast:
+            with autocast:
                 loss = step_model(**batch).loss
             # backward, clip, step
             loss.backward()
@@ -107,7 +107,7 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
         train_loss = _finite_mean(loss_sum, epoch_steps, step) if epoch_steps else math.nan
         train_time_s += time.perf_counter() - started
         dev = {split: data for split, data in task.evals.items() if split.startswith("validation")}
-        outputs = predict(step_model, task, dev, config, collate, eval_autocast)
+        outputs = predict(step_model, task, dev, config, collate, autocast)
         metrics = {split: task.score(split, outputs[split]) for split in dev}
         row = {"epoch": epoch + 1, "train_loss": train_loss}
         row |= {f"{split}_{name}": value
@@ -117,7 +117,7 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
             on_epoch(epoch + 1, row)
     bar.close()
     rest = {split: data for split, data in task.evals.items() if not split.startswith("validation")}
-    outputs |= predict(step_model, task, rest, config, collate, eval_autocast)
+    outputs |= predict(step_model, task, rest, config, collate, autocast)
     return FinetuneResult(history, metrics, outputs, num_steps, train_time_s,
                           examples / max(train_time_s, 1e-9), tokens / max(train_time_s, 1e-9), examples)
 
