@@ -51,8 +51,9 @@ def resolve_compile(setting: str, device: torch.device) -> bool:
     return device.type == "cuda"
 
 
-def compiled(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    """`torch.compile` of a module's whole forward (and so its backward); CUDA graphs on CUDA.
+def compiled(module: torch.nn.Module, device: torch.device, cuda_graphs: bool = True) -> torch.nn.Module:
+    """`torch.compile` of a module's whole forward (and so its backward); CUDA graphs on CUDA unless
+    told otherwise (DDP's gradient hooks run between graphs, so a DDP model compiles without them).
 
     Inductor's own random numbers would differ from eager ones; with `fallback_random` masks,
     samples and dropout come from the same generator as in eager mode, so a seed gives the same
@@ -61,7 +62,7 @@ def compiled(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     import torch._inductor.config as inductor_config
 
     inductor_config.fallback_random = True
-    return torch.compile(module, mode="reduce-overhead" if device.type == "cuda" else None)
+    return torch.compile(module, mode="reduce-overhead" if device.type == "cuda" and cuda_graphs else None)
 
 
 def mark_step() -> None:

@@ -69,7 +69,7 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
         model = torch.nn.parallel.DistributedDataParallel(
             run.model, find_unused_parameters=config.objective == "two-stage")
     if run.compiled:
-        model = placement.compiled(model, run.device)
+        model = placement.compiled(model, run.device, cuda_graphs=not context.distributed)
 
     window = MetricWindow()
     if resume_from is not None:  # a resumed run that is already done still reports its metrics
