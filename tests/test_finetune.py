@@ -106,3 +106,14 @@ def test_compiled_and_eager_fine_tuning_agree(tiny_model, glue_data):
     losses = [[row["train_loss"] for row in result.history] for result in (eager, compiled)]
     assert losses[1] == pytest.approx(losses[0], rel=1e-4)
     np.testing.assert_allclose(np.stack(compiled.outputs["test"]), np.stack(eager.outputs["test"]), atol=1e-4)
+
+
+def test_worker_loader_gives_the_same_batches_in_the_same_order(tiny_model, glue_data):
+    """The GPU loader (two workers, pinned memory where there is an accelerator) changes no batch."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
+    built = glue.build_task(GLUE_TASKS["rte"], load_glue(GLUE_TASKS["rte"], glue_data), tokenizer, max_length=32)
+    plain, workers = (list(batching.train_loader(built.train, 4, 7, True, batching.collator(tokenizer),
+                                                 accelerator=flag)) for flag in (False, True))
+    assert len(plain) == len(workers) > 1
+    for a, b in zip(plain, workers, strict=True):
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
