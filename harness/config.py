@@ -7,6 +7,7 @@ reported at once, so a typo never silently trains with a default.
 from __future__ import annotations
 
 import dataclasses
+import math
 import textwrap
 import tomllib
 import types
@@ -44,6 +45,8 @@ def load_config(cls: type[C], config_file: str | Path | None = None, overrides: 
             typed[key] = _coerce(value, hints[key])
         except ValueError as error:
             errors.append(f"setting {key}={value!r}: {error}")
+    errors += [f"{key}={value!r} must be a finite number" for key, value in fixed.items()
+               if not _finite(value)]
     if errors:
         raise UserError("; ".join(errors))
     typed.update(fixed)
@@ -86,8 +89,10 @@ def _coerce(value: Any, hint: Any) -> Any:
     if hint in (int, float):
         try:
             number = hint(value) if hint is float or not isinstance(value, str) else int(float(value))
-        except (TypeError, ValueError):
-            raise ValueError(f"expected a number ({hint.__name__})") from None
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"expected a finite number ({hint.__name__})") from None
+        if not math.isfinite(number):  # nan passes every range check, then breaks torch
+            raise ValueError(f"expected a finite number ({hint.__name__}), not {number}")
         if hint is int and isinstance(value, str) and float(value) != number:
             raise ValueError("expected a whole number")
         return number
@@ -96,6 +101,12 @@ def _coerce(value: Any, hint: Any) -> Any:
             raise ValueError(f"choose one of {', '.join(map(str, typing.get_args(hint)))}")
         return value
     return hint(value) if callable(hint) else value
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return all(map(_finite, value)) if isinstance(value, tuple | list) else True
 
 
 def settings_help(cls: type, heading: str, skip: tuple[str, ...] = ()) -> str:

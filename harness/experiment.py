@@ -63,7 +63,7 @@ def arm_name(objective: str, budget: float) -> str:
 
 def pretrain_configs(exp: Efficiency) -> dict[tuple[str, float], PretrainConfig]:
     """Each arm's resolved pre-training config, smallest budget first; all bad settings in one error."""
-    if not exp.budgets or any(b <= 0 for b in exp.budgets):
+    if not exp.budgets or not all(0 < b < float("inf") for b in exp.budgets):  # nan too
         raise UserError(f"--budget-flops needs positive FLOPs counts (got {exp.budgets}); e.g. 1e14,4e14")
     if not exp.objectives:
         raise UserError("--objectives is empty; name at least one, e.g. electra,mlm")

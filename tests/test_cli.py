@@ -93,6 +93,8 @@ BAD_INPUTS = {
     "unknown task": (["--tasks", "rte,sst"], "unknown task 'sst'; choose from cola"),
     "bad override": (["lerning_rate=1"], "unknown setting 'lerning_rate'"),
     "bad seeds": (["--seeds", "0"], "--seeds must be at least 1"),
+    "nan learning rate": (["learning_rate=nan"],
+                          "setting learning_rate='nan': expected a finite number (float), not nan"),
 }
 
 

@@ -98,7 +98,8 @@ def test_unpairable_runs_are_refused_in_one_line(runs, tmp_path, capsys):
              ((good, only_rte), "different tasks (B lacks cola); compare the common ones with --tasks rte"),
              ((good, tmp_path / "missing"), "does not exist"),
              ((good, empty), "no per-seed dev outputs for rte"),
-             ((good, good, "--target", "0"), "--target must be a positive")]
+             ((good, good, "--target", "0"), "--target must be a positive"),
+             ((good, good, "--target", "nan"), "--target must be a positive, finite number of points (got nan)")]
     for args, message in cases:
         code, out, err = compare(capsys, *args)
         assert code == 2 and out == "" and message in err and len(err.strip().splitlines()) == 1, (args, err)

@@ -3,8 +3,9 @@
 import pytest
 
 from harness.config import load_config
+from pretrain.config import PretrainConfig
 from pretrain.errors import UserError
-from tasks.config import FinetuneConfig
+from tasks.config import FinetuneConfig, SquadConfig
 
 
 def test_overrides_are_typed_and_beat_the_file(tmp_path):
@@ -31,6 +32,32 @@ def test_invalid_values_and_missing_file(tmp_path):
         load_config(FinetuneConfig, None, ["warmup_fraction=2"])
     with pytest.raises(UserError, match="does not exist"):
         load_config(FinetuneConfig, tmp_path / "missing.toml")
+
+
+@pytest.mark.parametrize("cls, setting", [
+    (FinetuneConfig, "learning_rate"), (FinetuneConfig, "warmup_fraction"), (FinetuneConfig, "max_grad_norm"),
+    (SquadConfig, "null_threshold"), (SquadConfig, "holdout_fraction"), (PretrainConfig, "max_flops"),
+    (PretrainConfig, "mask_prob"), (PretrainConfig, "max_time_s")])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_non_finite_floats_are_refused(cls, setting, value, tmp_path):
+    """nan passes every `<= 0` and `0 <= x <= 1` check, then breaks torch; refuse it in the parser."""
+    with pytest.raises(UserError, match=f"setting {setting}='{value}': expected a finite number"):
+        load_config(cls, None, [f"{setting}={value}"])
+    path = tmp_path / "c.toml"
+    path.write_text(f"{setting} = {value}\n")  # TOML's own nan and inf
+    with pytest.raises(UserError, match=f"setting {setting}=.*: expected a finite number"):
+        load_config(cls, path)
+
+
+def test_non_finite_search_ranges_and_flags_are_refused():
+    from harness.search_space import SearchSpace
+
+    with pytest.raises(UserError, match="setting weight_decay='0,nan': expected a finite number"):
+        load_config(SearchSpace, None, ["weight_decay=0,nan"])
+    with pytest.raises(UserError, match="max_flops=nan must be a finite number"):
+        load_config(PretrainConfig, None, [], max_flops=float("nan"))  # as --max-flops nan passes it
+    with pytest.raises(UserError, match="setting batch_size='inf': expected a finite number"):
+        load_config(FinetuneConfig, None, ["batch_size=inf"])  # int(float('inf')) overflows
 
 
 def test_recipe_by_size_and_task():

@@ -137,6 +137,7 @@ def test_experiment_pretrains_every_arm_to_its_budget_finetunes_and_resumes(tmp_
 @pytest.mark.parametrize(("extra", "flags", "message"), [
     ([], {"budget_flops": "1e14,lots"}, "--budget-flops '1e14,lots' is not a comma list of numbers"),
     ([], {"budget_flops": "0"}, "needs positive FLOPs counts"),
+    ([], {"budget_flops": "1e14,nan"}, "needs positive FLOPs counts (got (100000000000000.0, nan))"),
     ([], {"objectives": "electra,xlnet"}, "unknown objective 'xlnet' in --objectives"),
     ([], {"seeds": "0"}, "--seeds must be at least 1"),
     (["pretrain.max_flops=1e9"], {}, "the experiment sets budgets and objectives itself"),

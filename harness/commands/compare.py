@@ -43,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
     from harness.compare_runs import compare, load_run, table, to_json
     from pretrain.errors import UserError
 
-    if args.target <= 0:
-        raise UserError(f"--target must be a positive number of points (got {args.target})")
+    if not 0 < args.target < float("inf"):  # nan too
+        raise UserError(f"--target must be a positive, finite number of points (got {args.target})")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     result = compare(load_run(args.run_a), load_run(args.run_b), tasks, args.target)
     print(to_json(result) if args.json else table(result))
