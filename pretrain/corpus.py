@@ -36,6 +36,9 @@ def corpus_files(paths: tuple[str, ...] | list[str]) -> list[Path]:
             files.extend(found)
         else:
             raise UserError(f"corpus path {name!r} does not exist; pass text files or folders")
+    if next(iter_paragraphs(files), None) is None:  # reads up to the first non-blank line
+        raise UserError(f"corpus {', '.join(map(repr, paths))} holds no text (every file is empty or blank); "
+                        "pass files with one paragraph per line")
     return files
 
 

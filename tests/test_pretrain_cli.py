@@ -101,6 +101,18 @@ def test_missing_corpus_is_a_user_error(tmp_path, micro, capsys):
     assert code == 2 and "corpus path" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("text", ["", "\n  \n\n"])
+def test_empty_corpus_is_a_user_error(tmp_path, micro, capsys, text):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "a.txt").write_text(text)
+    (tmp_path / "empty" / "b.txt").write_text("")
+    code = main(cli_args(tmp_path, tmp_path / "empty", "max_steps=1"))
+    err = capsys.readouterr().err
+    assert code == 2 and err == (f"harness: error: corpus {str(tmp_path / 'empty')!r} holds no text (every "
+                                 "file is empty or blank); pass files with one paragraph per line\n")
+    assert not (tmp_path / "mlflow.db").exists()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
