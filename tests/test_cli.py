@@ -6,6 +6,7 @@ import zipfile
 import pytest
 
 from harness.cli import main
+from pretrain.errors import UserError
 from tests import mlflow_runs
 from tests.conftest import write_tiny_model
 
@@ -122,6 +123,48 @@ def test_bad_model_and_data(tiny_model, glue_data, tmp_path, capsys):
         code, _, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte") + extra, capsys)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (extra, err)
         assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+def write_pickle_bomb_model(directory, marker):
+    """A tiny checkpoint whose pytorch_model.bin would run `touch marker` if unpickled unsafely."""
+    import os
+
+    import torch
+    from safetensors.torch import load_file
+
+    write_tiny_model(directory)
+    weights = load_file(directory / "model.safetensors")
+    (directory / "model.safetensors").unlink()
+
+    class Payload:
+        def __reduce__(self):
+            return os.system, (f"touch {marker}",)
+
+    torch.save({**weights, "payload": Payload()}, directory / "pytorch_model.bin")
+    return directory
+
+
+def test_unsafe_pickle_weights_are_refused_with_the_reason(tmp_path):
+    import transformers
+
+    from tasks.loading import from_pretrained_quietly
+
+    model = write_pickle_bomb_model(tmp_path / "bomb", tmp_path / "ran")
+    with pytest.raises(UserError, match=r"not a plain tensor pickle \(it would call posix.system\)"):
+        from_pretrained_quietly(transformers.ElectraForSequenceClassification, model)
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.slow
+def test_run_refuses_unsafe_pickle_weights_in_one_line(glue_data, tmp_path, capsys):
+    model = write_pickle_bomb_model(tmp_path / "bomb", tmp_path / "ran")
+    capsys.readouterr()
+    code, _, err = run(glue_args(model, glue_data, tmp_path, "--tasks", "rte", "num_epochs=1"), capsys)
+    assert code == 2 and "Traceback" not in err and err.strip().splitlines()[-1] == (
+        f"harness: error: refused to load the pytorch_model.bin weights in {str(model)!r}: the file is not a "
+        "plain tensor pickle (it would call posix.system), and unpickling anything else can run code; get "
+        "model.safetensors from a source you trust, or convert a copy you trust with save_pretrained()")
+    assert not (tmp_path / "ran").exists()
 
 
 def test_hub_name_offline_says_what_to_do(tmp_path, capsys, monkeypatch):
