@@ -140,7 +140,7 @@ def size_of(hidden_size: int) -> str:
 
 
 def has_weights(directory: Path) -> bool:
-    return any((directory / name).is_file() for name in WEIGHT_FILES)
+    return _has_any(directory, WEIGHT_FILES)
 
 
 def resolve_model(name_or_path: str) -> str:
@@ -186,14 +186,31 @@ def _hub_checkpoint(preset: ModelPreset) -> str:
     if preset.hub_id is None:
         raise UserError(f"{preset.name!r} is a shape without released weights; pre-train it with "
                         f"`harness pretrain --preset {preset.name}` and pass the output directory")
+    # safetensors when the repo has them (no pickle at all); Google's ELECTRA repos publish only
+    # pytorch_model.bin, which transformers reads with torch.load(weights_only=True): tensors, never code.
+    folder = _download(preset, ["*.json", "*.txt", "*.safetensors"])
+    if not _has_any(folder, WEIGHT_FILES[:2]):
+        folder = _download(preset, ["*.json", "*.txt", "pytorch_model*.bin"])
+    if not has_weights(folder):
+        raise UserError(f"the Hub snapshot of {preset.name!r} ({preset.hub_id}, in {str(folder)!r}) has no "
+                        f"weights ({' or '.join(WEIGHT_FILES[::2])}); connect once so they download, or "
+                        "pass a local checkpoint directory as --model")
+    return str(folder)
+
+
+def _download(preset: ModelPreset, allow_patterns: list[str]) -> Path:
     from huggingface_hub import snapshot_download  # deferred: only hub names need it
 
     try:
-        return snapshot_download(preset.hub_id, allow_patterns=["*.json", "*.txt", "*.safetensors"])
+        return Path(snapshot_download(preset.hub_id, allow_patterns=allow_patterns))
     except Exception as error:  # offline, not cached, gated: all mean the same to the user
         raise UserError(f"could not get {preset.name!r} ({preset.hub_id}) from the Hugging Face Hub or its "
                         f"cache ({type(error).__name__}); connect once to download it, or pass a local "
                         "checkpoint directory as --model") from error
+
+
+def _has_any(directory: Path, names: tuple[str, ...]) -> bool:
+    return any((directory / name).is_file() for name in names)
 
 
 def electra_config(shape: TransformerShape, max_position_embeddings: int = 512, **overrides):

@@ -167,6 +167,83 @@ def test_run_refuses_unsafe_pickle_weights_in_one_line(glue_data, tmp_path, caps
     assert not (tmp_path / "ran").exists()
 
 
+@pytest.fixture
+def fake_hub(tmp_path, monkeypatch):
+    """snapshot_download over local folders: copies the repo's files matching allow_patterns into a cache."""
+    import fnmatch
+    import shutil
+
+    import huggingface_hub
+
+    repos, calls = tmp_path / "hub", []
+
+    def snapshot_download(repo_id, allow_patterns):
+        calls.append(list(allow_patterns))
+        snapshot = tmp_path / "cache" / repo_id
+        snapshot.mkdir(parents=True, exist_ok=True)
+        for file in (repos / repo_id).iterdir():
+            if any(fnmatch.fnmatch(file.name, p) for p in allow_patterns):
+                shutil.copy(file, snapshot / file.name)
+        return str(snapshot)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    return repos, calls
+
+
+def test_hub_repo_with_only_pytorch_bin_loads(fake_hub, tiny_model):
+    import shutil
+
+    import torch
+    import transformers
+    from safetensors.torch import load_file
+
+    from pretrain.models import resolve_model
+    from tasks.loading import from_pretrained_quietly
+
+    repos, calls = fake_hub
+    repo = repos / "google/electra-small-discriminator"  # as Google published it: weights as a .bin only
+    shutil.copytree(tiny_model, repo)
+    weights = load_file(repo / "model.safetensors")
+    (repo / "model.safetensors").unlink()
+    torch.save(weights, repo / "pytorch_model.bin")
+    folder = resolve_model("electra-small")
+    assert calls == [["*.json", "*.txt", "*.safetensors"], ["*.json", "*.txt", "pytorch_model*.bin"]]
+    model = from_pretrained_quietly(transformers.ElectraForPreTraining, folder)
+    assert torch.equal(model.state_dict()["electra.embeddings.word_embeddings.weight"],
+                       weights["electra.embeddings.word_embeddings.weight"])
+
+
+def test_hub_repo_with_safetensors_never_fetches_the_pickle(fake_hub, tiny_model):
+    import shutil
+    from pathlib import Path
+
+    from pretrain.models import resolve_model
+
+    repos, calls = fake_hub
+    repo = repos / "google/electra-small-discriminator"
+    shutil.copytree(tiny_model, repo)
+    (repo / "pytorch_model.bin").write_bytes(b"never read")
+    folder = Path(resolve_model("electra-small"))
+    assert calls == [["*.json", "*.txt", "*.safetensors"]]
+    assert (folder / "model.safetensors").is_file() and not (folder / "pytorch_model.bin").exists()
+
+
+def test_hub_snapshot_without_weights_is_one_line(fake_hub, tiny_model, tmp_path, capsys):
+    import shutil
+
+    repos, calls = fake_hub
+    repo = repos / "google/electra-small-discriminator"
+    shutil.copytree(tiny_model, repo)
+    (repo / "model.safetensors").unlink()
+    code, _, err = run(["run", "glue", "--model", "electra-small", "--tasks", "rte", "--data-dir",
+                        str(tmp_path)], capsys)
+    snapshot = tmp_path / "cache" / "google/electra-small-discriminator"
+    assert code == 2 and err == (
+        f"harness: error: the Hub snapshot of 'electra-small' (google/electra-small-discriminator, in "
+        f"{str(snapshot)!r}) has no weights (model.safetensors or pytorch_model.bin); connect once so they "
+        "download, or pass a local checkpoint directory as --model\n")
+
+
 def test_hub_name_offline_says_what_to_do(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
