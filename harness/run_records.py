@@ -41,8 +41,8 @@ class Setup:
 def setup(model: str, precision: str) -> Setup:
     """Resolve --model, load its tokenizer and config, and pick the device, attention and precision."""
     model_path = resolve_model(model)
+    model_config = load_model_config(model_path)  # first: the tokenizer reads config.json too
     tokenizer = load_tokenizer(model_path)
-    model_config = transformers.AutoConfig.from_pretrained(model_path)
     device = placement.pick_device("auto")
     used = placement.resolve_precision(precision, device)
     attention = placement.resolve_attention("auto", device, used)
@@ -50,7 +50,34 @@ def setup(model: str, precision: str) -> Setup:
                  used)
 
 
+def load_model_config(model_path: str) -> transformers.PretrainedConfig:
+    """The checkpoint's config, or a UserError naming config.json and what is wrong with it."""
+    from huggingface_hub.errors import StrictDataclassError  # a field of the wrong type
+
+    path = _config_json(model_path)
+    try:
+        return transformers.AutoConfig.from_pretrained(model_path)
+    except (OSError, ValueError, TypeError, StrictDataclassError) as error:
+        reason = " ".join(str(error).split())
+        raise UserError(f"{path!r} is not a usable model config ({reason}); restore it or save the model "
+                        "again with save_pretrained()") from error
+
+
+def _config_json(model_path: str) -> str:
+    """Path of model_path's config.json, after checking it is JSON: a broken one breaks every loader."""
+    path = Path(model_path) / "config.json"
+    if not path.exists():
+        return str(path)  # a tokenizer folder may lack one; AutoConfig says so itself
+    try:
+        json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{str(path)!r} is not valid JSON ({error}); restore it or save the model again "
+                        "with save_pretrained()") from error
+    return str(path)
+
+
 def load_tokenizer(model_path: str):
+    _config_json(model_path)
     try:
         return transformers.AutoTokenizer.from_pretrained(model_path)
     except (OSError, ValueError, TypeError) as error:

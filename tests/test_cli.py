@@ -244,6 +244,24 @@ def test_hub_snapshot_without_weights_is_one_line(fake_hub, tiny_model, tmp_path
         "download, or pass a local checkpoint directory as --model\n")
 
 
+@pytest.mark.parametrize("text, reason", [
+    ('{"model_type": "electra",', "is not valid JSON (Expecting property name enclosed in double quotes: "
+                                  "line 1 column 26 (char 25))"),
+    ('{"model_type": "electra", "hidden_size": "big"}', "is not a usable model config (Validation error for "
+                                                         "field 'hidden_size': TypeError: Field 'hidden_size' "
+                                                         "expected int, got str (value: 'big'))")])
+def test_broken_config_json_is_named_not_the_tokenizer(text, reason, glue_data, tmp_path, capsys):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(write_tiny_model(tmp_path / "original"), model)
+    (model / "config.json").write_text(text)
+    capsys.readouterr()
+    code, _, err = run(glue_args(model, glue_data, tmp_path, "--tasks", "rte"), capsys)
+    assert code == 2 and err == (f"harness: error: {str(model / 'config.json')!r} {reason}; restore it or "
+                                 "save the model again with save_pretrained()\n")
+
+
 def test_hub_name_offline_says_what_to_do(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
