@@ -47,13 +47,14 @@ def load_config(cls: type[C], config_file: str | Path | None = None, overrides: 
             errors.append(f"setting {key}={value!r}: {error}")
     errors += [f"{key}={value!r} must be a finite number" for key, value in fixed.items()
                if not _finite(value)]
+    typed.update({key: value for key, value in fixed.items() if _finite(value)})
+    try:  # even after type errors: the range checks of the well-typed values belong in the same report
+        config = cls(**typed)
+    except ValueError as error:  # __post_init__ validation
+        errors.append(str(error))
     if errors:
         raise UserError("; ".join(errors))
-    typed.update(fixed)
-    try:
-        return cls(**typed)
-    except ValueError as error:  # __post_init__ validation
-        raise UserError(str(error)) from error
+    return config
 
 
 def read_toml(path: Path) -> dict[str, Any]:

@@ -25,6 +25,19 @@ def test_every_problem_reported_at_once():
     assert "batch_size='many'" in message and "precision='fp8'" in message and "'oops'" in message
 
 
+def test_type_and_range_errors_reported_together(tmp_path):
+    with pytest.raises(UserError) as caught:
+        load_config(FinetuneConfig, None, ["batch_size=many", "warmup_fraction=2", "lerning_rate=1"])
+    assert str(caught.value) == ("setting batch_size='many': expected a finite number (int); unknown setting "
+                                 "'lerning_rate' (known: " + ", ".join(sorted(FinetuneConfig.__dataclass_fields__))
+                                 + "); warmup_fraction must be between 0 and 1 (got 2.0)")
+    path = tmp_path / "c.toml"
+    path.write_text('mask_prob = "lots"\nwarmup_fraction = 2\n')
+    with pytest.raises(UserError, match=r"setting mask_prob='lots': expected a finite number \(float\); "
+                                        r"warmup_fraction=2.0 must be between 0 and 1"):
+        load_config(PretrainConfig, path)
+
+
 def test_invalid_values_and_missing_file(tmp_path):
     with pytest.raises(UserError, match="batch_size must be positive"):
         load_config(FinetuneConfig, None, ["batch_size=0"])
