@@ -55,6 +55,9 @@ def new_manifest(directory: Path, files: list[str], fields: dict) -> dict:
 
 def read_manifest(directory: Path) -> dict:
     """The bundle's manifest, checked for the fields the runtime reads."""
+    if directory.exists() and not directory.is_dir():
+        raise UserError(f"--bundle {str(directory)!r} is a file, not a bundle directory; pass the folder "
+                        "`harness export onnx` wrote (its --output)")
     if not directory.is_dir():
         raise UserError(f"bundle directory {str(directory)!r} does not exist; pass the --output of "
                         "`harness export onnx`")

@@ -166,6 +166,9 @@ def test_checksum_mismatch_is_caught(work, tmp_path, capsys):
 
 PREDICT_ERRORS = {
     "no bundle": (["--bundle", "{tmp}/nope", "a cat"], "bundle directory '{tmp}/nope' does not exist"),
+    "a file": (["--bundle", "{bundle}/manifest.json", "a cat"],
+               "--bundle '{bundle}/manifest.json' is a file, not a bundle directory; pass the folder "
+               "`harness export onnx` wrote (its --output)"),
     "empty text": (["--bundle", "{bundle}", " "], "TEXT: empty text; give some text"),
     "three texts": (["--bundle", "{bundle}", "a", "b", "c"], "got 3 texts; pass one text, or two"),
     "missing file": (["--bundle", "{bundle}", "--input", "{tmp}/in.jsonl"], "does not exist"),
