@@ -275,6 +275,11 @@ def test_hub_name_offline_says_what_to_do(tmp_path, capsys, monkeypatch):
 def test_listings(capsys):
     code, out, _ = run(["tasks"], capsys)
     assert code == 0 and "mrpc" in out and "f1,accuracy" in out and "predicted with the MNLI model" in out
+    rows = {line.split()[0]: line for line in out.splitlines()}
+    assert rows["squad"].split() == ["squad", "exact_match,f1", "answer", "spans", "2", "harness", "run",
+                                     "squad", "--version", "1.1"]
+    assert rows["squad_v2"].split()[:5] == ["squad_v2", "exact,f1,best_exact,best_f1", "answer", "spans,",
+                                            "unanswerable"]
     code, out, _ = run(["models"], capsys)
     assert code == 0 and "google/electra-base-discriminator" in out and "electra-tiny" in out
 

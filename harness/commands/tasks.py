@@ -9,11 +9,16 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from tasks.registry import GLUE_TASKS
+    from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
-    print(f"{'task':6} {'metrics':18} {'labels':38} {'epochs':6} note")
+    print(f"{'task':8} {'metrics':30} {'labels':32} {'epochs':6} note")
     for task in GLUE_TASKS.values():
         labels = ",".join(task.label_names) if task.label_names else "regression 0..5"
         note = f"predicted with the {task.predicted_by.upper()} model" if task.predicted_by else ""
-        print(f"{task.name:6} {','.join(task.metrics) or '-':18} {labels:38} {task.num_epochs:<6} {note}")
+        row = f"{task.name:8} {','.join(task.metrics) or '-':30} {labels:32} {task.num_epochs:<6} {note}"
+        print(row.rstrip())
+    for task in SQUAD_TASKS.values():
+        labels = "answer spans" + (", unanswerable" if task.has_unanswerable else "")
+        note = f"harness run squad --version {task.version}"
+        print(f"{task.name:8} {','.join(task.metrics):30} {labels:32} {task.num_epochs:<6} {note}")
     return 0
