@@ -26,6 +26,7 @@ from tokenizers import Encoding, Tokenizer
 from pretrain.errors import UserError
 from reports.bundle import INPUT_NAMES, MODEL_FILES, PER_TOKEN_OUTPUTS, TOKENIZER, read_manifest, verify_files
 from tasks import squad_spans
+from tasks.registry import GLUE_TASKS
 
 PRECISIONS = ("auto", *MODEL_FILES)
 REQUEST_KEYS = {"sequence-classification": ("text", "text_pair"),
@@ -68,6 +69,8 @@ class Predictor:
         verify_files(directory, self.manifest, [TOKENIZER, MODEL_FILES[precision]])
         self.kind, self.max_length = self.manifest["kind"], int(self.manifest["max_length"])
         self.labels = self.manifest.get("labels")
+        task = GLUE_TASKS.get(self.manifest["task"])  # None for SQuAD (always two texts)
+        self.pair = None if task is None else len(task.hub_columns) == 2
         self.batch_size = batch_size
         self.tokenizer = Tokenizer.from_file(str(directory / TOKENIZER))
         self.tokenizer.no_padding()
@@ -104,6 +107,7 @@ class Predictor:
         """Model inputs: one encoding per request, or for SQuAD one per context window."""
         for request in requests:
             _check_request(request, self.kind)
+            self._check_texts(request)
         if self.kind == "question-answering":
             return self._windows(requests)
         inputs = [r.text if r.text_pair is None else (r.text, r.text_pair) for r in requests]
@@ -117,6 +121,15 @@ class Predictor:
                             f"max_length {self.max_length}; truncated to {self.max_length}")
                 encodings[i] = encoding
         return Encoded(encodings, list(range(len(encodings))), notes)
+
+    def _check_texts(self, request: Request) -> None:
+        task = self.manifest["task"]
+        if self.pair and request.text_pair is None:
+            raise UserError(f"{request.where}: {task} classifies a pair of sentences, got one text; pass "
+                            "both (two texts, or text_pair in JSON Lines)")
+        if self.pair is False and request.text_pair is not None:
+            raise UserError(f"{request.where}: {task} classifies one sentence, got a pair; pass one text "
+                            "(drop text_pair)")
 
     def _windows(self, requests: Sequence[Request]) -> Encoded:
         qa = self.manifest["qa"]

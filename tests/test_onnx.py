@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from harness.cli import main
+from pretrain.errors import UserError
 from reports.bundle import sha256
 from tests import mlflow_runs
 from tests.conftest import REPO, WORDS, write_glue_dir, write_tiny_model
@@ -125,10 +126,22 @@ def test_predict_in_a_process_without_torch(work, tmp_path):
     assert {r["label"] for r in results} <= {"entailment", "not_entailment"}
 
 
+def test_a_pair_for_a_single_sentence_task_is_refused(work):
+    from reports.onnx_predictor import Predictor, Request
+
+    predictor = Predictor(work["bundle"])
+    predictor.manifest = predictor.manifest | {"task": "sst2"}  # as a bundle of a one-sentence task reads
+    predictor.pair = False
+    with pytest.raises(UserError, match="^x: sst2 classifies one sentence, got a pair; pass one text "):
+        predictor.predict([Request("a cat", "a dog", where="x")])
+    assert Predictor(work["bundle"]).pair is True  # rte, from the registry
+
+
 def test_long_input_is_truncated_with_a_note(work, capsys):
-    code, out, err = run(["predict", "--bundle", work["bundle"], "the cat sat on the mat . " * 20], capsys)
+    code, out, err = run(["predict", "--bundle", work["bundle"], "the cat sat on the mat . " * 20, "a cat ."],
+                         capsys)
     assert code == 0 and json.loads(out)["label"] in ("entailment", "not_entailment")
-    assert "harness: note: TEXT: 142 tokens exceed the bundle's max_length 64; truncated to 64" in err
+    assert "harness: note: TEXT: 146 tokens exceed the bundle's max_length 64; truncated to 64" in err
 
 
 def test_regression_bundle_from_a_checkpoint_directory(work, tmp_path, capsys):
@@ -171,6 +184,9 @@ PREDICT_ERRORS = {
                "`harness export onnx` wrote (its --output)"),
     "empty text": (["--bundle", "{bundle}", " "], "TEXT: empty text; give some text"),
     "three texts": (["--bundle", "{bundle}", "a", "b", "c"], "got 3 texts; pass one text, or two"),
+    "one text for a pair task": (["--bundle", "{bundle}", "a cat"],
+                                 "TEXT: rte classifies a pair of sentences, got one text; pass both (two texts, "
+                                 "or text_pair in JSON Lines)"),
     "missing file": (["--bundle", "{bundle}", "--input", "{tmp}/in.jsonl"], "does not exist"),
 }
 
@@ -190,6 +206,7 @@ BAD_LINES = {
     '{"text": 3}\n': "requests.jsonl line 1: 'text' must be a string",
     '{"text": "a", "text_pair": ""}\n': "requests.jsonl line 1: empty text_pair",
     "\n\n": "requests.jsonl holds no requests",
+    '{"text": "a cat"}\n': "requests.jsonl line 1: rte classifies a pair of sentences, got one text",
 }
 
 
