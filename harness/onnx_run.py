@@ -87,7 +87,7 @@ def export(job: ExportJob) -> dict:
             manifest = _build(source, job, tokenizer, examples, staging)
             manifest["mlflow_run_id"] = active.info.run_id
             manifest["export_time_s"] = time.perf_counter() - started
-            atomic.write_json(staging / bundle.MANIFEST, manifest)
+            _write_manifest(staging, manifest)
             for path in (staging, *staging.iterdir()):  # temp files are private; a bundle is for deploying
                 path.chmod(0o755 if path.is_dir() else 0o644)
         _log_models(output, manifest, tags)
@@ -190,7 +190,7 @@ def _build(source: Source, job: ExportJob, tokenizer, examples: Dataset, staging
     onnx_export.export_onnx(model, staging / bundle.MODEL_FILES["fp32"])
     onnx_export.save_tokenizer(tokenizer, staging / bundle.TOKENIZER)
     manifest = _manifest(source, tokenizer, staging, [bundle.MODEL_FILES["fp32"], bundle.TOKENIZER])
-    atomic.write_json(staging / bundle.MANIFEST, manifest)
+    _write_manifest(staging, manifest)
     fp32 = Predictor(staging, "fp32", batch_size=PARITY_BATCH)
     encoded = fp32.encode(onnx_check.requests_for(source.task, examples.select(range(
         min(PARITY_EXAMPLES, len(examples))))))
@@ -208,7 +208,7 @@ def _build(source: Source, job: ExportJob, tokenizer, examples: Dataset, staging
     if job.quantize == "int8":
         onnx_export.quantize_int8(staging / bundle.MODEL_FILES["fp32"], staging / bundle.MODEL_FILES["int8"])
         manifest["files"] |= bundle.file_entries(staging, [bundle.MODEL_FILES["int8"]])
-        atomic.write_json(staging / bundle.MANIFEST, manifest)
+        _write_manifest(staging, manifest)
     manifest["quality"] = _quality(source.task, staging, examples, job.quantize == "int8",
                                    source.qa.get("null_threshold", 0.0))
     return manifest
@@ -236,6 +236,14 @@ def _quality(task: GlueTask | SquadTask, staging: Path, examples: Dataset, int8:
                   f"{task.name} dev examples (target: at most {INT8_TARGET_POINTS:g}); deploy model.onnx "
                   "(--precision fp32) if that matters", file=sys.stderr)
     return quality
+
+
+def _write_manifest(staging: Path, manifest: dict) -> None:
+    """manifest.json with its own checksum, taken over the JSON as it will be read back."""
+    path = staging / bundle.MANIFEST
+    atomic.write_json(path, manifest)
+    written = json.loads(path.read_text(encoding="utf-8"))
+    atomic.write_json(path, written | {bundle.SEAL: bundle.manifest_digest(written)})
 
 
 def _manifest(source: Source, tokenizer, staging: Path, files: list[str]) -> dict:

@@ -2,7 +2,10 @@
 
 A bundle is a directory with model.onnx (fp32), optionally model.int8.onnx, tokenizer.json and
 manifest.json. The manifest names the task, its labels, the input limits, the versions that made
-it and a sha256 for every other file. Torch-free: the runtime imports this module.
+it, a sha256 for every other file and, last, a sha256 of itself (`manifest_sha256`, over the
+manifest without that key), so an edited label list is caught like an edited model. These catch
+corruption and stray edits, not a forger who rewrites the checksums too. Torch-free: the runtime
+imports this module.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from pathlib import Path
 
 from pretrain.errors import UserError
 
-BUNDLE_FORMAT = "electra-harness/onnx-bundle/1"
+BUNDLE_FORMAT = "electra-harness/onnx-bundle/2"  # 2: the manifest carries its own sha256
 MANIFEST = "manifest.json"
+SEAL = "manifest_sha256"
 TOKENIZER = "tokenizer.json"
 MODEL_FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
@@ -53,6 +57,13 @@ def new_manifest(directory: Path, files: list[str], fields: dict) -> dict:
             "files": file_entries(directory, files)}
 
 
+def manifest_digest(manifest: dict) -> str:
+    """sha256 of the manifest as canonical JSON, without its own checksum."""
+    body = {key: value for key, value in manifest.items() if key != SEAL}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def read_manifest(directory: Path) -> dict:
     """The bundle's manifest, checked for the fields the runtime reads."""
     if directory.exists() and not directory.is_dir():
@@ -73,6 +84,9 @@ def read_manifest(directory: Path) -> dict:
         found = manifest.get("format") if isinstance(manifest, dict) else None
         raise UserError(f"{path} has format {found!r}, not {BUNDLE_FORMAT!r}; re-export the bundle "
                         "with this version of the harness")
+    if manifest.get(SEAL) != manifest_digest(manifest):
+        raise UserError(f"{path} was changed after export: its content does not match the {SEAL} it "
+                        "carries; restore the bundle or re-export it")
     missing = [key for key in ("task", "kind", "max_length", "files", "pad_token_id") if key not in manifest]
     if missing:
         raise UserError(f"{path} lacks {', '.join(missing)}; re-export the bundle")

@@ -66,7 +66,8 @@ class Predictor:
         if precision == "auto":
             precision = "int8" if MODEL_FILES["int8"] in self.manifest["files"] else "fp32"
         self.precision = precision
-        verify_files(directory, self.manifest, [TOKENIZER, MODEL_FILES[precision]])
+        used = [TOKENIZER, MODEL_FILES[precision]]  # first: a missing precision gets its own message
+        verify_files(directory, self.manifest, used + sorted(set(self.manifest["files"]) - set(used)))
         self.kind, self.max_length = self.manifest["kind"], int(self.manifest["max_length"])
         self.labels = self.manifest.get("labels")
         task = GLUE_TASKS.get(self.manifest["task"])  # None for SQuAD (always two texts)

@@ -169,12 +169,28 @@ def test_regression_bundle_from_a_checkpoint_directory(work, tmp_path, capsys):
 
 
 def test_checksum_mismatch_is_caught(work, tmp_path, capsys):
-    for name in ("model.int8.onnx", "tokenizer.json"):
+    for name in ("model.int8.onnx", "tokenizer.json", "model.onnx"):  # model.onnx: unused at int8, checked too
         copy = shutil.copytree(work["bundle"], tmp_path / name)
         with (copy / name).open("ab") as handle:
             handle.write(b" ")
         code, _, err = run(["predict", "--bundle", copy, "a cat"], capsys)
         assert code == 2 and f"checksum mismatch for '{copy / name}'" in err and "re-export" in err
+
+
+def test_an_edited_manifest_is_refused(work, tmp_path, capsys):
+    copy = shutil.copytree(work["bundle"], tmp_path / "edited")
+    manifest = json.loads((copy / "manifest.json").read_text())
+    assert manifest["labels"] == ["entailment", "not_entailment"]
+    manifest["labels"] = manifest["labels"][::-1]  # every answer would be the wrong label
+    (copy / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    code, out, err = run(["predict", "--bundle", copy, "a cat", "a dog"], capsys)
+    assert code == 2 and out == "" and err == (
+        f"harness: error: {copy / 'manifest.json'} was changed after export: its content does not match the "
+        "manifest_sha256 it carries; restore the bundle or re-export it\n")
+    del manifest["manifest_sha256"]
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    code, _, err = run(["predict", "--bundle", copy, "a cat", "a dog"], capsys)
+    assert code == 2 and "was changed after export" in err
 
 
 PREDICT_ERRORS = {
