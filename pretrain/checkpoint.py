@@ -4,7 +4,8 @@ OUT/discriminator/      ElectraForPreTraining + tokenizer files (safetensors); w
 OUT/generator/          ElectraForMaskedLM + tokenizer files
 OUT/pretrain_meta.json  objective, preset, shapes, tokens seen, train FLOPs, wall time, metrics
 OUT/checkpoints/step-N/ the same two model folders and meta, plus training_state.pt: every weight
-                        of the run, optimiser, budget counters, data position and each process's RNG
+                        of the run, optimiser, budget counters, data position and each process's RNG,
+                        as tensors and plain values only (it loads with weights_only=True)
 Every folder and file is written to a temp name and renamed into place, so a kill at any moment
 leaves the previous checkpoint intact.
 
@@ -18,6 +19,7 @@ only in training_state.pt. pretrain_meta.json says which heads were trained.
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import re
 import shutil
@@ -33,6 +35,9 @@ from pretrain.models import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
 from pretrain.quiet import quiet_transformers
 
 STATE_FILE = "training_state.pt"
+# 2: only tensors and plain Python values, so it loads with torch.load(weights_only=True); 1 (no
+# "format" key) held numpy arrays and needed weights_only=False, which runs whatever a pickle names.
+STATE_FORMAT = 2
 CHECKPOINTS = "checkpoints"
 _STEP_DIR = re.compile(r"step-(\d+)$")
 
@@ -72,8 +77,17 @@ def finished_meta(out: Path, config: PretrainConfig) -> dict | None:
 
 
 def load_state(checkpoint: Path) -> dict:
-    """Everything `write_checkpoint` saved (our own file, so not restricted to weights)."""
-    return torch.load(checkpoint / STATE_FILE, map_location="cpu", weights_only=False)
+    """Everything `write_checkpoint` saved, read with weights_only=True: a pickle naming code is refused."""
+    path = checkpoint / STATE_FILE
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise UserError(f"{str(path)!r} is in an old checkpoint format (or not ours): reading it would need "
+                        "full unpickling, which can run code, so it is not resumed; finish that run with "
+                        "the harness version that wrote it, or start a new --output") from error
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise UserError(f"{str(path)!r} is not a format-{STATE_FORMAT} training state; start a new --output")
+    return state
 
 
 def write_checkpoint(out: Path, step: int, state: dict, export, meta: dict, keep: int) -> Path:
@@ -81,7 +95,7 @@ def write_checkpoint(out: Path, step: int, state: dict, export, meta: dict, keep
     target = out / CHECKPOINTS / f"step-{step}"
     with atomic_dir(target) as tmp:
         export(tmp)
-        torch.save(state, tmp / STATE_FILE)
+        torch.save({"format": STATE_FORMAT, **state}, tmp / STATE_FILE)
         write_json(tmp / PRETRAIN_META, meta, sort_keys=True)
     for old in checkpoints(out)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
@@ -106,8 +120,11 @@ def publish(out: Path, checkpoint: Path) -> None:
 
 
 def rng_state() -> dict:
-    """Every random generator this process draws from."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Every random generator this process draws from, as tensors and plain values (weights_only-safe)."""
+    numpy_state = np.random.get_state(legacy=False)
+    key, pos = numpy_state["state"]["key"], numpy_state["state"]["pos"]
+    numpy_state["state"] = {"key": key.tolist(), "pos": int(pos)}  # an ndarray would need full unpickling
+    state = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -115,7 +132,10 @@ def rng_state() -> dict:
 
 def restore_rng(state: dict) -> None:
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    numpy_state = dict(state["numpy"])
+    numpy_state["state"] = {"key": np.array(numpy_state["state"]["key"], dtype=np.uint32),
+                            "pos": numpy_state["state"]["pos"]}
+    np.random.set_state(numpy_state)
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])

@@ -94,7 +94,7 @@ def test_output_loads_with_plain_transformers(tmp_path, micro, corpus):
     classifier = ElectraForSequenceClassification.from_pretrained(out / "discriminator", num_labels=3)
     generator = ElectraForMaskedLM.from_pretrained(out / "generator")
     tokenizer = AutoTokenizer.from_pretrained(out / "discriminator")
-    state = torch.load(out / "checkpoints" / "step-4" / "training_state.pt", weights_only=False)["model"]
+    state = torch.load(out / "checkpoints" / "step-4" / "training_state.pt", weights_only=True)["model"]
     for name, tensor in discriminator.state_dict().items():
         assert torch.equal(tensor, state[f"discriminator.{name}"]), name
     assert torch.equal(classifier.electra.encoder.layer[1].output.dense.weight,
@@ -112,7 +112,7 @@ def test_output_loads_with_plain_transformers(tmp_path, micro, corpus):
 
 def final_weights(out: Path) -> dict[str, torch.Tensor]:
     step = max(int(p.name.split("-")[1]) for p in (out / "checkpoints").iterdir())
-    state = torch.load(out / "checkpoints" / f"step-{step}" / "training_state.pt", weights_only=False)
+    state = torch.load(out / "checkpoints" / f"step-{step}" / "training_state.pt", weights_only=True)
     return state["model"] | {f"optimizer.{k}": v["exp_avg"] for k, v in state["optimizer"]["state"].items()}
 
 
@@ -149,6 +149,44 @@ def test_resume_refuses_other_settings_and_foreign_directories(tmp_path, micro, 
     (tmp_path / "foreign" / "notes.txt").write_text("mine")
     with pytest.raises(UserError, match="no pre-training checkpoint"):
         pretrain(micro_config(tmp_path, corpus, "foreign", max_steps=2))
+
+
+@pytest.mark.slow
+def test_resume_never_unpickles_code(tmp_path, micro, corpus):
+    """training_state.pt loads with weights_only=True; an old (numpy-holding) or hostile one is refused."""
+    import os
+
+    import numpy as np
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_step_3(step, metrics):
+        if step >= 3:
+            raise Killed
+
+    config = micro_config(tmp_path, corpus, max_steps=4, checkpoint_every_steps=2, log_every_steps=1)
+    with pytest.raises(Killed):
+        pretrain(config, on_log=kill_at_step_3)
+    path = Path(config.output_dir) / "checkpoints" / "step-2" / "training_state.pt"
+    state = torch.load(path, weights_only=True)
+    assert state["format"] == 2 and len(state["rng"][0]["numpy"]["state"]["key"]) == 624
+
+    class Payload:
+        def __reduce__(self):
+            return os.system, (f"touch {tmp_path / 'ran'}",)
+
+    message = (f"{str(path)!r} is in an old checkpoint format (or not ours): reading it would need full "
+               "unpickling, which can run code, so it is not resumed; finish that run with the harness "
+               "version that wrote it, or start a new --output")
+    old = state | {"rng": [{**state["rng"][0], "numpy": np.random.get_state()}]}  # format 1 kept an ndarray
+    old.pop("format")
+    for written in (old, state | {"payload": Payload()}):
+        torch.save(written, path)
+        with pytest.raises(UserError) as caught:
+            pretrain(config)
+        assert str(caught.value) == message
+    assert not (tmp_path / "ran").exists()
 
 
 def test_a_finished_run_resumed_changes_nothing(tmp_path, micro, corpus):
