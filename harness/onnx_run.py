@@ -87,9 +87,7 @@ def export(job: ExportJob) -> dict:
             manifest = _build(source, job, tokenizer, examples, staging)
             manifest["mlflow_run_id"] = active.info.run_id
             manifest["export_time_s"] = time.perf_counter() - started
-            _write_manifest(staging, manifest)
-            for path in (staging, *staging.iterdir()):  # temp files are private; a bundle is for deploying
-                path.chmod(0o755 if path.is_dir() else 0o644)
+            _write_manifest(staging, manifest)  # files and folder get the umask's modes, like any output
         _log_models(output, manifest, tags)
     return manifest | {"output": str(output)}
 

@@ -1,5 +1,6 @@
 """The project's one atomic writer: a reader (or a resumed run) sees the old file or the new one,
-never half of one. Files and directories are built beside their target, then renamed into place.
+never half of one. Files and directories are built beside their target, then renamed into place,
+with the permissions the umask gives any new file (the temporaries start private).
 
 Part of the lowest layer (README, "Architecture"): imports nothing from the project.
 """
@@ -26,6 +27,7 @@ def staged_file(path: Path) -> Iterator[Path]:
     os.close(descriptor)
     try:
         yield Path(temporary)
+        os.chmod(temporary, 0o666 & ~current_umask())  # mkstemp made it 0600; others in the group may read
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -65,6 +67,7 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp made it 0700
     replace_dir(tmp, target)
 
 
@@ -85,6 +88,20 @@ def save_pretrained(directory: Path, *parts: Any) -> None:
     with atomic_dir(directory) as staging:
         for part in parts:
             part.save_pretrained(staging)
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the OS allows (another thread may be writing)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o077)  # elsewhere: set and restore at once, the strict value in between
+    os.umask(mask)
+    return mask
 
 
 def _jsonable(value: Any) -> Any:

@@ -62,3 +62,26 @@ def test_zip_and_bytes_round_trip(tmp_path):
         assert archive.read("RTE.tsv").decode() == "index\tprediction\n0\tentailment\n"
     atomic.write_bytes(tmp_path / "p.png", b"\x89PNG")
     assert (tmp_path / "p.png").read_bytes() == b"\x89PNG"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o027])
+def test_outputs_follow_the_umask(tmp_path, umask):
+    """mkstemp/mkdtemp make 0600/0700 temporaries; what lands must have the modes the umask gives."""
+    import os
+    import stat
+
+    previous = os.umask(umask)
+    try:
+        assert atomic.current_umask() == umask
+        atomic.write_json(tmp_path / "results.json", {"runs": []})
+        atomic.write_zip(tmp_path / "predictions.zip", {"a.tsv": "x"})
+        with atomic.atomic_dir(tmp_path / "model") as staging:
+            (staging / "model.safetensors").write_bytes(b"w")
+            atomic.write_text(staging / "report.md", "# r")
+        (tmp_path / "plain.txt").write_text("what open() gives")  # the reference
+    finally:
+        os.umask(previous)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (*tmp_path.iterdir(), *(tmp_path / "model").iterdir())}
+    assert modes == {"results.json": 0o666 & ~umask, "predictions.zip": 0o666 & ~umask, "model": 0o777 & ~umask,
+                     "model.safetensors": 0o666 & ~umask, "report.md": 0o666 & ~umask,
+                     "plain.txt": 0o666 & ~umask}
