@@ -28,6 +28,8 @@ class FinetuneConfig:
     lr_decay_depth: Literal["electra", "corrected"] = "electra"
     num_epochs: float | None = None
     warmup_fraction: float = 0.1
+    # electra: ELECTRA's Adam without bias correction and warmup x decay; adamw: torch's, warmup then decay
+    optimizer: Literal["electra", "adamw"] = "electra"
     weight_decay: float = 0.01
     adam_epsilon: float = 1e-6
     max_grad_norm: float = 1.0
