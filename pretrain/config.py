@@ -19,6 +19,8 @@ SHARINGS: tuple[str, ...] = Sharing.__args__
 
 # Objectives without a separate generator network.
 NO_GENERATOR = ("mlm",)
+# Values of settings added later, for configs saved before them (those runs used these).
+LEGACY_DEFAULTS = {"optimizer": "adamw"}
 # Settings that may change between a run and its resumption: they do not change what is computed.
 RESUMABLE_CHANGES = ("output_dir", "log_every_steps", "checkpoint_every_steps", "checkpoint_every_s",
                      "keep_checkpoints", "cache_dir", "device", "compile")
@@ -52,6 +54,9 @@ class PretrainConfig:
     seq_len: int | None = None
     learning_rate: float | None = None
     warmup_fraction: float = 0.01  # of the budget; the paper warms up 10k of 1M steps
+    # electra: ELECTRA's Adam without bias correction, warmup multiplied into the decay (the official
+    # code's); adamw: torch's AdamW, warmup then decay (what runs before this setting used)
+    optimizer: Literal["electra", "adamw"] = "electra"
     weight_decay: float = 0.01
     adam_epsilon: float = 1e-6
     max_grad_norm: float = 1.0
@@ -88,6 +93,8 @@ def _check(c: PretrainConfig) -> list[str]:
     errors = []
     if c.preset not in PRESETS:
         errors.append(f"unknown preset {c.preset!r}; choose one of {', '.join(PRESETS)}")
+    if c.optimizer not in ("electra", "adamw"):
+        errors.append(f"unknown optimizer {c.optimizer!r}; choose electra or adamw")
     if c.objective not in OBJECTIVES:
         errors.append(f"unknown objective {c.objective!r}; choose one of {', '.join(OBJECTIVES)}")
     if c.embedding_sharing is not None and c.embedding_sharing not in SHARINGS:
@@ -172,6 +179,7 @@ def _default_fraction(config: PretrainConfig) -> float:
 def config_differences(saved: dict, current: PretrainConfig) -> list[str]:
     """Settings that differ between a saved (resolved) config and this one, as 'key: old -> new'."""
     now = dataclasses.asdict(current)
+    saved = LEGACY_DEFAULTS | saved
     return [f"{key}: {saved.get(key)!r} -> {value!r}" for key, value in now.items()
             if key not in RESUMABLE_CHANGES and _normal(saved.get(key)) != _normal(value)]
 
