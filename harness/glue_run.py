@@ -57,7 +57,7 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
             riders = {t.name: data[t.name]["test"] for t in predicted_with(task.name) if t.name in data}
             config = run.config.resolved(setup.size, task.num_epochs, task.max_length)
             built = glue.build_task(task, data[task.name], setup.tokenizer, config.max_length,
-                                    config.max_train_examples, riders or None)
+                                    config.max_train_examples, riders or None, config.double_unordered)
             for seed in range(run.config.seed, run.config.seed + run.seeds):
                 if run_records.is_done(results, task.name, seed):
                     continue
@@ -112,7 +112,8 @@ def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneC
     if config.save_models:
         model_dir = run.output_dir / "models" / f"{task.name}-seed{config.seed}"
         run_records.save_model(model, setup.tokenizer, model_dir)
-    return run_records.run_record(task.name, config, result, score, len(built.train))
+    return run_records.run_record(task.name, config, result, score, len(built.train),
+                                  double_unordered=built.double_unordered)
 
 
 def _write_submission(output_dir: Path, results: dict) -> None:

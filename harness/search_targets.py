@@ -32,7 +32,8 @@ def glue_target(model: str, task_name: str, data_dir: str | None, settings: Fine
     splits = {split: data for split, data in load_glue(task, glue_dir(data_dir)).items()
               if not split.startswith("test")}
     max_length = settings.max_length or task.max_length
-    built = glue.build_task(task, splits, setup.tokenizer, max_length, settings.max_train_examples)
+    built = glue.build_task(task, splits, setup.tokenizer, max_length, settings.max_train_examples,
+                            double_unordered=settings.double_unordered)
     collate = batching.collator(setup.tokenizer)
 
     def train(config: FinetuneConfig, on_epoch):

@@ -41,6 +41,8 @@ class FinetuneConfig:
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile the model; auto: on for CUDA only
     group_by_length: bool = True
     max_train_examples: int | None = None  # subsample the training set, for quick looks
+    # GLUE tasks whose registry row says double_unordered (mrpc, stsb) train on both sentence orders
+    double_unordered: bool = True
     save_models: bool = True
 
     def __post_init__(self):

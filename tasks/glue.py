@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from datasets import Dataset
+from datasets import Dataset, concatenate_datasets
 from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerBase
 
 from tasks import evaluate_metrics
@@ -23,6 +23,7 @@ class GlueFinetuneTask:
     evals: dict[str, Dataset]
     references: dict[str, list]  # gold labels of the dev splits
     indices: dict[str, list[int]]  # example ids per eval split, for the test-server files
+    double_unordered: bool = False  # train holds each pair in both orders
 
     def example_outputs(self, output, batch) -> list[np.ndarray]:
         return list(output.logits.float().cpu().numpy())
@@ -57,20 +58,39 @@ def tokenize(dataset: Dataset, tokenizer: PreTrainedTokenizerBase, max_length: i
     return encoded
 
 
+def both_orders(train: Dataset) -> Dataset:
+    """The pairs followed by the same pairs with their sentences swapped.
+
+    As ELECTRA's MRPC and STS classes do with `double_unordered` (classification_tasks.py,
+    `_create_examples`): training split only; the dev and test sets are scored in their own order.
+    """
+    swapped = train.map(lambda batch: {"text_a": batch["text_b"], "text_b": batch["text_a"]},
+                        batched=True, desc="swap sentence order")
+    return concatenate_datasets([train, swapped])
+
+
 def build_task(task: GlueTask, splits: dict[str, Dataset], tokenizer: PreTrainedTokenizerBase,
                max_length: int, max_train_examples: int | None = None,
-               extra_evals: dict[str, Dataset] | None = None) -> GlueFinetuneTask:
-    """Tokenise a task's splits; `extra_evals` adds prediction-only splits (AX for MNLI)."""
+               extra_evals: dict[str, Dataset] | None = None,
+               double_unordered: bool = False) -> GlueFinetuneTask:
+    """Tokenise a task's splits; `extra_evals` adds prediction-only splits (AX for MNLI).
+
+    double_unordered: train on both sentence orders if the task's registry row allows it
+    (after subsampling, so both orders of each kept example are trained on).
+    """
     train = splits["train"]
     if max_train_examples is not None and max_train_examples < len(train):
         train = train.shuffle(seed=0).select(range(max_train_examples))
+    double_unordered = double_unordered and task.double_unordered
+    if double_unordered:
+        train = both_orders(train)
     eval_splits = {s: d for s, d in splits.items() if s != "train"} | (extra_evals or {})
     return GlueFinetuneTask(
         task=task,
         train=tokenize(train, tokenizer, max_length, keep_labels=True),
         evals={s: tokenize(d, tokenizer, max_length, keep_labels=False) for s, d in eval_splits.items()},
         references={s: d["label"] for s, d in eval_splits.items() if s.startswith("validation")},
-        indices={s: d["idx"] for s, d in eval_splits.items()})
+        indices={s: d["idx"] for s, d in eval_splits.items()}, double_unordered=double_unordered)
 
 
 def load_model(model_path: str, task: GlueTask, attn_implementation: str) -> torch.nn.Module:
