@@ -137,7 +137,7 @@ class SquadTask:
     version: str
     metrics: tuple[str, ...]  # the official script's keys, percent; summarised over seeds
     num_epochs: int = 2
-    max_length: int = 384  # window length in tokens; ELECTRA also used 512
+    max_length: int = 512  # window length in tokens, ELECTRA's for SQuAD (configure_finetuning.py)
 
     @property
     def has_unanswerable(self) -> bool:
