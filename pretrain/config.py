@@ -42,7 +42,7 @@ class PretrainConfig:
     train_vocab_size: int = 30522  # only with tokenizer="train"
 
     # Objective (paper values)
-    mask_prob: float = 0.15
+    mask_prob: float | None = None  # None: the preset's (0.15; 0.25 for electra-large, as ELECTRA's Large)
     mask_token_fraction: float = 0.85  # of masked positions, shown as [MASK]
     random_token_fraction: float = 0.0  # of masked positions, shown as a random token (BERT: 0.1)
     disc_weight: float = 50.0
@@ -113,7 +113,7 @@ def _check(c: PretrainConfig) -> list[str]:
                           "(the default for it)")
     for name in ("mask_prob", "mask_token_fraction", "random_token_fraction", "two_stage_switch",
                  "warmup_fraction"):
-        if not 0 <= getattr(c, name) <= 1:
+        if getattr(c, name) is not None and not 0 <= getattr(c, name) <= 1:
             errors.append(f"{name}={getattr(c, name)} must be between 0 and 1")
     if c.mask_token_fraction + c.random_token_fraction > 1:
         errors.append("mask_token_fraction + random_token_fraction must not exceed 1")
@@ -165,6 +165,7 @@ def resolve(config: PretrainConfig) -> PretrainConfig:
         batch_size=config.batch_size or preset.pretrain_batch_size,
         seq_len=config.seq_len or preset.pretrain_seq_len,
         learning_rate=config.learning_rate or preset.pretrain_learning_rate,
+        mask_prob=preset.pretrain_mask_prob if config.mask_prob is None else config.mask_prob,
     )
 
 

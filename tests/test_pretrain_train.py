@@ -224,3 +224,10 @@ def test_compiled_and_eager_steps_agree(tmp_path, micro, corpus):
         assert meta["compiled"] == (setting == "on")
     for key in ("loss", "generator_loss", "discriminator_loss", "disc_auc", "replaced_fraction"):
         assert [m[key] for m in runs["on"]] == pytest.approx([m[key] for m in runs["off"]], rel=1e-4), key
+
+
+def test_large_masks_a_quarter_of_tokens_as_electras_large():
+    # configure_pretraining.py, the Large settings: mask_prob = 0.25; the rest keep 0.15
+    assert resolve(PretrainConfig(preset="electra-large")).mask_prob == 0.25
+    assert resolve(PretrainConfig(preset="electra-small")).mask_prob == 0.15
+    assert resolve(PretrainConfig(preset="electra-large", mask_prob=0.15)).mask_prob == 0.15
