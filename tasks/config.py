@@ -52,6 +52,9 @@ class FinetuneConfig:
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile the model; auto: on for CUDA only
     group_by_length: bool = True
     max_train_examples: int | None = None  # subsample the training set, for quick looks
+    # GLUE head: electra = [CLS] -> dropout -> dense, STS-B targets / 5 (saved as transformers' head,
+    # exactly: tasks/glue_head.py); hf = transformers' ElectraClassificationHead (dense, GELU, dense)
+    head: Literal["electra", "hf"] = "electra"
     # GLUE tasks whose registry row says double_unordered (mrpc, stsb) train on both sentence orders
     double_unordered: bool = True
     save_models: bool = True

@@ -37,6 +37,9 @@ class GlueTask:
     # Sentence order carries no meaning: with the `double_unordered` setting the training set holds
     # every pair in both orders (ELECTRA's MRPC and STS classes, classification_tasks.py).
     double_unordered: bool = False
+    # Regression targets are learnt divided by this under head=electra: ELECTRA's (score - 0) / 5 for STS-B
+    # (RegressionTask._add_features); predictions are multiplied back.
+    target_scale: float = 1.0
 
     def __post_init__(self):
         if self.paper_metric is not None and self.paper_metric not in self.metrics:
@@ -77,7 +80,7 @@ GLUE_TASKS: dict[str, GlueTask] = {t.name: t for t in [
              ("f1", "accuracy"), tsv_label="Quality", submission={"test": "MRPC.tsv"}, double_unordered=True),
     GlueTask("stsb", "STS-B", ("sentence1", "sentence2"), ("sentence1", "sentence2"), None,
              ("pearson", "spearman"), tsv_label="score", num_epochs=10, paper_metric="spearman",
-             submission={"test": "STS-B.tsv"}, double_unordered=True),
+             submission={"test": "STS-B.tsv"}, double_unordered=True, target_scale=5.0),
     GlueTask("qqp", "QQP", ("question1", "question2"), ("question1", "question2"), _BINARY,
              ("f1", "accuracy"), tsv_label="is_duplicate", tsv_index="id", submission={"test": "QQP.tsv"}),
     GlueTask("mnli", "MNLI", ("premise", "hypothesis"), ("sentence1", "sentence2"), _MNLI,
