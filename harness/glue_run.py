@@ -15,7 +15,7 @@ from harness.run_records import Setup
 from pretrain import atomic
 from pretrain.errors import UserError
 from reports import accounting, dev_outputs, intervals
-from tasks import batching, glue, metrics
+from tasks import batching, glue, glue_head, metrics
 from tasks.config import FinetuneConfig
 from tasks.finetune import finetune
 from tasks.glue_data import glue_dir, load_glue
@@ -57,7 +57,8 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
             riders = {t.name: data[t.name]["test"] for t in predicted_with(task.name) if t.name in data}
             config = run.config.resolved(setup.size, task.num_epochs, task.max_length)
             built = glue.build_task(task, data[task.name], setup.tokenizer, config.max_length,
-                                    config.max_train_examples, riders or None)
+                                    config.max_train_examples, riders or None, config.double_unordered,
+                                    config.head)
             for seed in range(run.config.seed, run.config.seed + run.seeds):
                 if run_records.is_done(results, task.name, seed):
                     continue
@@ -94,7 +95,7 @@ def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneC
     """Fine-tune one seed of one task inside its own nested MLflow run."""
     task = built.task
     transformers.set_seed(config.seed)
-    model = glue.load_model(setup.model_path, task, setup.attention).to(setup.device)
+    model = glue.load_model(setup.model_path, task, setup.attention, config.head).to(setup.device)
     with run_records.nested_run(task.name, config, run.model):
         result = finetune(model, built, config, batching.collator(setup.tokenizer),
                           on_epoch=run_records.log_epoch, progress=progress)
@@ -111,8 +112,11 @@ def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneC
         for split in task.dev_splits}))
     if config.save_models:
         model_dir = run.output_dir / "models" / f"{task.name}-seed{config.seed}"
-        run_records.save_model(model, setup.tokenizer, model_dir)
-    return run_records.run_record(task.name, config, result, score, len(built.train))
+        # ELECTRA's head is written into transformers' own: a plain checkpoint, same predictions
+        standard = glue_head.to_standard_head(model, built.target_scale)
+        run_records.save_model(standard, setup.tokenizer, model_dir)
+    return run_records.run_record(task.name, config, result, score, len(built.train),
+                                  double_unordered=built.double_unordered)
 
 
 def _write_submission(output_dir: Path, results: dict) -> None:

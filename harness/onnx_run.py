@@ -146,22 +146,25 @@ def _source(checkpoint, task, model_name, max_length=None, settings=None) -> Sou
         raise UserError(f"{str(checkpoint.path)!r} has {checkpoint.num_labels} outputs but {task.name} has "
                         f"{task.num_labels}; pass the task it was fine-tuned on")
     max_length = min(max_length or task.max_length, checkpoint.max_position_embeddings)
-    qa = _qa_settings(task, max_length, settings) if isinstance(task, SquadTask) else {}
+    qa = _qa_settings(task, max_length, settings, checkpoint.answerability_head) \
+        if isinstance(task, SquadTask) else {}
     return Source(checkpoint, task, max_length, model_name, qa=qa)
 
 
-def _qa_settings(task: SquadTask, max_length: int, settings: dict | None) -> dict:
-    from tasks.config import SquadConfig
+def _qa_settings(task: SquadTask, max_length: int, settings: dict | None, head: bool) -> dict:
+    from tasks.config import SquadConfig, default_null_threshold
 
     defaults = SquadConfig()
     if settings is None:
-        # Short models (fewer positions than the 384-token window) keep ELECTRA's proportions.
+        # Short models (fewer positions than the 512-token window) keep ELECTRA's proportions.
         room = max_length // 4
         settings = {"doc_stride": min(defaults.doc_stride, room),
                     "max_query_length": min(defaults.max_query_length, room)}
     keys = ("doc_stride", "max_query_length", "n_best", "max_answer_length", "null_threshold")
     chosen = {key: settings.get(key, getattr(defaults, key)) for key in keys}
-    return chosen | {"version_2": task.has_unanswerable}
+    if chosen["null_threshold"] is None:  # not from a run's results: the default for the bundle's head
+        chosen["null_threshold"] = default_null_threshold(head)
+    return chosen | {"version_2": task.has_unanswerable, "doc_stride_is_step": True}
 
 
 def dev_examples(task: GlueTask | SquadTask, data_dir: str | None, limit: int) -> Dataset:
@@ -208,7 +211,7 @@ def _build(source: Source, job: ExportJob, tokenizer, examples: Dataset, staging
         manifest["files"] |= bundle.file_entries(staging, [bundle.MODEL_FILES["int8"]])
         _write_manifest(staging, manifest)
     manifest["quality"] = _quality(source.task, staging, examples, job.quantize == "int8",
-                                   source.qa.get("null_threshold", 0.0))
+                                   source.qa["null_threshold"] if source.qa else 0.0)
     return manifest
 
 

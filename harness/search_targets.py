@@ -32,13 +32,14 @@ def glue_target(model: str, task_name: str, data_dir: str | None, settings: Fine
     splits = {split: data for split, data in load_glue(task, glue_dir(data_dir)).items()
               if not split.startswith("test")}
     max_length = settings.max_length or task.max_length
-    built = glue.build_task(task, splits, setup.tokenizer, max_length, settings.max_train_examples)
+    built = glue.build_task(task, splits, setup.tokenizer, max_length, settings.max_train_examples,
+                            double_unordered=settings.double_unordered, head=settings.head)
     collate = batching.collator(setup.tokenizer)
 
     def train(config: FinetuneConfig, on_epoch):
         config = dataclasses.replace(config, max_length=max_length)
         transformers.set_seed(config.seed)
-        model_ = glue.load_model(setup.model_path, task, setup.attention).to(setup.device)
+        model_ = glue.load_model(setup.model_path, task, setup.attention, config.head).to(setup.device)
         return finetune(model_, built, config, collate, on_epoch=on_epoch, progress=False)
 
     return Target("glue", task.name, model, setup.size, task.num_epochs, train, dev_score)

@@ -76,7 +76,8 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     if config.max_length > positions:
         raise UserError(f"max_length {config.max_length} exceeds the model's {positions} positions; "
                         f"pass max_length={positions} or less")
-    run.settings.uses_head(run.task)  # a bad combination fails before the data is read
+    # Head and null threshold decided (and a bad combination refused) before the data is read.
+    run = dataclasses.replace(run, settings=run.settings.resolved(run.task))
     # Read, validate and window all data before any training or output: bad input fails in seconds.
     built, data = _build(run, setup, config)
     fresh = run_records.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,

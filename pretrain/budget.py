@@ -2,8 +2,9 @@
 
 A run stops at the first budget reached (steps, tokens, wall time, FLOPs). The schedule is a
 function of the fraction of the budget used, so warmup and decay scale with the run whatever
-the budget's unit: linear warmup over `warmup_fraction`, then linear decay to zero (ELECTRA's
-polynomial decay of power 1). Two-stage runs give each stage its own warmup and decay.
+the budget's unit. With `optimizer=electra`, ELECTRA's: linear decay to zero (polynomial decay of
+power 1) multiplied by a linear warmup over `warmup_fraction`; with `adamw`, warmup then decay.
+Two-stage runs give each stage its own warmup and decay.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from pretrain.config import PretrainConfig
+from pretrain.electra_adam import electra_lr_factor
 from pretrain.flops import TRAIN_TO_FORWARD_RATIO, train_step_flops
 
 
@@ -48,9 +50,11 @@ def stage_fraction(config: PretrainConfig, fraction: float, stage: int) -> float
 
 
 def learning_rate(config: PretrainConfig, fraction: float) -> float:
-    """Peak rate times linear warmup, then linear decay to zero at the end of the budget."""
+    """The rate at `fraction` of the budget: ELECTRA's warmup x decay, or AdamW's warmup then decay."""
     fraction = min(max(fraction, 0.0), 1.0)
     warmup = config.warmup_fraction
+    if config.optimizer == "electra":  # model/optimization.py, create_optimizer
+        return config.learning_rate * electra_lr_factor(fraction, 1.0, warmup)
     if fraction < warmup:
         return config.learning_rate * fraction / warmup
     return config.learning_rate * (1.0 - fraction) / (1.0 - warmup) if warmup < 1 else 0.0

@@ -19,6 +19,8 @@ SHARINGS: tuple[str, ...] = Sharing.__args__
 
 # Objectives without a separate generator network.
 NO_GENERATOR = ("mlm",)
+# Values of settings added later, for configs saved before them (those runs used these).
+LEGACY_DEFAULTS = {"optimizer": "adamw"}
 # Settings that may change between a run and its resumption: they do not change what is computed.
 RESUMABLE_CHANGES = ("output_dir", "log_every_steps", "checkpoint_every_steps", "checkpoint_every_s",
                      "keep_checkpoints", "cache_dir", "device", "compile")
@@ -40,7 +42,7 @@ class PretrainConfig:
     train_vocab_size: int = 30522  # only with tokenizer="train"
 
     # Objective (paper values)
-    mask_prob: float = 0.15
+    mask_prob: float | None = None  # None: the preset's (0.15; 0.25 for electra-large, as ELECTRA's Large)
     mask_token_fraction: float = 0.85  # of masked positions, shown as [MASK]
     random_token_fraction: float = 0.0  # of masked positions, shown as a random token (BERT: 0.1)
     disc_weight: float = 50.0
@@ -52,6 +54,9 @@ class PretrainConfig:
     seq_len: int | None = None
     learning_rate: float | None = None
     warmup_fraction: float = 0.01  # of the budget; the paper warms up 10k of 1M steps
+    # electra: ELECTRA's Adam without bias correction, warmup multiplied into the decay (the official
+    # code's); adamw: torch's AdamW, warmup then decay (what runs before this setting used)
+    optimizer: Literal["electra", "adamw"] = "electra"
     weight_decay: float = 0.01
     adam_epsilon: float = 1e-6
     max_grad_norm: float = 1.0
@@ -88,6 +93,8 @@ def _check(c: PretrainConfig) -> list[str]:
     errors = []
     if c.preset not in PRESETS:
         errors.append(f"unknown preset {c.preset!r}; choose one of {', '.join(PRESETS)}")
+    if c.optimizer not in ("electra", "adamw"):
+        errors.append(f"unknown optimizer {c.optimizer!r}; choose electra or adamw")
     if c.objective not in OBJECTIVES:
         errors.append(f"unknown objective {c.objective!r}; choose one of {', '.join(OBJECTIVES)}")
     if c.embedding_sharing is not None and c.embedding_sharing not in SHARINGS:
@@ -106,7 +113,7 @@ def _check(c: PretrainConfig) -> list[str]:
                           "(the default for it)")
     for name in ("mask_prob", "mask_token_fraction", "random_token_fraction", "two_stage_switch",
                  "warmup_fraction"):
-        if not 0 <= getattr(c, name) <= 1:
+        if getattr(c, name) is not None and not 0 <= getattr(c, name) <= 1:
             errors.append(f"{name}={getattr(c, name)} must be between 0 and 1")
     if c.mask_token_fraction + c.random_token_fraction > 1:
         errors.append("mask_token_fraction + random_token_fraction must not exceed 1")
@@ -158,6 +165,7 @@ def resolve(config: PretrainConfig) -> PretrainConfig:
         batch_size=config.batch_size or preset.pretrain_batch_size,
         seq_len=config.seq_len or preset.pretrain_seq_len,
         learning_rate=config.learning_rate or preset.pretrain_learning_rate,
+        mask_prob=preset.pretrain_mask_prob if config.mask_prob is None else config.mask_prob,
     )
 
 
@@ -172,6 +180,7 @@ def _default_fraction(config: PretrainConfig) -> float:
 def config_differences(saved: dict, current: PretrainConfig) -> list[str]:
     """Settings that differ between a saved (resolved) config and this one, as 'key: old -> new'."""
     now = dataclasses.asdict(current)
+    saved = LEGACY_DEFAULTS | saved
     return [f"{key}: {saved.get(key)!r} -> {value!r}" for key, value in now.items()
             if key not in RESUMABLE_CHANGES and _normal(saved.get(key)) != _normal(value)]
 

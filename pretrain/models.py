@@ -89,6 +89,8 @@ class ModelPreset:
     pretrain_learning_rate: float = 5e-4
     pretrain_batch_size: int = 128
     pretrain_seq_len: int = 128
+    # Share of tokens masked; 0.25 for Large as in configure_pretraining.py's Large settings
+    pretrain_mask_prob: float = 0.15
     max_position_embeddings: int = 512
     hub_id: str | None = None
 
@@ -103,6 +105,7 @@ PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
                 hub_id="google/electra-base-discriminator"),
     ModelPreset("electra-large", "electra", "large", TransformerShape(1024, 24, 16, 4096, 1024),
                 pretrain_learning_rate=2e-4, pretrain_batch_size=2048, pretrain_seq_len=512,
+                pretrain_mask_prob=0.25,
                 hub_id="google/electra-large-discriminator"),
     # CPU-scale presets: small enough to learn something measurable in 30 minutes on two cores.
     # Smaller batches than the paper's 128 buy more updates in that time. Keep the small rate:

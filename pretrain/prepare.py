@@ -13,6 +13,7 @@ from pretrain.atomic import atomic_dir
 from pretrain.checkpoint import export_models
 from pretrain.config import PretrainConfig
 from pretrain.corpus import corpus_files, tokenized_paragraphs
+from pretrain.electra_adam import ElectraAdam
 from pretrain.models import PRESETS, TransformerShape
 from pretrain.networks import (
     build_networks,
@@ -108,7 +109,7 @@ class Run:
 
 
 def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
-    """Networks (identically initialised in every process), the objective and AdamW."""
+    """Networks (identically initialised in every process), the objective and the optimiser."""
     preset = PRESETS[config.preset]
     device = context.device
     fraction = config.generator_fraction if config.has_generator else None
@@ -136,11 +137,13 @@ def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
 
 
 def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch.device):
-    """AdamW, decay 0.01 except biases and LayerNorm; fused where torch supports it."""
+    """ElectraAdam or AdamW (fused where torch supports it), decay 0.01 except biases and LayerNorm."""
     decay, no_decay = [], []
     for name, param in model.named_parameters():
         (no_decay if any(k in name for k in NO_DECAY) else decay).append(param)
     groups = [{"params": decay, "weight_decay": config.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
+    if config.optimizer == "electra":
+        return ElectraAdam(groups, lr=config.learning_rate, eps=config.adam_epsilon)
     return torch.optim.AdamW(groups, lr=config.learning_rate, eps=config.adam_epsilon,
                              fused=device.type in ("cpu", "cuda"))

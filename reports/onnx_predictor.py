@@ -77,12 +77,9 @@ class Predictor:
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
         # A second copy truncates: long classification inputs, or SQuAD contexts into windows
-        # (stride = tokens shared by consecutive windows, as in tasks/squad_features.py).
+        # (`_windows` sets the overlap per question length, as tasks/squad_features.py does).
         self.truncating = Tokenizer.from_str(self.tokenizer.to_str())
-        if self.kind == "question-answering":
-            self.truncating.enable_truncation(self.max_length, stride=self.manifest["qa"]["doc_stride"],
-                                              strategy="only_second")
-        else:
+        if self.kind != "question-answering":
             self.truncating.enable_truncation(self.max_length, strategy="longest_first")
         self.session = _session(directory / MODEL_FILES[precision], threads)
         self.input_names = [i.name for i in self.session.get_inputs()]
@@ -136,11 +133,25 @@ class Predictor:
         qa = self.manifest["qa"]
         questions, notes = _truncate_questions(self.tokenizer, requests, qa["max_query_length"])
         pairs = [(q, r.text_pair) for q, r in zip(questions, requests, strict=True)]
+        # doc_stride is the step between window starts (ELECTRA's); bundles exported before that
+        # change recorded the tokens windows share instead, and are read that way.
+        step = qa.get("doc_stride_is_step", False)
+        lengths = [len(e.ids) for e in self.tokenizer.encode_batch(questions, add_special_tokens=False)]
+        by_overlap: dict[int, list[int]] = {}
+        for i, length in enumerate(lengths):
+            overlap = squad_spans.window_overlap(self.max_length, length, qa["doc_stride"]) if step \
+                else qa["doc_stride"]
+            by_overlap.setdefault(overlap, []).append(i)
+        found: dict[int, list[Encoding]] = {}
+        for overlap, members in by_overlap.items():
+            self.truncating.enable_truncation(self.max_length, stride=overlap, strategy="only_second")
+            for i, encoding in zip(members, self.truncating.encode_batch([pairs[i] for i in members]),
+                                   strict=True):
+                found[i] = [encoding, *encoding.overflowing]
         encodings, owners = [], []
-        for i, encoding in enumerate(self.truncating.encode_batch(pairs)):
-            windows = [encoding, *encoding.overflowing]
-            encodings += windows
-            owners += [i] * len(windows)
+        for i in range(len(pairs)):
+            encodings += found[i]
+            owners += [i] * len(found[i])
         return Encoded(encodings, owners, notes)
 
     def _label(self, logits: np.ndarray) -> dict:

@@ -12,8 +12,19 @@ from typing import Literal
 from pretrain.errors import UserError
 from tasks.registry import SquadTask
 
-DOC_STRIDE = 128  # SQuAD: tokens shared by consecutive windows of a long context
+DOC_STRIDE = 128  # SQuAD: tokens between the starts of consecutive windows of a long context (ELECTRA's)
 MAX_QUERY_LENGTH = 64  # SQuAD: question tokens kept
+
+# ELECTRA's SQuAD 2.0 null threshold (configure_finetuning.py, qa_na_threshold) on its answerability
+# classifier's null odds; without the classifier the null odds are [CLS]-score minus best-span score,
+# for which 0.0 is the usual threshold (BERT, transformers' utils_qa.py).
+ANSWERABLE_NULL_THRESHOLD = -2.75
+SPAN_NULL_THRESHOLD = 0.0
+
+
+def default_null_threshold(answerability_head: bool) -> float:
+    """The null-odds threshold for SQuAD 2.0 answers: ELECTRA's with its classifier, else 0."""
+    return ANSWERABLE_NULL_THRESHOLD if answerability_head else SPAN_NULL_THRESHOLD
 
 # ELECTRA's fine-tuning learning rates and layer-wise decay by model size (paper, Appendix).
 RECIPE = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
@@ -28,6 +39,8 @@ class FinetuneConfig:
     lr_decay_depth: Literal["electra", "corrected"] = "electra"
     num_epochs: float | None = None
     warmup_fraction: float = 0.1
+    # electra: ELECTRA's Adam without bias correction and warmup x decay; adamw: torch's, warmup then decay
+    optimizer: Literal["electra", "adamw"] = "electra"
     weight_decay: float = 0.01
     adam_epsilon: float = 1e-6
     max_grad_norm: float = 1.0
@@ -39,6 +52,11 @@ class FinetuneConfig:
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile the model; auto: on for CUDA only
     group_by_length: bool = True
     max_train_examples: int | None = None  # subsample the training set, for quick looks
+    # GLUE head: electra = [CLS] -> dropout -> dense, STS-B targets / 5 (saved as transformers' head,
+    # exactly: tasks/glue_head.py); hf = transformers' ElectraClassificationHead (dense, GELU, dense)
+    head: Literal["electra", "hf"] = "electra"
+    # GLUE tasks whose registry row says double_unordered (mrpc, stsb) train on both sentence orders
+    double_unordered: bool = True
     save_models: bool = True
 
     def __post_init__(self):
@@ -65,11 +83,11 @@ class FinetuneConfig:
 class SquadConfig:
     """SQuAD-only settings (the loop's own, max_length included, are in FinetuneConfig)."""
 
-    doc_stride: int = DOC_STRIDE  # tokens shared by consecutive windows of a long context
+    doc_stride: int = DOC_STRIDE  # tokens from one window's start to the next's (ELECTRA's meaning)
     max_query_length: int = MAX_QUERY_LENGTH
     n_best: int = 20  # start and end candidates per window
     max_answer_length: int = 30  # tokens
-    null_threshold: float = 0.0  # v2.0: answer "" when the null odds exceed this
+    null_threshold: float | None = None  # v2.0: "" above these null odds; None: -2.75 with the head, else 0
     answerability_head: bool | None = None  # ELECTRA's answerable classifier; None: on for v2.0, off for v1.1
     holdout_fraction: float = 0.2  # without a train file: this share of the dev articles is evaluated on
     holdout_seed: int = 0
@@ -84,6 +102,12 @@ class SquadConfig:
             problems.append(f"holdout_fraction must be between 0 and 1, e.g. 0.2 (got {fraction})")
         if problems:
             raise ValueError("; ".join(problems))
+
+    def resolved(self, task: SquadTask) -> SquadConfig:
+        """This config with the head and the null threshold decided for the task."""
+        head = self.uses_head(task)
+        threshold = default_null_threshold(head) if self.null_threshold is None else self.null_threshold
+        return dataclasses.replace(self, answerability_head=head, null_threshold=threshold)
 
     def uses_head(self, task: SquadTask) -> bool:
         """Whether the answerability classifier is on for this task."""

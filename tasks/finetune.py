@@ -68,8 +68,9 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
                                    collate, accelerator=device.type == "cuda")
     num_steps = math.ceil(len(loader) * config.num_epochs)
     optimizer = build_optimizer(model, config.learning_rate, config.layerwise_lr_decay,
-                                config.weight_decay, config.adam_epsilon, config.lr_decay_depth)
-    schedule = build_schedule(optimizer, num_steps, config.warmup_fraction)
+                                config.weight_decay, config.adam_epsilon, config.lr_decay_depth,
+                                config.optimizer)
+    schedule = build_schedule(optimizer, num_steps, config.warmup_fraction, config.optimizer)
     history, metrics = [], {}
     step = examples = tokens = 0
     train_time_s = 0.0

@@ -1,4 +1,9 @@
-"""ELECTRA's fine-tuning optimiser: AdamW with layer-wise learning-rate decay, warmup, linear decay."""
+"""ELECTRA's fine-tuning optimiser: layer-wise learning-rate decay, warmup, linear decay.
+
+`optimizer="electra"` (the default) is ELECTRA's own Adam without bias correction and its
+warmup-times-decay schedule (pretrain/electra_adam.py); "adamw" is torch's fused AdamW with
+transformers' linear warmup-then-decay schedule.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ import re
 
 import torch
 from transformers import get_linear_schedule_with_warmup
+
+from pretrain.electra_adam import ElectraAdam, electra_lr_factor
 
 _LAYER = re.compile(r"encoder\.layers?\.(\d+)\.")
 _NO_DECAY = ("bias", "LayerNorm", "layer_norm")  # as ELECTRA's AdamWeightDecayOptimizer excludes
@@ -43,12 +50,25 @@ def parameter_groups(model: torch.nn.Module, learning_rate: float, decay: float,
 
 
 def build_optimizer(model: torch.nn.Module, learning_rate: float, decay: float, weight_decay: float,
-                    epsilon: float, depth_rule: str) -> torch.optim.AdamW:
+                    epsilon: float, depth_rule: str, kind: str = "electra") -> torch.optim.Optimizer:
+    """ElectraAdam ("electra", ELECTRA's AdamWeightDecayOptimizer) or fused AdamW ("adamw")."""
     groups = parameter_groups(model, learning_rate, decay, weight_decay, depth_rule)
+    if kind == "electra":
+        return ElectraAdam(groups, lr=learning_rate, eps=epsilon)
     # fused AdamW is ~9% faster per step on this CPU (STACK.md) and exists on CPU and CUDA.
     return torch.optim.AdamW(groups, lr=learning_rate, eps=epsilon, fused=True)
 
 
-def build_schedule(optimizer: torch.optim.Optimizer, num_steps: int, warmup_fraction: float):
-    """Linear warmup over the first warmup_fraction of steps, then linear decay to zero."""
+def build_schedule(optimizer: torch.optim.Optimizer, num_steps: int, warmup_fraction: float,
+                   kind: str = "electra"):
+    """The learning-rate multiplier per step.
+
+    "electra": ELECTRA's (1 − step/T)·min(1, step/(T·warmup_fraction)), warmup multiplied into the
+    decay (model/optimization.py, create_optimizer). "adamw": linear warmup over round(T·warmup_fraction)
+    steps, then linear decay to zero (transformers' get_linear_schedule_with_warmup).
+    """
+    if kind == "electra":
+        warmup_steps = num_steps * warmup_fraction
+        return torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: electra_lr_factor(step, num_steps, warmup_steps))
     return get_linear_schedule_with_warmup(optimizer, round(num_steps * warmup_fraction), num_steps)

@@ -34,6 +34,12 @@ class GlueTask:
     # The metric the ELECTRA paper reports for the task (on its first dev split: MNLI matched).
     paper_metric: str | None = "accuracy"
     in_glue_average: bool = True  # the paper's GLUE score leaves WNLI (and AX, which has no dev set) out
+    # Sentence order carries no meaning: with the `double_unordered` setting the training set holds
+    # every pair in both orders (ELECTRA's MRPC and STS classes, classification_tasks.py).
+    double_unordered: bool = False
+    # Regression targets are learnt divided by this under head=electra: ELECTRA's (score - 0) / 5 for STS-B
+    # (RegressionTask._add_features); predictions are multiplied back.
+    target_scale: float = 1.0
 
     def __post_init__(self):
         if self.paper_metric is not None and self.paper_metric not in self.metrics:
@@ -71,10 +77,10 @@ GLUE_TASKS: dict[str, GlueTask] = {t.name: t for t in [
     GlueTask("sst2", "SST-2", ("sentence",), ("sentence",), _BINARY, ("accuracy",),
              submission={"test": "SST-2.tsv"}),
     GlueTask("mrpc", "MRPC", ("sentence1", "sentence2"), ("#1 String", "#2 String"), _BINARY,
-             ("f1", "accuracy"), tsv_label="Quality", submission={"test": "MRPC.tsv"}),
+             ("f1", "accuracy"), tsv_label="Quality", submission={"test": "MRPC.tsv"}, double_unordered=True),
     GlueTask("stsb", "STS-B", ("sentence1", "sentence2"), ("sentence1", "sentence2"), None,
              ("pearson", "spearman"), tsv_label="score", num_epochs=10, paper_metric="spearman",
-             submission={"test": "STS-B.tsv"}),
+             submission={"test": "STS-B.tsv"}, double_unordered=True, target_scale=5.0),
     GlueTask("qqp", "QQP", ("question1", "question2"), ("question1", "question2"), _BINARY,
              ("f1", "accuracy"), tsv_label="is_duplicate", tsv_index="id", submission={"test": "QQP.tsv"}),
     GlueTask("mnli", "MNLI", ("premise", "hypothesis"), ("sentence1", "sentence2"), _MNLI,
@@ -134,7 +140,7 @@ class SquadTask:
     version: str
     metrics: tuple[str, ...]  # the official script's keys, percent; summarised over seeds
     num_epochs: int = 2
-    max_length: int = 384  # window length in tokens; ELECTRA also used 512
+    max_length: int = 512  # window length in tokens, ELECTRA's for SQuAD (configure_finetuning.py)
 
     @property
     def has_unanswerable(self) -> bool:

@@ -123,6 +123,7 @@ def _sample(examples: Dataset, limit: int | None) -> Dataset:
 def build_task(task: SquadTask, splits: SquadSplits, tokenizer, max_length: int, settings: SquadConfig,
                max_train_examples: int | None = None) -> SquadFinetuneTask:
     """Windows of the training and dev questions (each subsampled when a limit is set)."""
+    settings = settings.resolved(task)
     windowing = {"max_length": max_length, "doc_stride": settings.doc_stride,
                  "max_query_length": settings.max_query_length}
     train_examples = _sample(splits.train, max_train_examples)
@@ -130,7 +131,7 @@ def build_task(task: SquadTask, splits: SquadSplits, tokenizer, max_length: int,
     dev = _sample(splits.dev, settings.max_eval_examples)
     dev_windows = squad_features.prepare_eval_features(dev, tokenizer, **windowing)
     return SquadFinetuneTask(
-        task=task, settings=settings, uses_head=settings.uses_head(task), train=train,
+        task=task, settings=settings, uses_head=settings.answerability_head, train=train,
         evals={"validation": dev_windows.remove_columns(["example_id", "offset_mapping"])},
         examples={"validation": dev.select_columns(["id", "context", "answers"])},
         windows={"validation": dev_windows.select_columns(["example_id", "offset_mapping"])},

@@ -1,10 +1,11 @@
 """SQuAD examples to overlapping token windows and back: features for training and eval, span post-processing.
 
 Each window is [CLS] question [SEP] context-slice [SEP], at most max_length tokens and left unpadded: the
-fine-tuning loop's collator pads each batch to its longest window. As in transformers' run_qa.py,
-doc_stride is the number of tokens consecutive windows share (the tokenizer's `stride`), not the step between
-window starts as in BERT's run_squad.py. Needs a fast tokenizer (offset mappings) that pads on the right, so
-that [CLS], the "no answer" position, is token 0.
+fine-tuning loop's collator pads each batch to its longest window. As in ELECTRA's (and BERT's) run_squad
+code, doc_stride is the step between window starts, not the number of tokens consecutive windows share
+(transformers' run_qa.py meaning, the tokenizer's `stride`): questions are tokenised in groups of equal
+length, each with the overlap that gives that step (`squad_spans.window_overlap`). Needs a fast tokenizer
+(offset mappings) that pads on the right, so that [CLS], the "no answer" position, is token 0.
 """
 
 import datasets
@@ -25,10 +26,10 @@ def _check_setup(tokenizer, max_length: int, doc_stride: int, max_query_length: 
         raise UserError(f"tokenizer pads on the {tokenizer.padding_side}; set padding_side='right' for SQuAD")
     # Three special tokens ([CLS], [SEP], [SEP]) share the window with the question and the context.
     context_room = max_length - max_query_length - 3
-    if context_room <= doc_stride:
+    if context_room < 1:
         raise UserError(
-            f"max_length {max_length} leaves {context_room} context tokens after a {max_query_length}-token "
-            f"question, not more than doc_stride {doc_stride}; raise max_length or lower doc_stride"
+            f"max_length {max_length} leaves no context tokens after a {max_query_length}-token question; "
+            f"raise max_length or lower max_query_length"
         )
 
 
@@ -39,18 +40,33 @@ def truncate_questions(questions: list[str], tokenizer, max_query_length: int) -
             for question, offsets in zip(questions, encoded["offset_mapping"], strict=True)]
 
 
-def _tokenize(batch: dict, tokenizer, max_length: int, doc_stride: int, max_query_length: int):
+def _tokenize(batch: dict, tokenizer, max_length: int, doc_stride: int, max_query_length: int) -> dict:
+    """Windows of each (question, context) pair, in example order, with their sequence ids."""
     # Leading spaces waste tokens for some tokenizers and shift nothing we need (run_qa.py does the same).
     questions = truncate_questions([q.lstrip() for q in batch["question"]], tokenizer, max_query_length)
-    return tokenizer(
-        questions,
-        batch["context"],
-        truncation="only_second",
-        max_length=max_length,
-        stride=doc_stride,
-        return_overflowing_tokens=True,
-        return_offsets_mapping=True,
-    )
+    lengths = [len(ids) for ids in tokenizer(questions, add_special_tokens=False)["input_ids"]]
+    by_length: dict[int, list[int]] = {}
+    for i, length in enumerate(lengths):
+        by_length.setdefault(length, []).append(i)
+    windows = []  # (example, window number, row)
+    for length, members in by_length.items():
+        encoded = tokenizer(
+            [questions[i] for i in members],
+            [batch["context"][i] for i in members],
+            truncation="only_second",
+            max_length=max_length,
+            stride=squad_spans.window_overlap(max_length, length, doc_stride),
+            return_overflowing_tokens=True,
+            return_offsets_mapping=True,
+        )
+        samples = encoded.pop("overflow_to_sample_mapping")
+        for k, sample in enumerate(samples):
+            row = {key: values[k] for key, values in encoded.items()}
+            row["sequence_ids"] = encoded.sequence_ids(k)
+            windows.append((members[sample], k, row))
+    windows.sort(key=lambda window: window[:2])
+    columns = {key: [row[key] for _, _, row in windows] for key in windows[0][2]} if windows else {}
+    return columns | {"overflow_to_sample_mapping": [example for example, _, _ in windows]}
 
 
 def _context_span(sequence_ids: list) -> tuple[int, int]:
@@ -77,6 +93,7 @@ def _answer_tokens(offsets, sequence_ids, start_char: int, end_char: int) -> tup
 def _train_batch(batch: dict, tokenizer, max_length: int, doc_stride: int, max_query_length: int) -> dict:
     encoded = _tokenize(batch, tokenizer, max_length, doc_stride, max_query_length)
     sample_map = encoded.pop("overflow_to_sample_mapping")
+    sequence_ids = encoded.pop("sequence_ids")
     starts, ends, misaligned, flagged = [], [], [], set()
     for i, offsets in enumerate(encoded.pop("offset_mapping")):
         example = sample_map[i]
@@ -86,7 +103,7 @@ def _train_batch(batch: dict, tokenizer, max_length: int, doc_stride: int, max_q
             # Training uses the first gold answer only, as run_qa.py does (SQuAD train has one per question).
             start_char = answers["answer_start"][0]
             start, end, off_boundary = _answer_tokens(
-                offsets, encoded.sequence_ids(i), start_char, start_char + len(answers["text"][0])
+                offsets, sequence_ids[i], start_char, start_char + len(answers["text"][0])
             )
         starts.append(start)
         ends.append(end)
@@ -117,10 +134,11 @@ def prepare_train_features(
 def _eval_batch(batch: dict, tokenizer, max_length: int, doc_stride: int, max_query_length: int) -> dict:
     encoded = _tokenize(batch, tokenizer, max_length, doc_stride, max_query_length)
     sample_map = encoded.pop("overflow_to_sample_mapping")
+    sequence_ids = encoded.pop("sequence_ids")
     example_ids, offset_mapping = [], []
     for i, offsets in enumerate(encoded.pop("offset_mapping")):
         example_ids.append(batch["id"][sample_map[i]])
-        offset_mapping.append(squad_spans.context_offsets(offsets, encoded.sequence_ids(i)))
+        offset_mapping.append(squad_spans.context_offsets(offsets, sequence_ids[i]))
     return {**encoded, "example_id": example_ids, "offset_mapping": offset_mapping}
 
 

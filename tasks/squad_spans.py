@@ -24,6 +24,17 @@ def context_offsets(offsets: Sequence[Sequence[int]], sequence_ids: Sequence[int
     return [o if s == CONTEXT else None for o, s in zip(offsets, sequence_ids, strict=True)]
 
 
+def window_overlap(max_length: int, question_tokens: int, doc_stride: int) -> int:
+    """Tokens consecutive windows share so that their starts are doc_stride apart.
+
+    ELECTRA (finetune/qa/qa_tasks.py, `featurize`) steps min(length, doc_stride) tokens from one window's
+    start to the next, each window holding max_length - question - 3 context tokens; tokenizers' `stride`
+    is the overlap instead, so the step is converted to the overlap for this question's length.
+    """
+    room = max_length - question_tokens - 3  # [CLS] question [SEP] context [SEP]
+    return max(room - doc_stride, 0)
+
+
 def truncate_question(question: str, offsets: Sequence[Sequence[int]], max_query_length: int) -> str:
     """Cut a question after its max_query_length-th token, at that token's end in the text.
 

@@ -36,6 +36,10 @@ def test_run_glue_end_to_end(tiny_model, glue_data, tmp_path, capsys):
         ("cola", 0), ("cola", 1), ("stsb", 0), ("stsb", 1), ("rte", 0), ("rte", 1)]
     assert results["config"]["batch_size"] == 8 and results["runs"][0]["resolved_config"]["learning_rate"] == 3e-4
     assert set(results["summary"]["stsb"]) >= {"score", "pearson", "spearman"}
+    # ELECTRA's recipe, recorded: its optimiser, and STS-B (not RTE, CoLA) trained on both sentence orders
+    assert results["config"]["optimizer"] == "electra" and results["config"]["double_unordered"] is True
+    assert {r["task"]: (r["double_unordered"], r["num_train_examples"]) for r in results["runs"]} == {
+        "cola": (False, 16), "stsb": (True, 32), "rte": (False, 16)}
     assert results["summary"]["rte"]["score"]["n"] == 2 and results["flops"]["pretrain_flops"] is None
     assert set(results["flops"]["finetune_flops"]) == {"cola", "stsb", "rte"}
     # GLUE in the paper's convention: CoLA MCC, STS-B Spearman (not its Pearson/Spearman mean), RTE accuracy.

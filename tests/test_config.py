@@ -114,3 +114,18 @@ def test_every_setting_of_the_real_configs_is_in_the_help():
     assert {f.name for f in fields(FinetuneConfig) + fields(SquadConfig)} <= listed(run.SQUAD_EPILOG)
     flagged = {"preset", "corpus", "output_dir", "objective"}  # set by --flags, listed there
     assert listed(pretrain.EPILOG) >= {f.name for f in fields(PretrainConfig)} - flagged
+
+
+def test_squad_defaults_are_electras():
+    from tasks.config import SquadConfig
+    from tasks.registry import SQUAD_TASKS
+
+    # configure_finetuning.py: max_seq_length 512 for SQuAD, doc_stride 128, qa_na_threshold -2.75 on the
+    # answerable classifier's null odds (the classifier is on for v2.0 by default)
+    assert SQUAD_TASKS["1.1"].max_length == SQUAD_TASKS["2.0"].max_length == 512
+    v2 = SquadConfig().resolved(SQUAD_TASKS["2.0"])
+    assert (v2.doc_stride, v2.answerability_head, v2.null_threshold) == (128, True, -2.75)
+    # without the classifier the null odds are a [CLS]-minus-best-span difference, thresholded at 0
+    assert SquadConfig(answerability_head=False).resolved(SQUAD_TASKS["2.0"]).null_threshold == 0.0
+    assert SquadConfig(null_threshold=1.5).resolved(SQUAD_TASKS["2.0"]).null_threshold == 1.5
+    assert SquadConfig().resolved(SQUAD_TASKS["1.1"]).answerability_head is False

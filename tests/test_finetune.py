@@ -117,3 +117,44 @@ def test_worker_loader_gives_the_same_batches_in_the_same_order(tiny_model, glue
     assert len(plain) == len(workers) > 1
     for a, b in zip(plain, workers, strict=True):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _check_both_orders(built, train, tokenizer):
+    n = len(train)
+    assert built.double_unordered and len(built.train) == 2 * n
+    for i in range(n):
+        a, b = train[i]["text_a"], train[i]["text_b"]
+        assert built.train[i]["input_ids"] == tokenizer(a, b, truncation=True, max_length=32)["input_ids"]
+        assert built.train[n + i]["input_ids"] == tokenizer(b, a, truncation=True, max_length=32)["input_ids"]
+        assert built.train[n + i]["labels"] == built.train[i]["labels"] == train[i]["label"]
+
+
+def test_stsb_trains_on_both_orders(tiny_model, glue_data):
+    task = GLUE_TASKS["stsb"]
+    assert task.double_unordered and FinetuneConfig().double_unordered  # ELECTRA's defaults
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
+    splits = load_glue(task, glue_data)
+    built = glue.build_task(task, splits, tokenizer, max_length=32, double_unordered=True)
+    _check_both_orders(built, splits["train"], tokenizer)
+    # dev is scored in its own order, once, as in ELECTRA (double_unordered applies to split == "train")
+    assert len(built.evals["validation"]) == len(splits["validation"])
+    single = glue.build_task(task, splits, tokenizer, max_length=32, max_train_examples=5, double_unordered=False)
+    assert not single.double_unordered and len(single.train) == 5
+
+
+def test_mrpc_trains_on_both_orders_of_each_kept_example(tiny_model, shared):
+    task = GLUE_TASKS["mrpc"]
+    assert task.double_unordered
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
+    splits = load_glue(task, shared / "data" / "glue")
+    built = glue.build_task(task, splits, tokenizer, max_length=32, max_train_examples=6, double_unordered=True)
+    _check_both_orders(built, splits["train"].shuffle(seed=0).select(range(6)), tokenizer)
+
+
+def test_ordered_pairs_stay_single_whatever_the_setting(tiny_model, glue_data):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
+    task = GLUE_TASKS["rte"]
+    assert not task.double_unordered
+    splits = load_glue(task, glue_data)
+    built = glue.build_task(task, splits, tokenizer, max_length=32, double_unordered=True)
+    assert not built.double_unordered and len(built.train) == len(splits["train"])

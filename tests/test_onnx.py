@@ -341,7 +341,10 @@ def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, work, tmp
                           "--tracking-uri", work["tracking"]], capsys)
     assert code == 0, err
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
-    assert manifest["qa"] == settings | {"version_2": version == "2.0"}
+    expected = settings | {"version_2": version == "2.0", "doc_stride_is_step": True}
+    if version == "2.0":  # through --model: ELECTRA's threshold on the answerability head's null odds
+        expected["null_threshold"] = -2.75
+    assert manifest["qa"] == expected
     assert manifest["outputs"][-1] == ("null_logits" if version == "2.0" else "end_logits")
     examples, _ = squad_data.load_squad_json(tmp_path / "squad" / f"dev-v{version}.json", version)
     features = squad_features.prepare_eval_features(examples, tokenizer, 64, 16, 16)
@@ -357,7 +360,7 @@ def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, work, tmp
     # compares is the rest: tokenizer.json windows and question truncation, and the exported graphs' logits.
     answers, null_odds = squad_features.postprocess(
         examples, features, starts, ends, n_best=settings["n_best"], version_2=version == "2.0",
-        null_logits=output.null_logits.numpy() if version == "2.0" else None)
+        null_threshold=expected["null_threshold"], null_logits=output.null_logits.numpy() if version == "2.0" else None)
     predictor = Predictor(tmp_path / "bundle", "fp32")
     requests = [Request(row["question"], row["context"], row["id"]) for row in examples]
     assert len(predictor.encode(requests).encodings) == len(features) > len(examples)  # several windows

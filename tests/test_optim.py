@@ -1,4 +1,4 @@
-"""Layer-wise learning-rate decay and the warmup schedule, pinned."""
+"""Layer-wise learning-rate decay, ELECTRA's optimiser and both schedules, pinned on worked numbers."""
 
 import copy
 
@@ -6,6 +6,8 @@ import pytest
 import torch
 import transformers
 
+from pretrain.electra_adam import ElectraAdam, electra_lr_factor
+from tasks.config import FinetuneConfig
 from tasks.optim import build_optimizer, build_schedule, parameter_groups
 
 
@@ -48,16 +50,20 @@ def test_no_weight_decay_on_bias_and_layernorm(model):
     assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
 
 
-def test_warmup_then_linear_decay(model):
-    optimizer = build_optimizer(model, 1.0, 1.0, 0.0, 1e-6, "electra")
-    schedule = build_schedule(optimizer, num_steps=10, warmup_fraction=0.1)
+def rates(model, kind, num_steps, warmup_fraction):
+    optimizer = build_optimizer(copy.deepcopy(model), 1.0, 1.0, 0.0, 1e-6, "electra", kind)
+    schedule = build_schedule(optimizer, num_steps=num_steps, warmup_fraction=warmup_fraction, kind=kind)
     seen = []
-    for _ in range(10):
+    for _ in range(num_steps):
         seen.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
         schedule.step()
+    return seen
+
+
+def test_adamw_schedule_is_warmup_then_linear_decay(model):
     # one warmup step from 0, then (10 - step) / 9
-    assert seen == pytest.approx([0.0, 1.0, 8 / 9, 7 / 9, 6 / 9, 5 / 9, 4 / 9, 3 / 9, 2 / 9, 1 / 9])
+    assert rates(model, "adamw", 10, 0.1) == pytest.approx([0.0, 1.0, 8 / 9, 7 / 9, 6 / 9, 5 / 9, 4 / 9, 3 / 9, 2 / 9, 1 / 9])
 
 
 @pytest.mark.parametrize("name, lr, weight_decay", [
@@ -66,9 +72,9 @@ def test_warmup_then_linear_decay(model):
     ("electra.encoder.layer.0.attention.output.LayerNorm.weight", 1.25e-3, 0.0),  # lr·0.5³, no decay
     ("electra.embeddings.word_embeddings.weight", 6.25e-4, 0.1),  # lr·0.5⁴
 ])
-def test_one_step_is_adamw_with_each_groups_lr_decay_and_epsilon(model, name, lr, weight_decay):
+def test_adamw_one_step_with_each_groups_lr_decay_and_epsilon(model, name, lr, weight_decay):
     model = copy.deepcopy(model)
-    optimizer = build_optimizer(model, 1e-2, 0.5, 0.1, 1e-6, "electra")
+    optimizer = build_optimizer(model, 1e-2, 0.5, 0.1, 1e-6, "electra", "adamw")
     parameter = dict(model.named_parameters())[name]
     before = parameter.detach().clone()
     for p in model.parameters():
@@ -77,3 +83,52 @@ def test_one_step_is_adamw_with_each_groups_lr_decay_and_epsilon(model, name, lr
     # AdamW's first step: bias-corrected m/sqrt(v) is g/|g|, decay is decoupled: p(1 - lr·wd) - lr·g/(|g| + eps)
     expected = before * (1 - lr * weight_decay) - lr * 0.5
     torch.testing.assert_close(parameter.detach(), expected, rtol=1e-6, atol=1e-8)
+
+
+def test_electra_schedule_multiplies_warmup_into_decay(model):
+    # model/optimization.py: lr·(1 - step/T)·min(1, step/W), W = T·warmup (not rounded): T=10, W=2.5
+    assert rates(model, "electra", 10, 0.25) == pytest.approx(
+        [0.0, 0.9 * 0.4, 0.8 * 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1])
+    # without warmup the decay alone; the peak itself is never reached once warmup is on
+    assert electra_lr_factor(0, 10, 0) == 1.0 and electra_lr_factor(12, 10, 2) == 0.0
+
+
+def test_electra_adam_two_worked_steps():
+    # AdamWeightDecayOptimizer by hand: p = 1, lr 0.1, weight decay 0.01, eps 1e-6, gradients 0.5 then -1.
+    # step 1: m = 0.05, v = 0.00025, sqrt(v) = 0.0158114; update = 0.05/0.0158124 + 0.01·1 = 3.172078
+    #         p = 1 - 0.1·3.172078 = 0.6827922   (torch's AdamW, bias-corrected, would give 0.899)
+    # step 2: m = 0.9·0.05 - 0.1 = -0.055, v = 0.999·0.00025 + 0.001 = 0.00124975, sqrt(v) = 0.0353518
+    #         update = -0.055/0.0353528 + 0.01·0.6827922 = -1.548919; p = 0.6827922 + 0.1548919 = 0.8376841
+    decayed = torch.nn.Parameter(torch.tensor([1.0], dtype=torch.float64))
+    plain = torch.nn.Parameter(torch.tensor([1.0], dtype=torch.float64))
+    optimizer = ElectraAdam([{"params": [decayed], "weight_decay": 0.01}, {"params": [plain]}], lr=0.1)
+    seen = []
+    for gradient in (0.5, -1.0):
+        decayed.grad = torch.tensor([gradient], dtype=torch.float64)
+        plain.grad = torch.tensor([gradient], dtype=torch.float64)
+        optimizer.step()
+        seen.append((decayed.item(), plain.item()))
+    # without decay: 1 - 0.3162078 = 0.6837922, then + 0.1·1.5557465 = 0.8393669
+    assert seen == [pytest.approx((0.6827922, 0.6837922), abs=1e-7),
+                    pytest.approx((0.8376841, 0.8393669), abs=1e-7)]
+    state = optimizer.state[decayed]
+    assert state["exp_avg"].item() == pytest.approx(-0.055)
+    assert state["exp_avg_sq"].item() == pytest.approx(0.00124975)
+
+
+def test_electra_is_the_recipe_default_and_builds_electra_adam(model):
+    assert FinetuneConfig().optimizer == "electra"
+    assert isinstance(build_optimizer(model, 1e-3, 0.8, 0.01, 1e-6, "electra"), ElectraAdam)
+    assert isinstance(build_optimizer(model, 1e-3, 0.8, 0.01, 1e-6, "electra", "adamw"), torch.optim.AdamW)
+
+
+def test_electra_adam_state_round_trips(model):
+    model = copy.deepcopy(model)
+    optimizer = build_optimizer(model, 1e-3, 0.8, 0.01, 1e-6, "electra")
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    optimizer.step()
+    again = build_optimizer(model, 1e-3, 0.8, 0.01, 1e-6, "electra")
+    again.load_state_dict(optimizer.state_dict())
+    first = next(iter(model.parameters()))
+    torch.testing.assert_close(again.state[first]["exp_avg"], optimizer.state[first]["exp_avg"])

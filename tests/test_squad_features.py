@@ -13,7 +13,8 @@ from tasks.squad_features import (
 )
 
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank. "  # 14 one-piece tokens
-SMALL = {"max_length": 64, "doc_stride": 16, "max_query_length": 8}
+# With "Who won?" (3 tokens) a window holds 58 context tokens; a step of 42 makes consecutive ones share 16.
+SMALL = {"max_length": 64, "doc_stride": 42, "max_query_length": 8}
 
 
 @pytest.fixture(scope="module")
@@ -54,16 +55,16 @@ def test_long_context_gives_overlapping_windows_with_answer_positions(tokenizer)
     assert len(tokenizer(examples[0]["context"], add_special_tokens=False)["input_ids"]) == 146
     train, num_misaligned = prepare_train_features(examples, tokenizer, **SMALL)
     evals = prepare_eval_features(examples, tokenizer, **SMALL)
-    # "Who won?" is 3 tokens, so a 64-token window holds 58 context tokens and moves on by 58 - 16 = 42:
-    # windows start at context tokens 0, 42, 84, 126. The answer (tokens 140-141) is in the last two, at
-    # 5 + 140 - 84 = 61 and 5 + 140 - 126 = 19 (5 = [CLS] + 3 question tokens + [SEP]).
+    # "Who won?" is 3 tokens, so a 64-token window holds 58 context tokens and moves on by doc_stride 42
+    # (sharing 16): windows start at context tokens 0, 42, 84, 126. The answer (tokens 140-141) is in the
+    # last two, at 5 + 140 - 84 = 61 and 5 + 140 - 126 = 19 (5 = [CLS] + 3 question tokens + [SEP]).
     assert (len(train), len(evals), num_misaligned) == (4, 4, 0)
     assert list(train["start_positions"]) == [0, 0, 61, 19]
     assert list(train["end_positions"]) == [0, 0, 62, 20]
     assert list(evals["example_id"]) == ["long"] * 4
     offsets = [[o for o in window if o is not None] for window in evals["offset_mapping"]]
     for before, after in zip(offsets, offsets[1:], strict=False):
-        assert before[-16:] == after[:16]  # consecutive windows share doc_stride tokens
+        assert before[-16:] == after[:16]  # consecutive windows share 58 - 42 tokens
     context = examples[0]["context"]
     for window, start, end in zip(evals["offset_mapping"][2:], [61, 19], [62, 20], strict=True):
         assert context[window[start][0] : window[end][1]] == "Denver Broncos"
@@ -110,10 +111,46 @@ def test_question_is_truncated_to_max_query_length(tokenizer):
     assert evals[0]["offset_mapping"][10] == [0, 3]  # context starts right after 8 question tokens
 
 
-def test_window_too_small_for_stride_is_a_user_error(tokenizer):
-    expected = "max_length 64 leaves 29 context tokens after a 32-token question, not more than doc_stride 32"
+def _window_starts(evals, context_offsets) -> list[int]:
+    """The context token each window starts at."""
+    token_of_char = {start: i for i, (start, _) in enumerate(context_offsets)}
+    return [token_of_char[next(o for o in window if o is not None)[0]] for window in evals["offset_mapping"]]
+
+
+def test_doc_stride_is_the_step_between_window_starts_for_a_1000_token_context(tokenizer):
+    # ELECTRA's qa_tasks.py: start += min(length, doc_stride) until a window reaches the end. With 512-token
+    # windows and a 3-token question each holds 506 context tokens: starts 0, 128, 256, 384, 512 (512 + 506
+    # >= 1000). A 13-token question (496 tokens of context) in the same batch gets the same starts.
+    context = SENTENCE * 71 + "Denver Broncos won the game."
+    context_offsets = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    assert len(context_offsets) == 1000
+    long_question = "Which team won the game near the river bank in the end?"
+    assert len(tokenizer(long_question, add_special_tokens=False)["input_ids"]) == 13
+    examples = _examples(("short", "Who won?", context, "Denver Broncos", len(SENTENCE) * 71),
+                         ("long", long_question, context, "Denver Broncos", len(SENTENCE) * 71))
+    evals = prepare_eval_features(examples, tokenizer, max_length=512, doc_stride=128, max_query_length=64)
+    assert list(evals["example_id"]) == ["short"] * 5 + ["long"] * 5  # example order kept
+    assert _window_starts(evals, context_offsets) == [0, 128, 256, 384, 512] * 2
+    assert [len(ids) for ids in evals["input_ids"]] == [512] * 4 + [5 + 488 + 1] + [512] * 4 + [15 + 488 + 1]
+    # 384-token windows (378 context tokens): one more window, the last from 640
+    evals = prepare_eval_features(examples.select([0]), tokenizer, max_length=384, doc_stride=128,
+                                  max_query_length=64)
+    assert _window_starts(evals, context_offsets) == [0, 128, 256, 384, 512, 640]
+
+
+def test_stride_longer_than_the_window_gives_adjacent_windows(tokenizer):
+    # 58 context tokens per window, doc_stride 64: ELECTRA steps min(58, 64), so no token is skipped.
+    examples = _long_example()
+    evals = prepare_eval_features(examples, tokenizer, max_length=64, doc_stride=64, max_query_length=8)
+    context_offsets = tokenizer(examples[0]["context"], add_special_tokens=False,
+                                return_offsets_mapping=True)["offset_mapping"]
+    assert _window_starts(evals, context_offsets) == [0, 58, 116]
+
+
+def test_window_without_room_for_context_is_a_user_error(tokenizer):
+    expected = "max_length 64 leaves no context tokens after a 61-token question"
     with pytest.raises(UserError, match=expected):
-        prepare_eval_features(_long_example(), tokenizer, max_length=64, doc_stride=32, max_query_length=32)
+        prepare_eval_features(_long_example(), tokenizer, max_length=64, doc_stride=32, max_query_length=61)
 
 
 def _short_case(tokenizer):

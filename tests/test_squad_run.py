@@ -115,6 +115,8 @@ def test_v2_with_train_file_writes_null_odds_and_resumes(tiny_model, tmp_path, c
     assert results["data"]["holdout"] is None and results["data"]["train_file"] == str(train)
     assert (results["data"]["num_train_examples_used"], results["data"]["num_dev_examples_used"]) == (24, 10)
     assert results["data"]["answerability_head"] is True
+    # ELECTRA's rule decides "exact"/"f1" (null odds above -2.75: no answer); best_* beside it are dev-tuned
+    assert (results["settings"]["answerability_head"], results["settings"]["null_threshold"]) == (True, -2.75)
     metrics = results["runs"][0]["metrics"]["validation"]
     assert {"exact", "f1", "HasAns_exact", "NoAns_f1", "best_exact", "best_exact_thresh", "best_f1",
             "best_f1_thresh"} <= set(metrics) and metrics["total"] == 10
@@ -183,10 +185,10 @@ def test_settings_go_to_their_configs(tiny_model, tmp_path, capsys, monkeypatch)
     assert squad_run.settings == SquadConfig(doc_stride=64, answerability_head=False, holdout_fraction=0.5)
 
 
-def test_max_length_defaults_to_384(tiny_model, tmp_path, capsys):
+def test_max_length_defaults_to_electras_512(tiny_model, tmp_path, capsys):
     write_squad(tmp_path / "squad" / "dev-v1.1.json", "1.1")
     code, _, err = run(squad_args(tiny_model, tmp_path, "--data-dir", str(tmp_path / "squad")), capsys)
-    assert code == 2 and "max_length 384 exceeds the model's 64 positions; pass max_length=64" in err
+    assert code == 2 and "max_length 512 exceeds the model's 64 positions; pass max_length=64" in err
 
 
 def _malformed(path):
@@ -213,7 +215,7 @@ BAD_INPUTS = {
     "two bad settings": (None, ["doc_strid=3", "batch_size=0"], "; batch_size must be positive (got 0)"),
     "bad setting": (None, ["holdout_fraction=1"], "holdout_fraction must be between 0 and 1"),
     "classifier on v1.1": (None, ["answerability_head=true"], "answerability_head=true needs unanswerable"),
-    "stride too long": (None, ["max_query_length=48"], "raise max_length or lower doc_stride"),
+    "no room for context": (None, ["max_query_length=61"], "raise max_length or lower max_query_length"),
     "train without dev": (None, ["--train-file", "t.json"], "--train-file 't.json' needs a --dev-file"),
     "no dev file": (lambda p: p.unlink(), [], "dev-v1.1.json not found (JSON files there: none)"),
 }
