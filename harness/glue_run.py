@@ -19,7 +19,7 @@ from tasks import batching, glue, metrics
 from tasks.config import FinetuneConfig
 from tasks.finetune import finetune
 from tasks.glue_data import glue_dir, load_glue
-from tasks.registry import GLUE_CONVENTION, GLUE_TASKS, GlueTask, predicted_with
+from tasks.registry import GLUE_CONVENTION, GLUE_TASKS, SERVER_FILES, GlueTask, predicted_with
 
 RESULTS_FORMAT = "electra-harness/glue-results/1"
 
@@ -68,7 +68,7 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
         mlflow_leaderboard.log_flops(results["flops"])
         _summarize(run.output_dir, results)
     results["wall_time_s"] = results.get("wall_time_s", 0.0) + time.perf_counter() - started
-    _write_submission(run.output_dir, results)
+    results["submission"] = _write_submission(run.output_dir, results)
     atomic.write_json(run.output_dir / "results.json", results)
     mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
     return results
@@ -115,8 +115,8 @@ def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneC
     return run_records.run_record(task.name, config, result, score, len(built.train))
 
 
-def _write_submission(output_dir: Path, results: dict) -> None:
-    """GLUE server files from each task's best-dev seed, zipped; tasks without test data are skipped."""
+def _write_submission(output_dir: Path, results: dict) -> dict:
+    """GLUE server files from each task's best-dev seed, zipped; which of the server's files it lacks."""
     files = {}
     for task_name in results["summary"]:
         task = GLUE_TASKS[task_name]
@@ -130,3 +130,14 @@ def _write_submission(output_dir: Path, results: dict) -> None:
                 files[file_name] = path.read_text()
     if files:
         atomic.write_zip(output_dir / "glue_submission.zip", files)
+    missing = [name for name in SERVER_FILES if name not in files]
+    note = None
+    fix = "run --tasks all (AX comes with MNLI) with test files in --data-dir for a complete one"
+    if missing and files:  # the server rejects a zip without all of its files
+        note = (f"glue_submission.zip lacks {len(missing)} of the {len(SERVER_FILES)} GLUE server files "
+                f"({', '.join(missing)}) and cannot be submitted as it is; {fix}")
+    elif missing:
+        note = (f"no glue_submission.zip: none of the {len(SERVER_FILES)} GLUE server files has test "
+                f"predictions; {fix}")
+    return {"file": "glue_submission.zip" if files else None, "files": sorted(files), "missing": missing,
+            "note": note}

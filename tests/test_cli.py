@@ -57,9 +57,37 @@ def test_run_glue_end_to_end(tiny_model, glue_data, tmp_path, capsys):
     assert rte[0] == "index\tprediction" and len(rte) == 7
     assert {line.split("\t")[1] for line in rte[1:]} <= {"entailment", "not_entailment"}
     assert "GLUE" in out and "rte" in out and "median" in out
+    assert results["submission"]["missing"] == ["SST-2.tsv", "MRPC.tsv", "QQP.tsv", "MNLI-m.tsv", "MNLI-mm.tsv",
+                                                "QNLI.tsv", "WNLI.tsv", "AX.tsv"]
+    assert "\nnote: glue_submission.zip lacks 8 of the 11 GLUE server files (SST-2.tsv, MRPC.tsv, " in out
     names = statuses(tmp_path)
     assert names["rte seed 1"] == "FINISHED" and len(names) == 7  # parent + 6 nested
     assert (tmp_path / "out" / "models" / "rte-seed0" / "model.safetensors").is_file()
+
+
+def test_submission_takes_ax_from_mnli_and_names_missing_files(tmp_path):
+    from harness.glue_run import _write_submission
+    from tasks.registry import SERVER_FILES
+
+    predictions = tmp_path / "predictions"
+    for task, seed, splits in (("mnli", 1, ("test_matched", "test_mismatched", "ax")), ("rte", 0, ("test",))):
+        for split in splits:
+            (predictions / f"{task}-seed{seed}").mkdir(parents=True, exist_ok=True)
+            (predictions / f"{task}-seed{seed}" / f"{split}.tsv").write_text(f"index\tprediction\n0\t{split}\n")
+    results = {"summary": {"mnli": {}, "rte": {}},
+               "runs": [{"task": "mnli", "seed": 0, "score": 0.5}, {"task": "mnli", "seed": 1, "score": 0.7},
+                        {"task": "rte", "seed": 0, "score": 0.6}]}
+    found = _write_submission(tmp_path, results)
+    with zipfile.ZipFile(tmp_path / "glue_submission.zip") as archive:
+        assert sorted(archive.namelist()) == ["AX.tsv", "MNLI-m.tsv", "MNLI-mm.tsv", "RTE.tsv"]
+        assert archive.read("AX.tsv").decode() == "index\tprediction\n0\tax\n"  # the best MNLI seed's
+    assert len(SERVER_FILES) == 11 and SERVER_FILES[-1] == "AX.tsv"
+    assert found["missing"] == ["CoLA.tsv", "SST-2.tsv", "MRPC.tsv", "STS-B.tsv", "QQP.tsv", "QNLI.tsv",
+                                "WNLI.tsv"]
+    assert found["note"] == (
+        "glue_submission.zip lacks 7 of the 11 GLUE server files (CoLA.tsv, SST-2.tsv, MRPC.tsv, STS-B.tsv, "
+        "QQP.tsv, QNLI.tsv, WNLI.tsv) and cannot be submitted as it is; run --tasks all (AX comes with MNLI) "
+        "with test files in --data-dir for a complete one")
 
 
 @pytest.mark.slow
