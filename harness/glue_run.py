@@ -61,8 +61,12 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
             for seed in range(run.config.seed, run.config.seed + run.seeds):
                 if run_records.is_done(results, task.name, seed):
                     continue
-                record = _run_task_seed(run, built, dataclasses.replace(config, seed=seed), setup, progress)
-                results["runs"].append(record)
+                seed_config = dataclasses.replace(config, seed=seed)
+                try:
+                    results["runs"].append(_run_task_seed(run, built, seed_config, setup, progress))
+                except FloatingPointError as error:  # its MLflow run ends FAILED; the other seeds go on
+                    results.setdefault("diverged", []).append(
+                        run_records.diverged_record(task.name, seed_config, error))
                 atomic.write_json(run.output_dir / "results.json", results)
         results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
         mlflow_leaderboard.log_flops(results["flops"])
@@ -79,7 +83,7 @@ def _summarize(output_dir: Path, results: dict) -> None:
     import mlflow
 
     trained = {t: GLUE_TASKS[t].metrics for t in results["tasks"] if GLUE_TASKS[t].predicted_by is None}
-    results["summary"] = run_records.summarize(results["runs"], trained)
+    results["summary"] = run_records.summarize(results["runs"], trained, results.get("diverged", ()))
     estimates = run_records.add_intervals(output_dir, results)
     medians = {t: s[GLUE_TASKS[t].paper_label]["median"] for t, s in results["summary"].items()}
     results["glue_score"] = metrics.glue_average(medians)  # the paper's convention (registry)

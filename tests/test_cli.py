@@ -105,6 +105,40 @@ def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, m
     assert code == 2 and "holds results of another model or config" in err
 
 
+@pytest.mark.slow
+def test_diverging_seed_is_recorded_and_the_rest_go_on(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
+    import harness.glue_run
+
+    real = harness.glue_run.finetune
+
+    def diverges_on_rte_seed0(model, built, config, *a, **k):
+        if built.task.name == "rte" and config.seed == 0:
+            raise FloatingPointError("training loss became nan by step 2; lower learning_rate")
+        return real(model, built, config, *a, **k)
+
+    monkeypatch.setattr(harness.glue_run, "finetune", diverges_on_rte_seed0)
+    args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte,cola", "--seeds", "2", "num_epochs=1",
+                     "save_models=false")
+    code, out, err = run(args, capsys)
+    message = ("harness: error: 1 fine-tuning diverged (rte seed 0: training loss became nan by step 2; lower "
+               "learning_rate); they are recorded as diverged in results.json and left out of the summaries; "
+               "re-run with a lower learning_rate into a new --output-dir")
+    assert code == 2 and err.splitlines()[-1] == message and "Traceback" not in err
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [(r["task"], r["seed"]) for r in results["runs"]] == [("cola", 0), ("cola", 1), ("rte", 1)]
+    assert [(r["task"], r["seed"]) for r in results["diverged"]] == [("rte", 0)]
+    assert results["summary"]["rte"]["score"]["n"] == 1 and results["summary"]["rte"]["diverged_seeds"] == 1
+    assert results["summary"]["cola"]["diverged_seeds"] == 0
+    assert "diverged: rte seed 0 (training loss became nan by step 2; lower learning_rate), left out of " \
+           "medians and GLUE" in out
+    names = statuses(tmp_path)
+    assert names["rte seed 0"] == "FAILED" and names["rte seed 1"] == "FINISHED" and names["cola seed 1"] == "FINISHED"
+    # Resuming does not retry it (the same seed diverges again) nor hides it: same line, same exit.
+    monkeypatch.setattr(harness.glue_run, "finetune", lambda *a, **k: pytest.fail("trained again"))
+    code, _, err = run(args, capsys)
+    assert code == 2 and err.splitlines()[-1] == message
+
+
 def test_interrupt_marks_runs_killed(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
     import harness.glue_run
 

@@ -76,6 +76,16 @@ def run_glue_command(args) -> int:
     if note:
         print(f"\nnote: {note}")
     print(f"\nresults: {output_dir / 'results.json'}")
+    return _diverged(results)
+
+
+def _diverged(results: dict) -> int:
+    """0, or the diverged seeds as one UserError line and a non-zero exit, after every output is written."""
+    from harness.run_records import diverged_error
+
+    error = diverged_error(results)
+    if error is not None:
+        raise error
     return 0
 
 
@@ -123,4 +133,4 @@ def run_squad_command(args) -> int:
                                  tracking_uri=args.tracking_uri))
     print(summary_table(results))
     print(f"\nresults: {output_dir / 'results.json'}")
-    return 0
+    return _diverged(results)
