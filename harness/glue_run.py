@@ -10,7 +10,6 @@ from pathlib import Path
 import transformers
 
 from harness import mlflow_leaderboard, run_records, tracking
-from harness.config import as_dict
 from harness.run_records import Setup
 from pretrain import atomic
 from pretrain.errors import UserError
@@ -50,12 +49,15 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
                                       [t.name for t in run.tasks], run.seeds)
     results = run_records.resume(run.output_dir, fresh)
     results["precision"] = setup.precision
+    resolved = {t.name: run.config.resolved(setup.size, t.num_epochs, t.max_length)
+                for t in run.tasks if t.predicted_by is None}
     tracking.setup("glue", run.tracking_uri)
-    with tracking.run(f"{Path(run.model).name} glue", params=as_dict(run.config),
+    with tracking.run(f"{Path(run.model).name} glue",
+                      params=run_records.parent_params(run.config, resolved, setup.precision),
                       tags={"model": run.model, "tasks": ",".join(t.name for t in run.tasks)}):
         for task in (t for t in run.tasks if t.predicted_by is None):
             riders = {t.name: data[t.name]["test"] for t in predicted_with(task.name) if t.name in data}
-            config = run.config.resolved(setup.size, task.num_epochs, task.max_length)
+            config = resolved[task.name]
             built = glue.build_task(task, data[task.name], setup.tokenizer, config.max_length,
                                     config.max_train_examples, riders or None)
             for seed in range(run.config.seed, run.config.seed + run.seeds):
@@ -99,7 +101,7 @@ def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneC
     task = built.task
     transformers.set_seed(config.seed)
     model = glue.load_model(setup.model_path, task, setup.attention).to(setup.device)
-    with run_records.nested_run(task.name, config, run.model):
+    with run_records.nested_run(task.name, config, run.model, {"precision": setup.precision}):
         result = finetune(model, built, config, batching.collator(setup.tokenizer),
                           on_epoch=run_records.log_epoch, progress=progress)
         score = run_records.log_final(result)

@@ -132,6 +132,20 @@ def diverged_error(results: dict) -> UserError | None:
                      "of the summaries; re-run with a lower learning_rate into a new --output-dir")
 
 
+def parent_params(config: FinetuneConfig, resolved: Mapping[str, FinetuneConfig], precision: str) -> dict:
+    """The invocation's settings as used, for its parent MLflow run: a value all tasks share under its own
+    key, one that differs per task (num_epochs: 3 or 10) as `{task}.{key}`; precision as resolved."""
+    per_task = {task: as_dict(found) for task, found in resolved.items()}
+    params = {}
+    for key, value in as_dict(config).items():
+        values = {task: found[key] for task, found in per_task.items()} or {"": value}
+        if len(set(map(repr, values.values()))) == 1:
+            params[key] = next(iter(values.values()))
+        else:
+            params |= {f"{task}.{key}": found for task, found in values.items()}
+    return params | {"precision": precision}
+
+
 def nested_run(task: str, config: FinetuneConfig, model: str, settings: Mapping[str, object] | None = None):
     """The MLflow run of one (task, seed), inside the invocation's parent run; `settings` adds params."""
     tags = {"model": model, "task": task, "seed": str(config.seed)}

@@ -91,6 +91,25 @@ def test_submission_takes_ax_from_mnli_and_names_missing_files(tmp_path):
 
 
 @pytest.mark.slow
+def test_parent_run_logs_settings_as_used_and_the_glue_score(tiny_model, glue_data, tmp_path, capsys):
+    code, _, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte,cola", "batch_size=8",
+                                 "save_models=false"), capsys)
+    assert code == 0, err
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    found = {r.info.run_name: r for r in mlflow_runs.runs(tmp_path / "mlflow.db", experiment="glue")}
+    parent = found[f"{tiny_model.name} glue"].data
+    # learning_rate by model size and max_length are the same for both tasks; num_epochs is per task.
+    assert parent.params["learning_rate"] == "0.0003" and parent.params["max_length"] == "128"
+    assert parent.params["layerwise_lr_decay"] == "0.8" and parent.params["precision"] == results["precision"]
+    assert (parent.params["cola.num_epochs"], parent.params["rte.num_epochs"]) == ("3", "10")
+    assert "num_epochs" not in parent.params and "None" not in (parent.params["learning_rate"],
+                                                               parent.params["max_length"])
+    assert parent.metrics["glue_score"] == pytest.approx(results["glue_score"])
+    assert found["rte seed 0"].data.params["precision"] == results["precision"]
+    assert found["rte seed 0"].data.params["num_epochs"] == "10"
+
+
+@pytest.mark.slow
 def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
     args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "num_epochs=1", "save_models=false")
     assert run(args, capsys)[0] == 0
