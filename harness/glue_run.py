@@ -10,7 +10,6 @@ from pathlib import Path
 import transformers
 
 from harness import mlflow_leaderboard, run_records, tracking
-from harness.config import as_dict
 from harness.run_records import Setup
 from pretrain import atomic
 from pretrain.errors import UserError
@@ -19,7 +18,7 @@ from tasks import batching, glue, glue_head, metrics
 from tasks.config import FinetuneConfig
 from tasks.finetune import finetune
 from tasks.glue_data import glue_dir, load_glue
-from tasks.registry import GLUE_CONVENTION, GLUE_TASKS, GlueTask, predicted_with
+from tasks.registry import GLUE_CONVENTION, GLUE_TASKS, SERVER_FILES, GlueTask, predicted_with
 
 RESULTS_FORMAT = "electra-harness/glue-results/1"
 
@@ -50,26 +49,33 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
                                       [t.name for t in run.tasks], run.seeds)
     results = run_records.resume(run.output_dir, fresh)
     results["precision"] = setup.precision
+    resolved = {t.name: run.config.resolved(setup.size, t.num_epochs, t.max_length)
+                for t in run.tasks if t.predicted_by is None}
     tracking.setup("glue", run.tracking_uri)
-    with tracking.run(f"{Path(run.model).name} glue", params=as_dict(run.config),
+    with tracking.run(f"{Path(run.model).name} glue",
+                      params=run_records.parent_params(run.config, resolved, setup.precision),
                       tags={"model": run.model, "tasks": ",".join(t.name for t in run.tasks)}):
         for task in (t for t in run.tasks if t.predicted_by is None):
             riders = {t.name: data[t.name]["test"] for t in predicted_with(task.name) if t.name in data}
-            config = run.config.resolved(setup.size, task.num_epochs, task.max_length)
+            config = resolved[task.name]
             built = glue.build_task(task, data[task.name], setup.tokenizer, config.max_length,
                                     config.max_train_examples, riders or None, config.double_unordered,
                                     config.head)
             for seed in range(run.config.seed, run.config.seed + run.seeds):
                 if run_records.is_done(results, task.name, seed):
                     continue
-                record = _run_task_seed(run, built, dataclasses.replace(config, seed=seed), setup, progress)
-                results["runs"].append(record)
+                seed_config = dataclasses.replace(config, seed=seed)
+                try:
+                    results["runs"].append(_run_task_seed(run, built, seed_config, setup, progress))
+                except FloatingPointError as error:  # its MLflow run ends FAILED; the other seeds go on
+                    results.setdefault("diverged", []).append(
+                        run_records.diverged_record(task.name, seed_config, error))
                 atomic.write_json(run.output_dir / "results.json", results)
         results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
         mlflow_leaderboard.log_flops(results["flops"])
         _summarize(run.output_dir, results)
     results["wall_time_s"] = results.get("wall_time_s", 0.0) + time.perf_counter() - started
-    _write_submission(run.output_dir, results)
+    results["submission"] = _write_submission(run.output_dir, results)
     atomic.write_json(run.output_dir / "results.json", results)
     mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
     return results
@@ -80,7 +86,7 @@ def _summarize(output_dir: Path, results: dict) -> None:
     import mlflow
 
     trained = {t: GLUE_TASKS[t].metrics for t in results["tasks"] if GLUE_TASKS[t].predicted_by is None}
-    results["summary"] = run_records.summarize(results["runs"], trained)
+    results["summary"] = run_records.summarize(results["runs"], trained, results.get("diverged", ()))
     estimates = run_records.add_intervals(output_dir, results)
     medians = {t: s[GLUE_TASKS[t].paper_label]["median"] for t, s in results["summary"].items()}
     results["glue_score"] = metrics.glue_average(medians)  # the paper's convention (registry)
@@ -96,7 +102,7 @@ def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneC
     task = built.task
     transformers.set_seed(config.seed)
     model = glue.load_model(setup.model_path, task, setup.attention, config.head).to(setup.device)
-    with run_records.nested_run(task.name, config, run.model):
+    with run_records.nested_run(task.name, config, run.model, {"precision": setup.precision}):
         result = finetune(model, built, config, batching.collator(setup.tokenizer),
                           on_epoch=run_records.log_epoch, progress=progress)
         score = run_records.log_final(result)
@@ -119,8 +125,8 @@ def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneC
                                   double_unordered=built.double_unordered)
 
 
-def _write_submission(output_dir: Path, results: dict) -> None:
-    """GLUE server files from each task's best-dev seed, zipped; tasks without test data are skipped."""
+def _write_submission(output_dir: Path, results: dict) -> dict:
+    """GLUE server files from each task's best-dev seed, zipped; which of the server's files it lacks."""
     files = {}
     for task_name in results["summary"]:
         task = GLUE_TASKS[task_name]
@@ -134,3 +140,14 @@ def _write_submission(output_dir: Path, results: dict) -> None:
                 files[file_name] = path.read_text()
     if files:
         atomic.write_zip(output_dir / "glue_submission.zip", files)
+    missing = [name for name in SERVER_FILES if name not in files]
+    note = None
+    fix = "run --tasks all (AX comes with MNLI) with test files in --data-dir for a complete one"
+    if missing and files:  # the server rejects a zip without all of its files
+        note = (f"glue_submission.zip lacks {len(missing)} of the {len(SERVER_FILES)} GLUE server files "
+                f"({', '.join(missing)}) and cannot be submitted as it is; {fix}")
+    elif missing:
+        note = (f"no glue_submission.zip: none of the {len(SERVER_FILES)} GLUE server files has test "
+                f"predictions; {fix}")
+    return {"file": "glue_submission.zip" if files else None, "files": sorted(files), "missing": missing,
+            "note": note}

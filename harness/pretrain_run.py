@@ -12,6 +12,8 @@ from harness.config import as_dict
 from pretrain import train
 from pretrain.config import PretrainConfig
 
+BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining}{postfix}]"
+
 
 def run_pretrain(config: PretrainConfig, experiment: str = "pretrain",
                  tracking_uri: str | None = None) -> dict | None:
@@ -24,12 +26,15 @@ def run_pretrain(config: PretrainConfig, experiment: str = "pretrain",
     name = Path(config.output_dir).name if config.output_dir else "pretrain"
     tags = {"command": "pretrain", "objective": config.objective, "preset": config.preset,
             "output_dir": str(config.output_dir)}
+    # The bar counts thousandths of the budget (FLOPs, steps or time, whichever ends the run first), so
+    # its own rate would read "‰/s": show the percentage and ETA, and steps/s and tokens/s beside them.
     with tracking.run(name, params=as_dict(config), tags=tags), \
-            tqdm(total=1000, unit="‰", desc=name, mininterval=2.0) as bar:
+            tqdm(total=1000, desc=name, mininterval=2.0, bar_format=BAR_FORMAT) as bar:
         def on_log(step: int, metrics: dict[str, float]) -> None:
             tracking.log_metrics(metrics, step=step)
             bar.update(min(1000, round(metrics["progress"] * 1000)) - bar.n)
-            bar.set_postfix_str(summary(step, metrics), refresh=False)
+            rate = f" steps/s {step / metrics['elapsed_s']:.3g}" if metrics.get("elapsed_s") else ""
+            bar.set_postfix_str(summary(step, metrics) + rate, refresh=False)
 
         meta = train.pretrain(config, on_log)
         tracking.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])

@@ -108,7 +108,42 @@ def resume(output_dir: Path, fresh: dict, same: Sequence[str] = ("format", "conf
 
 
 def is_done(results: dict, task: str, seed: int) -> bool:
-    return any(r["task"] == task and r["seed"] == seed for r in results["runs"])
+    """Finished, or diverged: the same seed and settings diverge again, so a resume does not retry it."""
+    return any(r["task"] == task and r["seed"] == seed for r in results["runs"] + results.get("diverged", []))
+
+
+def diverged_record(task: str, config: FinetuneConfig, error: FloatingPointError) -> dict:
+    """A (task, seed) whose training loss went non-finite: kept apart from `runs`, out of every summary."""
+    return {"task": task, "seed": config.seed, "error": str(error), "resolved_config": as_dict(config)}
+
+
+def diverged_error(results: dict) -> UserError | None:
+    """One line naming the diverged tasks and seeds and the fix, or None when no seed diverged."""
+    diverged = results.get("diverged") or []
+    if not diverged:
+        return None
+    by_task: dict[str, list[str]] = {}
+    for record in diverged:
+        by_task.setdefault(record["task"], []).append(str(record["seed"]))
+    named = ", ".join(f"{task} seed{'s' if len(seeds) > 1 else ''} {'/'.join(seeds)}"
+                      for task, seeds in by_task.items())
+    return UserError(f"{len(diverged)} fine-tuning{'s' if len(diverged) > 1 else ''} diverged ({named}: "
+                     f"{diverged[0]['error']}); they are recorded as diverged in results.json and left out "
+                     "of the summaries; re-run with a lower learning_rate into a new --output-dir")
+
+
+def parent_params(config: FinetuneConfig, resolved: Mapping[str, FinetuneConfig], precision: str) -> dict:
+    """The invocation's settings as used, for its parent MLflow run: a value all tasks share under its own
+    key, one that differs per task (num_epochs: 3 or 10) as `{task}.{key}`; precision as resolved."""
+    per_task = {task: as_dict(found) for task, found in resolved.items()}
+    params = {}
+    for key, value in as_dict(config).items():
+        values = {task: found[key] for task, found in per_task.items()} or {"": value}
+        if len(set(map(repr, values.values()))) == 1:
+            params[key] = next(iter(values.values()))
+        else:
+            params |= {f"{task}.{key}": found for task, found in values.items()}
+    return params | {"precision": precision}
 
 
 def nested_run(task: str, config: FinetuneConfig, model: str, settings: Mapping[str, object] | None = None):
@@ -153,8 +188,10 @@ def task_score(split_metrics: dict[str, dict[str, float]]) -> float:
     return statistics.fmean(values["score"] for values in split_metrics.values())
 
 
-def summarize(runs: list[dict], task_metrics: Mapping[str, Sequence[str]]) -> dict[str, dict]:
-    """Per task: median/mean/std/best over seeds of the score and of each named metric."""
+def summarize(runs: list[dict], task_metrics: Mapping[str, Sequence[str]],
+              diverged: Sequence[dict] = ()) -> dict[str, dict]:
+    """Per task: median/mean/std/best over the finished seeds of the score and of each named metric,
+    and `diverged_seeds`, how many seeds diverged (those are in `diverged`, never in `runs`)."""
     summary = {}
     for task, names in task_metrics.items():
         mine = [r for r in runs if r["task"] == task]
@@ -168,6 +205,7 @@ def summarize(runs: list[dict], task_metrics: Mapping[str, Sequence[str]]) -> di
         summary[task] = {label: metrics.summarize(values) for label, values in columns.items()}
         summary[task]["train_examples_per_s"] = statistics.fmean(r["train_examples_per_s"] for r in mine)
         summary[task]["train_time_s"] = sum(r["train_time_s"] for r in mine)
+        summary[task]["diverged_seeds"] = sum(r["task"] == task for r in diverged)
     return summary
 
 

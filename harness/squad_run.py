@@ -85,16 +85,22 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     results = run_records.resume(run.output_dir, fresh, ("format", "config", "settings", "data", "tasks"))
     results["precision"] = setup.precision
     tracking.setup("squad", run.tracking_uri)
-    params = as_dict(run.config) | as_dict(run.settings)
+    params = run_records.parent_params(run.config, {run.task.name: config}, setup.precision) \
+        | as_dict(run.settings)
     with tracking.run(f"{Path(run.model).name} {run.task.name}", params=params,
                       tags={"model": run.model, "tasks": run.task.name}):
         for seed in range(run.config.seed, run.config.seed + run.seeds):
             if run_records.is_done(results, run.task.name, seed):
                 continue
-            record = _run_task_seed(run, built, dataclasses.replace(config, seed=seed), setup, progress)
-            results["runs"].append(record)
+            seed_config = dataclasses.replace(config, seed=seed)
+            try:
+                results["runs"].append(_run_task_seed(run, built, seed_config, setup, progress))
+            except FloatingPointError as error:  # its MLflow run ends FAILED; the other seeds go on
+                results.setdefault("diverged", []).append(
+                    run_records.diverged_record(run.task.name, seed_config, error))
             atomic.write_json(run.output_dir / "results.json", results)
-    results["summary"] = run_records.summarize(results["runs"], {run.task.name: run.task.metrics})
+    results["summary"] = run_records.summarize(results["runs"], {run.task.name: run.task.metrics},
+                                               results.get("diverged", ()))
     run_records.add_intervals(run.output_dir, results)
     results["wall_time_s"] = results.get("wall_time_s", 0.0) + time.perf_counter() - started
     atomic.write_json(run.output_dir / "results.json", results)
@@ -133,7 +139,8 @@ def _run_task_seed(run: SquadRun, built: SquadFinetuneTask, config: FinetuneConf
     """Fine-tune one seed inside its own nested MLflow run; write its predictions (and null odds)."""
     transformers.set_seed(config.seed)
     model = squad.load_model(setup.model_path, built.uses_head, setup.attention).to(setup.device)
-    with run_records.nested_run(run.task.name, config, run.model, as_dict(run.settings)):
+    with run_records.nested_run(run.task.name, config, run.model,
+                                as_dict(run.settings) | {"precision": setup.precision}):
         result = finetune(model, built, config, batching.collator(setup.tokenizer),
                           on_epoch=run_records.log_epoch, progress=progress)
         score = run_records.log_final(result)
@@ -178,4 +185,5 @@ def summary_table(results: dict) -> str:
     covers = sorted({found["ci_covers"] for summary in results["summary"].values()
                      for found in summary.values() if isinstance(found, dict) and "ci_covers" in found})
     notes = [f"95% CI of the seed mean, covering {' / '.join(covers)}"] if covers else []
+    notes += [f"seed {r['seed']}: diverged ({r['error']}), left out" for r in results.get("diverged", [])]
     return "\n".join(lines + thresholds + notes)

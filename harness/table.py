@@ -27,6 +27,9 @@ def glue_table(results: dict) -> str:
                          f"{100 * found['mean']:.1f} ± {100 * found['std']:.1f}",
                          f"{100 * found['best']:.1f}", str(found["n"]),
                          *(timing if metric == "score" else ("", ""))))
+    for task in dict.fromkeys(r["task"] for r in results.get("diverged", [])):
+        if task not in results["summary"]:  # every seed diverged: no scores, but not left unsaid
+            rows.append((task, "diverged", "–", "", "", "0", "", ""))
     glue = results.get("glue") or {"score": results["glue_score"]}
     rows.append(("GLUE", "paper convention*", with_interval(glue["score"], glue), "", "", "", "", ""))
     widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
@@ -40,6 +43,8 @@ def notes(results: dict) -> list[str]:
     """What the GLUE row averages and what the intervals cover."""
     glue = results.get("glue") or {}
     lines = [f"* GLUE = mean of task medians, {glue.get('convention', GLUE_CONVENTION)}"]
+    lines += [f"diverged: {r['task']} seed {r['seed']} ({r['error']}), left out of medians and GLUE"
+              for r in results.get("diverged", [])]
     covers = {found.get("ci_covers") for summary in results["summary"].values() for found in summary.values()
               if isinstance(found, dict) and "ci_covers" in found}
     if covers:

@@ -110,16 +110,20 @@ GLUE_CONVENTION = "paper convention: " + ", ".join(
     f"{GLUE_TASKS[name].paper_metric}" for name in GLUE_AVERAGE_TASKS) + "; WNLI excluded"
 
 
+# The files the GLUE server wants in one zip, in registry order (CoLA.tsv ... AX.tsv): 11 of them.
+SERVER_FILES = tuple(file for task in GLUE_TASKS.values() for file in task.submission.values())
+
+
 def predicted_with(name: str) -> tuple[GlueTask, ...]:
     """Tasks without training data whose test set the `name` model predicts (MNLI's: AX)."""
     return tuple(task for task in GLUE_TASKS.values() if task.predicted_by == name)
 
 
 def parse_tasks(spec: str) -> list[GlueTask]:
-    """Tasks named in a comma list ("all" for every trainable one), in registry order."""
+    """Tasks named in a comma list ("all": every task, AX too, for a full server zip), in registry order."""
     names = [n.strip().lower() for n in spec.split(",") if n.strip()]
     if names == ["all"]:
-        names = list(TRAINABLE)
+        names = list(GLUE_TASKS)
     unknown = [n for n in names if n not in GLUE_TASKS]
     if unknown or not names:
         raise UserError(f"unknown task {', '.join(map(repr, unknown)) or repr(spec)}; "

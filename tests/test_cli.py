@@ -61,9 +61,56 @@ def test_run_glue_end_to_end(tiny_model, glue_data, tmp_path, capsys):
     assert rte[0] == "index\tprediction" and len(rte) == 7
     assert {line.split("\t")[1] for line in rte[1:]} <= {"entailment", "not_entailment"}
     assert "GLUE" in out and "rte" in out and "median" in out
+    assert results["submission"]["missing"] == ["SST-2.tsv", "MRPC.tsv", "QQP.tsv", "MNLI-m.tsv", "MNLI-mm.tsv",
+                                                "QNLI.tsv", "WNLI.tsv", "AX.tsv"]
+    assert "\nnote: glue_submission.zip lacks 8 of the 11 GLUE server files (SST-2.tsv, MRPC.tsv, " in out
     names = statuses(tmp_path)
     assert names["rte seed 1"] == "FINISHED" and len(names) == 7  # parent + 6 nested
     assert (tmp_path / "out" / "models" / "rte-seed0" / "model.safetensors").is_file()
+
+
+def test_submission_takes_ax_from_mnli_and_names_missing_files(tmp_path):
+    from harness.glue_run import _write_submission
+    from tasks.registry import SERVER_FILES
+
+    predictions = tmp_path / "predictions"
+    for task, seed, splits in (("mnli", 1, ("test_matched", "test_mismatched", "ax")), ("rte", 0, ("test",))):
+        for split in splits:
+            (predictions / f"{task}-seed{seed}").mkdir(parents=True, exist_ok=True)
+            (predictions / f"{task}-seed{seed}" / f"{split}.tsv").write_text(f"index\tprediction\n0\t{split}\n")
+    results = {"summary": {"mnli": {}, "rte": {}},
+               "runs": [{"task": "mnli", "seed": 0, "score": 0.5}, {"task": "mnli", "seed": 1, "score": 0.7},
+                        {"task": "rte", "seed": 0, "score": 0.6}]}
+    found = _write_submission(tmp_path, results)
+    with zipfile.ZipFile(tmp_path / "glue_submission.zip") as archive:
+        assert sorted(archive.namelist()) == ["AX.tsv", "MNLI-m.tsv", "MNLI-mm.tsv", "RTE.tsv"]
+        assert archive.read("AX.tsv").decode() == "index\tprediction\n0\tax\n"  # the best MNLI seed's
+    assert len(SERVER_FILES) == 11 and SERVER_FILES[-1] == "AX.tsv"
+    assert found["missing"] == ["CoLA.tsv", "SST-2.tsv", "MRPC.tsv", "STS-B.tsv", "QQP.tsv", "QNLI.tsv",
+                                "WNLI.tsv"]
+    assert found["note"] == (
+        "glue_submission.zip lacks 7 of the 11 GLUE server files (CoLA.tsv, SST-2.tsv, MRPC.tsv, STS-B.tsv, "
+        "QQP.tsv, QNLI.tsv, WNLI.tsv) and cannot be submitted as it is; run --tasks all (AX comes with MNLI) "
+        "with test files in --data-dir for a complete one")
+
+
+@pytest.mark.slow
+def test_parent_run_logs_settings_as_used_and_the_glue_score(tiny_model, glue_data, tmp_path, capsys):
+    code, _, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte,cola", "batch_size=8",
+                                 "save_models=false"), capsys)
+    assert code == 0, err
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    found = {r.info.run_name: r for r in mlflow_runs.runs(tmp_path / "mlflow.db", experiment="glue")}
+    parent = found[f"{tiny_model.name} glue"].data
+    # learning_rate by model size and max_length are the same for both tasks; num_epochs is per task.
+    assert parent.params["learning_rate"] == "0.0003" and parent.params["max_length"] == "128"
+    assert parent.params["layerwise_lr_decay"] == "0.8" and parent.params["precision"] == results["precision"]
+    assert (parent.params["cola.num_epochs"], parent.params["rte.num_epochs"]) == ("3", "10")
+    assert "num_epochs" not in parent.params and "None" not in (parent.params["learning_rate"],
+                                                               parent.params["max_length"])
+    assert parent.metrics["glue_score"] == pytest.approx(results["glue_score"])
+    assert found["rte seed 0"].data.params["precision"] == results["precision"]
+    assert found["rte seed 0"].data.params["num_epochs"] == "10"
 
 
 @pytest.mark.slow
@@ -79,6 +126,40 @@ def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, m
     assert run(args, capsys)[0] == 0
     code, _, err = run(args[:-1] + ["num_epochs=2"], capsys)
     assert code == 2 and "holds results of another model or config" in err
+
+
+@pytest.mark.slow
+def test_diverging_seed_is_recorded_and_the_rest_go_on(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
+    import harness.glue_run
+
+    real = harness.glue_run.finetune
+
+    def diverges_on_rte_seed0(model, built, config, *a, **k):
+        if built.task.name == "rte" and config.seed == 0:
+            raise FloatingPointError("training loss became nan by step 2; lower learning_rate")
+        return real(model, built, config, *a, **k)
+
+    monkeypatch.setattr(harness.glue_run, "finetune", diverges_on_rte_seed0)
+    args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte,cola", "--seeds", "2", "num_epochs=1",
+                     "save_models=false")
+    code, out, err = run(args, capsys)
+    message = ("harness: error: 1 fine-tuning diverged (rte seed 0: training loss became nan by step 2; lower "
+               "learning_rate); they are recorded as diverged in results.json and left out of the summaries; "
+               "re-run with a lower learning_rate into a new --output-dir")
+    assert code == 2 and err.splitlines()[-1] == message and "Traceback" not in err
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [(r["task"], r["seed"]) for r in results["runs"]] == [("cola", 0), ("cola", 1), ("rte", 1)]
+    assert [(r["task"], r["seed"]) for r in results["diverged"]] == [("rte", 0)]
+    assert results["summary"]["rte"]["score"]["n"] == 1 and results["summary"]["rte"]["diverged_seeds"] == 1
+    assert results["summary"]["cola"]["diverged_seeds"] == 0
+    assert "diverged: rte seed 0 (training loss became nan by step 2; lower learning_rate), left out of " \
+           "medians and GLUE" in out
+    names = statuses(tmp_path)
+    assert names["rte seed 0"] == "FAILED" and names["rte seed 1"] == "FINISHED" and names["cola seed 1"] == "FINISHED"
+    # Resuming does not retry it (the same seed diverges again) nor hides it: same line, same exit.
+    monkeypatch.setattr(harness.glue_run, "finetune", lambda *a, **k: pytest.fail("trained again"))
+    code, _, err = run(args, capsys)
+    assert code == 2 and err.splitlines()[-1] == message
 
 
 def test_interrupt_marks_runs_killed(tiny_model, glue_data, tmp_path, capsys, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -71,6 +72,11 @@ def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys):
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "6 steps" in captured.out
+    # The bar shows the budget as a percentage and real rates (it counts thousandths: no "‰/s").
+    bar = captured.err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "‰" not in captured.err and " 100% of budget |" in bar, bar
+    assert re.search(r"\[\d\d:\d\d<00:00, step 6 gen \S+ disc \S+ .* tok/s \S+ steps/s [\d.e+]+\]$", bar), bar
+    assert "step 6 " in bar and " tok/s " in bar
     assert resolve_model(str(tmp_path / "out")) == str(tmp_path / "out" / "discriminator")
     (run,) = mlflow_runs.runs(tmp_path / "mlflow.db")
     keys = set(run.data.metrics)

@@ -103,6 +103,33 @@ def test_v1_holds_out_dev_articles_and_writes_results(tiny_model, tmp_path, caps
 
 
 
+def test_diverging_seed_is_recorded_and_the_next_seed_runs(tiny_model, tmp_path, capsys, monkeypatch):
+    import harness.squad_run
+
+    real = harness.squad_run.finetune
+
+    def diverges_on_seed0(model, built, config, *a, **k):
+        if config.seed == 0:
+            raise FloatingPointError("training loss became inf by step 3; lower learning_rate")
+        return real(model, built, config, *a, **k)
+
+    monkeypatch.setattr(harness.squad_run, "finetune", diverges_on_seed0)
+    data = tmp_path / "squad"
+    write_squad(data / "dev-v1.1.json", "1.1")
+    code, out, err = run(squad_args(tiny_model, tmp_path, "--data-dir", str(data), "--seeds", "2", *SMALL,
+                                    "num_epochs=1", "save_models=false"), capsys)
+    assert code == 2 and err.splitlines()[-1] == (
+        "harness: error: 1 fine-tuning diverged (squad seed 0: training loss became inf by step 3; lower "
+        "learning_rate); they are recorded as diverged in results.json and left out of the summaries; re-run "
+        "with a lower learning_rate into a new --output-dir")
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [r["seed"] for r in results["runs"]] == [1] and [r["seed"] for r in results["diverged"]] == [0]
+    assert results["summary"]["squad"]["f1"]["n"] == 1 and results["summary"]["squad"]["diverged_seeds"] == 1
+    assert "seed 0: diverged (training loss became inf by step 3; lower learning_rate), left out" in out
+    found = statuses(tmp_path)
+    assert found["squad seed 0"] == "FAILED" and found["squad seed 1"] == "FINISHED"
+
+
 def test_v2_with_train_file_writes_null_odds_and_resumes(tiny_model, tmp_path, capsys, monkeypatch):
     train = write_squad(tmp_path / "train.json", "2.0", num_articles=3, seed=1)
     dev = write_squad(tmp_path / "dev.json", "2.0", num_articles=2, seed=2)

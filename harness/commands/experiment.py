@@ -73,7 +73,9 @@ def run_efficiency_command(args: argparse.Namespace) -> int:
         groups[prefix].append(setting)
     exp = Efficiency(
         preset=args.preset, corpus=tuple(args.corpus), budgets=_budgets(args.budget_flops),
-        objectives=_objectives(args.objectives), tasks=tuple(parse_tasks(args.tasks)),
+        # dev scores only: AX (no dev set) is a server file, not an efficiency column
+        objectives=_objectives(args.objectives),
+        tasks=tuple(t for t in parse_tasks(args.tasks) if t.predicted_by is None),
         output_dir=args.output, seeds=args.seeds, pretrain_settings=tuple(groups["pretrain"]),
         finetune=load_config(FinetuneConfig, None, groups["finetune"]), data_dir=args.data_dir,
         control=not args.no_control, tracking_uri=args.tracking_uri,

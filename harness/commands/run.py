@@ -29,7 +29,8 @@ def add_parser(subparsers) -> None:
                     "predictions and glue_submission.zip, logs to MLflow, prints a results table.")
     common_arguments(glue, "glue")
     glue.add_argument("--tasks", default="rte,mrpc,stsb,cola",
-                      help=f"comma list of {', '.join(GLUE_TASKS)} or all (default: %(default)s)")
+                      help=f"comma list of {', '.join(GLUE_TASKS)} or all (every task, AX with MNLI: the "
+                           "full server zip) (default: %(default)s)")
     glue.add_argument("--data-dir", help="classic glue_data directory (default: $GLUE_DIR, else the Hub)")
     glue.add_argument("--params-from", metavar="STUDY_OR_FILE",
                       help="the best trial of a harness search: its best_params.json, STORAGE_URL#STUDY or "
@@ -71,7 +72,20 @@ def run_glue_command(args) -> int:
                                config=config, seeds=args.seeds, data_dir=args.data_dir,
                                tracking_uri=args.tracking_uri))
     print(glue_table(results))
+    note = (results.get("submission") or {}).get("note")  # an incomplete server zip, say so
+    if note:
+        print(f"\nnote: {note}")
     print(f"\nresults: {output_dir / 'results.json'}")
+    return _diverged(results)
+
+
+def _diverged(results: dict) -> int:
+    """0, or the diverged seeds as one UserError line and a non-zero exit, after every output is written."""
+    from harness.run_records import diverged_error
+
+    error = diverged_error(results)
+    if error is not None:
+        raise error
     return 0
 
 
@@ -119,4 +133,4 @@ def run_squad_command(args) -> int:
                                  tracking_uri=args.tracking_uri))
     print(summary_table(results))
     print(f"\nresults: {output_dir / 'results.json'}")
-    return 0
+    return _diverged(results)
