@@ -12,6 +12,7 @@ import textwrap
 import tomllib
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -151,3 +152,29 @@ def _shown(value: Any) -> str:
 def as_dict(config: Any) -> dict[str, Any]:
     """JSON-ready dict of a config dataclass."""
     return dataclasses.asdict(config)
+
+
+def load_squad_settings(config_file: str | None, overrides: Sequence[str]):
+    """(FinetuneConfig, SquadConfig) from one flat TOML file and key=value list; each key goes to the
+    config that has it. Torch-free, so `harness run squad` checks its settings before loading torch."""
+    from tasks.config import FinetuneConfig, SquadConfig
+
+    items = [f"{key}={str(value).lower() if isinstance(value, bool) else value}"
+             for key, value in (read_toml(Path(config_file)) if config_file else {}).items()]
+    items += list(overrides)
+    owners = {field.name: cls for cls in (FinetuneConfig, SquadConfig) for field in dataclasses.fields(cls)}
+    keys = [item.partition("=")[0].strip() for item in items]
+    # Unknown keys are reported here, against both configs; malformed items are load_config's to report.
+    errors = [f"unknown setting {key!r} (known: {', '.join(sorted(owners))})"
+              for key, item in zip(keys, items, strict=True) if "=" in item and key not in owners]
+    configs = []
+    for cls in (FinetuneConfig, SquadConfig):
+        mine = [item for key, item in zip(keys, items, strict=True)
+                if owners.get(key) is cls or (cls is FinetuneConfig and "=" not in item)]
+        try:
+            configs.append(load_config(cls, None, mine))
+        except UserError as error:
+            errors.append(str(error))
+    if errors:
+        raise UserError("; ".join(errors))
+    return configs[0], configs[1]

@@ -6,14 +6,13 @@ import dataclasses
 import sys
 import time
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import transformers
 
 from harness import run_records, tracking
-from harness.config import as_dict, load_config, read_toml
+from harness.config import as_dict
 from harness.run_records import Setup
 from pretrain import atomic
 from pretrain.errors import UserError
@@ -40,29 +39,6 @@ class SquadRun:
     source: SquadSource = SquadSource()
     seeds: int = 1
     tracking_uri: str | None = None
-
-
-def load_settings(config_file: str | None, overrides: Sequence[str]) -> tuple[FinetuneConfig, SquadConfig]:
-    """Both configs from one flat TOML file and key=value list; each key goes to the config that has it."""
-    items = [f"{key}={str(value).lower() if isinstance(value, bool) else value}"
-             for key, value in (read_toml(Path(config_file)) if config_file else {}).items()]
-    items += list(overrides)
-    owners = {field.name: cls for cls in (FinetuneConfig, SquadConfig) for field in dataclasses.fields(cls)}
-    keys = [item.partition("=")[0].strip() for item in items]
-    # Unknown keys are reported here, against both configs; malformed items are load_config's to report.
-    errors = [f"unknown setting {key!r} (known: {', '.join(sorted(owners))})"
-              for key, item in zip(keys, items, strict=True) if "=" in item and key not in owners]
-    configs = []
-    for cls in (FinetuneConfig, SquadConfig):
-        mine = [item for key, item in zip(keys, items, strict=True)
-                if owners.get(key) is cls or (cls is FinetuneConfig and "=" not in item)]
-        try:
-            configs.append(load_config(cls, None, mine))
-        except UserError as error:
-            errors.append(str(error))
-    if errors:
-        raise UserError("; ".join(errors))
-    return configs[0], configs[1]
 
 
 def run_squad(run: SquadRun, progress: bool | None = None) -> dict:

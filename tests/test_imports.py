@@ -145,6 +145,18 @@ def test_the_onnx_predictor_needs_neither_torch_nor_transformers():
     assert result.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize("argv", [["run", "glue", "--model", "m", "--tasks", "rte", "lerning_rate=1"],
+                                  ["run", "squad", "--model", "m", "doc_strid=1"]])
+def test_a_settings_typo_is_reported_before_torch_loads(argv):
+    """Bad settings fail in well under a second: torch and transformers are imported after the check."""
+    code = ("import sys; from harness.cli import main\n"
+            f"rc = main({argv!r})\n"
+            f"print(rc, sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert "unknown setting" in result.stderr
+    assert result.stdout.strip() == "2 []"
+
+
 def test_a_forbidden_edge_and_a_cycle_are_caught(tmp_path):
     # The scan itself can fail, on a copy of the tree with a planted tasks -> pretrain.train import
     # and a pretrain.errors <-> pretrain.models loop.

@@ -55,8 +55,6 @@ def common_arguments(parser, benchmark: str) -> None:
 
 def run_glue_command(args) -> int:
     from harness.config import load_config
-    from harness.glue_run import GlueRun, run_glue
-    from harness.table import glue_table
     from tasks.registry import parse_tasks
 
     params = []
@@ -66,9 +64,14 @@ def run_glue_command(args) -> int:
         params, source = params_from(args.params_from)
         print(f"settings from {source}: {' '.join(params)}")
     config = load_config(FinetuneConfig, args.config, params + args.overrides)
+    tasks = tuple(parse_tasks(args.tasks))
+    # torch and transformers load only now: a typo in the settings is reported in well under a second
+    from harness.glue_run import GlueRun, run_glue
+    from harness.table import glue_table
+
     output_dir = args.output_dir or Path("runs/glue") / (
         f"{Path(args.model).name}-{datetime.now():%Y%m%d-%H%M%S}")
-    results = run_glue(GlueRun(model=args.model, tasks=tuple(parse_tasks(args.tasks)), output_dir=output_dir,
+    results = run_glue(GlueRun(model=args.model, tasks=tasks, output_dir=output_dir,
                                config=config, seeds=args.seeds, data_dir=args.data_dir,
                                tracking_uri=args.tracking_uri))
     print(glue_table(results))
@@ -119,12 +122,14 @@ def add_squad_parser(benchmarks) -> None:
 
 
 def run_squad_command(args) -> int:
-    from harness.squad_run import SquadRun, load_settings, run_squad, summary_table
+    from harness.config import load_squad_settings
     from tasks.registry import squad_task
-    from tasks.squad import SquadSource
 
     task = squad_task(args.version)
-    config, settings = load_settings(args.config, args.overrides)
+    config, settings = load_squad_settings(args.config, args.overrides)
+    from harness.squad_run import SquadRun, run_squad, summary_table  # torch: after the settings check
+    from tasks.squad import SquadSource
+
     output_dir = args.output_dir or Path("runs/squad") / (
         f"{Path(args.model).name}-{task.name}-{datetime.now():%Y%m%d-%H%M%S}")
     source = SquadSource(data_dir=args.data_dir, train_file=args.train_file, dev_file=args.dev_file)

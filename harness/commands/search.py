@@ -103,13 +103,13 @@ def run_glue_search(args) -> int:
 
 
 def run_squad_search(args) -> int:
+    from harness.config import load_squad_settings
     from harness.search_targets import squad_target
-    from harness.squad_run import load_settings
     from tasks.registry import squad_task
     from tasks.squad import SquadSource
 
     task = squad_task(args.version)
-    settings, squad_settings = load_settings(args.config, args.overrides)
+    settings, squad_settings = load_squad_settings(args.config, args.overrides)
     source = SquadSource(data_dir=args.data_dir, train_file=args.train_file, dev_file=args.dev_file)
     return _search(args, task.name, settings,
                    lambda: squad_target(args.model, args.version, source, settings, squad_settings))
