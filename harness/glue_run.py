@@ -53,7 +53,8 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
                 for t in run.tasks if t.predicted_by is None}
     tracking.setup("glue", run.tracking_uri)
     with tracking.run(f"{Path(run.model).name} glue",
-                      params=run_records.parent_params(run.config, resolved, setup.precision),
+                      params=run_records.parent_params(run.config, resolved,
+                                                       run_records.as_run(setup, run.config)),
                       tags={"model": run.model, "tasks": ",".join(t.name for t in run.tasks)}):
         for task in (t for t in run.tasks if t.predicted_by is None):
             riders = {t.name: data[t.name]["test"] for t in predicted_with(task.name) if t.name in data}
@@ -102,7 +103,7 @@ def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneC
     task = built.task
     transformers.set_seed(config.seed)
     model = glue.load_model(setup.model_path, task, setup.attention, config.head).to(setup.device)
-    with run_records.nested_run(task.name, config, run.model, {"precision": setup.precision}):
+    with run_records.nested_run(task.name, config, run.model, run_records.as_run(setup, config)):
         result = finetune(model, built, config, batching.collator(setup.tokenizer),
                           on_epoch=run_records.log_epoch, progress=progress)
         score = run_records.log_final(result)

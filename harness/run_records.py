@@ -132,9 +132,16 @@ def diverged_error(results: dict) -> UserError | None:
                      "of the summaries; re-run with a lower learning_rate into a new --output-dir")
 
 
-def parent_params(config: FinetuneConfig, resolved: Mapping[str, FinetuneConfig], precision: str) -> dict:
+def as_run(setup: Setup, config: FinetuneConfig) -> dict[str, str]:
+    """The device-dependent settings as this run resolves them: precision and compile, never "auto"."""
+    return {"precision": setup.precision,
+            "compile": "on" if placement.resolve_compile(config.compile, setup.device) else "off"}
+
+
+def parent_params(config: FinetuneConfig, resolved: Mapping[str, FinetuneConfig],
+                  used: Mapping[str, str]) -> dict:
     """The invocation's settings as used, for its parent MLflow run: a value all tasks share under its own
-    key, one that differs per task (num_epochs: 3 or 10) as `{task}.{key}`; precision as resolved."""
+    key, one that differs per task (num_epochs: 3 or 10) as `{task}.{key}`; `used` (as_run) overrides."""
     per_task = {task: as_dict(found) for task, found in resolved.items()}
     params = {}
     for key, value in as_dict(config).items():
@@ -143,7 +150,7 @@ def parent_params(config: FinetuneConfig, resolved: Mapping[str, FinetuneConfig]
             params[key] = next(iter(values.values()))
         else:
             params |= {f"{task}.{key}": found for task, found in values.items()}
-    return params | {"precision": precision}
+    return params | dict(used)
 
 
 def nested_run(task: str, config: FinetuneConfig, model: str, settings: Mapping[str, object] | None = None):

@@ -61,7 +61,8 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     results = run_records.resume(run.output_dir, fresh, ("format", "config", "settings", "data", "tasks"))
     results["precision"] = setup.precision
     tracking.setup("squad", run.tracking_uri)
-    params = run_records.parent_params(run.config, {run.task.name: config}, setup.precision) \
+    params = run_records.parent_params(run.config, {run.task.name: config},
+                                       run_records.as_run(setup, run.config)) \
         | as_dict(run.settings)
     with tracking.run(f"{Path(run.model).name} {run.task.name}", params=params,
                       tags={"model": run.model, "tasks": run.task.name}):
@@ -116,7 +117,7 @@ def _run_task_seed(run: SquadRun, built: SquadFinetuneTask, config: FinetuneConf
     transformers.set_seed(config.seed)
     model = squad.load_model(setup.model_path, built.uses_head, setup.attention).to(setup.device)
     with run_records.nested_run(run.task.name, config, run.model,
-                                as_dict(run.settings) | {"precision": setup.precision}):
+                                as_dict(run.settings) | run_records.as_run(setup, config)):
         result = finetune(model, built, config, batching.collator(setup.tokenizer),
                           on_epoch=run_records.log_epoch, progress=progress)
         score = run_records.log_final(result)

@@ -110,6 +110,8 @@ def test_parent_run_logs_settings_as_used_and_the_glue_score(tiny_model, glue_da
                                                                parent.params["max_length"])
     assert parent.metrics["glue_score"] == pytest.approx(results["glue_score"])
     assert found["rte seed 0"].data.params["precision"] == results["precision"]
+    # compile as resolved on this device (a CPU: off), never "auto"
+    assert parent.params["compile"] == found["rte seed 0"].data.params["compile"] == "off"
     assert found["rte seed 0"].data.params["num_epochs"] == "10"
 
 
