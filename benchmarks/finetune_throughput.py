@@ -62,7 +62,8 @@ def ours(data, tokenizer, shape: str, steps: int, device, precision: str, compil
         model = placement.compiled(model, device)  # the loop's compiled eval graph, already built
     started = time.perf_counter()
     dev = {"validation": built.evals["validation"]}
-    predict(model, built, dev, config, collator_for(tokenizer, device), autocast)
+    collate = batching.for_device(batching.collator(tokenizer), 128, device.type == "cuda")
+    predict(model, built, dev, config, collate, autocast)
     _sync(device)
     return result.train_time_s, time.perf_counter() - started
 
@@ -71,11 +72,6 @@ def dict_task(built):
     """The task with its dev split only as an eval split: the loop scores it once per epoch."""
     built.evals = {"validation": built.evals["validation"]}
     return built
-
-
-def collator_for(tokenizer, device):
-    collate = batching.collator(tokenizer)
-    return batching.bucketed(collate, 128) if device.type == "cuda" else collate
 
 
 def trainer(data, tokenizer, shape: str, steps: int, device, bf16: bool, compiled: bool):

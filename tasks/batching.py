@@ -20,6 +20,13 @@ def lengths(dataset: Dataset) -> list[int]:
     return [len(ids) for ids in dataset["input_ids"]]
 
 
+def for_device(collate: DataCollatorWithPadding, max_length: int | None, accelerator: bool):
+    """The collator a device needs: on an accelerator, four length buckets (a compiled model records a
+    few CUDA graphs; eager runs pad alike, since dropout draws depend on the shapes and a seed should
+    give one result either way); elsewhere the collator as given."""
+    return bucketed(collate, max_length) if accelerator else collate
+
+
 def bucketed(collate: DataCollatorWithPadding, max_length: int | None) -> DataCollatorWithPadding:
     """The collator padding to a multiple of a quarter of max_length (capped at max_length): at most
     four batch lengths, so a compiled model sees few shapes. Without max_length: multiples of 32."""

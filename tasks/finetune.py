@@ -60,12 +60,10 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
     autocast = placement.autocast(device, placement.resolve_precision(config.precision, device))
     step_model = placement.compiled(model, device) if placement.resolve_compile(config.compile, device) \
         else model
-    if device.type == "cuda":
-        # A few padded lengths, so a compiled model records a few CUDA graphs. Eager runs pad alike:
-        # the dropout draws depend on the shapes, and a seed should give one result either way.
-        collate = batching.bucketed(collate, config.max_length)
+    accelerator = device.type == "cuda"
+    collate = batching.for_device(collate, config.max_length, accelerator)
     loader = batching.train_loader(task.train, config.batch_size, config.seed, config.group_by_length,
-                                   collate, accelerator=device.type == "cuda")
+                                   collate, accelerator=accelerator)
     num_steps = math.ceil(len(loader) * config.num_epochs)
     optimizer = build_optimizer(model, config.learning_rate, config.layerwise_lr_decay,
                                 config.weight_decay, config.adam_epsilon, config.lr_decay_depth,
