@@ -57,9 +57,11 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
                                                        run_records.as_run(setup, run.config)),
                       tags={"model": run.model, "tasks": ",".join(t.name for t in run.tasks)}):
         for task in (t for t in run.tasks if t.predicted_by is None):
-            riders = {t.name: data[t.name]["test"] for t in predicted_with(task.name) if t.name in data}
             config = resolved[task.name]
-            built = glue.build_task(task, data[task.name], setup.tokenizer, config.max_length,
+            splits = {s: d for s, d in data[task.name].items() if config.predict_test or not s.startswith("test")}
+            riders = {t.name: data[t.name]["test"] for t in predicted_with(task.name)
+                      if t.name in data and config.predict_test}
+            built = glue.build_task(task, splits, setup.tokenizer, config.max_length,
                                     config.max_train_examples, riders or None, config.double_unordered,
                                     config.head)
             for seed in range(run.config.seed, run.config.seed + run.seeds):
@@ -76,7 +78,7 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
         mlflow_leaderboard.log_flops(results["flops"])
         _summarize(run.output_dir, results)
     results["wall_time_s"] = results.get("wall_time_s", 0.0) + time.perf_counter() - started
-    results["submission"] = _write_submission(run.output_dir, results)
+    results["submission"] = _write_submission(run.output_dir, results, run.config.predict_test)
     atomic.write_json(run.output_dir / "results.json", results)
     mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
     return results
@@ -126,7 +128,7 @@ def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneC
                                   double_unordered=built.double_unordered)
 
 
-def _write_submission(output_dir: Path, results: dict) -> dict:
+def _write_submission(output_dir: Path, results: dict, predict_test: bool = True) -> dict:
     """GLUE server files from each task's best-dev seed, zipped; which of the server's files it lacks."""
     files = {}
     for task_name in results["summary"]:
@@ -147,6 +149,8 @@ def _write_submission(output_dir: Path, results: dict) -> dict:
     if missing and files:  # the server rejects a zip without all of its files
         note = (f"glue_submission.zip lacks {len(missing)} of the {len(SERVER_FILES)} GLUE server files "
                 f"({', '.join(missing)}) and cannot be submitted as it is; {fix}")
+    elif missing and not predict_test:
+        note = "no glue_submission.zip: test prediction was off (predict_test=false)"
     elif missing:
         note = (f"no glue_submission.zip: none of the {len(SERVER_FILES)} GLUE server files has test "
                 f"predictions; {fix}")

@@ -58,6 +58,9 @@ class FinetuneConfig:
     # GLUE tasks whose registry row says double_unordered (mrpc, stsb) train on both sentence orders
     double_unordered: bool = True
     save_models: bool = True
+    # GLUE: predict the test sets (for the server's zip) after training; it is most of a short run's
+    # fixed cost (RTE's 3,000 test examples take longer than training on 100), and no dev score uses it
+    predict_test: bool = True
 
     def __post_init__(self):
         problems = [f"{name} must be positive (got {getattr(self, name)})" for name in (

@@ -116,6 +116,29 @@ def test_parent_run_logs_settings_as_used_and_the_glue_score(tiny_model, glue_da
 
 
 @pytest.mark.slow
+def test_predict_test_false_skips_the_test_sets(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
+    from tasks import finetune
+
+    predicted = []
+
+    def recording_predict(model, task, datasets, *args, **kwargs):
+        predicted.extend(datasets)
+        return real_predict(model, task, datasets, *args, **kwargs)
+
+    real_predict = finetune.predict
+    monkeypatch.setattr(finetune, "predict", recording_predict)
+    args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "num_epochs=1", "save_models=false",
+                     "predict_test=false")
+    code, out, err = run(args, capsys)
+    assert code == 0, err
+    assert predicted and "test" not in predicted  # dev scored each epoch, the test set never
+    assert not (tmp_path / "out" / "predictions" / "rte-seed0" / "test.tsv").exists()
+    assert (tmp_path / "out" / "predictions" / "rte-seed0" / "validation.tsv").is_file()
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["submission"]["file"] is None and not (tmp_path / "out" / "glue_submission.zip").exists()
+    assert "note: no glue_submission.zip: test prediction was off (predict_test=false)" in out
+
+
 def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
     args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "num_epochs=1", "save_models=false")
     assert run(args, capsys)[0] == 0
