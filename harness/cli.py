@@ -11,7 +11,7 @@ import sys
 
 # Subcommand modules under harness/commands/; each defines add_parser(subparsers) and run(args).
 COMMANDS = ["run", "tasks", "models", "init", "flops", "pretrain", "search", "report", "export", "predict",
-            "experiment", "compare"]
+            "experiment", "compare", "demo"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,8 @@ class Efficiency:
     control: bool = True
     tracking_uri: str | None = None
     command: str = ""  # as typed, recorded for the reader
+    # prints each stage's headline; `harness demo` adds its elapsed time and ETA
+    announce: Callable[[str], None] = print
 
 
 def arm_name(objective: str, budget: float) -> str:
@@ -87,15 +90,20 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[effici
         load_glue(task, glue_dir(exp.data_dir))
     _check_manifest(exp)
     arms: list[Arm] = []
-    steps = len(configs) + exp.control
+    total = 2 * len(configs) + exp.control  # stages: each pre-training and each arm's fine-tuning
+    numbers = iter(range(1, total + 1))
+
+    def stage() -> str:
+        return f"[{next(numbers)}/{total}]"
+
     for (objective, budget), config in configs.items():
-        meta = _pretrained(config, f"[{len(arms) + 1}/{steps}]", exp.tracking_uri)
+        meta = _pretrained(config, stage(), exp.tracking_uri, exp.announce)
         if exp.control and not any(a.objective == CONTROL for a in arms):
             like = Path(config.output_dir) / DISCRIMINATOR_DIR
-            arms.append(_control(exp, like, progress, len(arms) + 1, steps))
+            arms.append(_control(exp, like, progress, stage()))
             _write_tables(exp, arms)
-        print(f"[{len(arms) + 1}/{steps}] fine-tune {arm_name(objective, budget)} on "
-              f"{','.join(t.name for t in exp.tasks)} x {exp.seeds} seeds")
+        exp.announce(f"{stage()} fine-tune {arm_name(objective, budget)} on "
+                     f"{','.join(t.name for t in exp.tasks)} x {exp.seeds} seeds")
         results = _finetune(exp, config.output_dir, arm_name(objective, budget), progress)
         arms.append(Arm(objective, budget, meta["train_flops"], results, _pretrain_summary(meta)))
         _write_tables(exp, arms)
@@ -106,7 +114,8 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[effici
     return [efficiency.point(arm, [t.name for t in exp.tasks]) for arm in arms]
 
 
-def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None) -> dict:
+def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
+                announce: Callable[[str], None]) -> dict:
     """The finished run's meta: kept if OUT already holds it, else trained (or resumed) now."""
     from harness.pretrain_run import run_pretrain
     from pretrain.checkpoint import finished_meta
@@ -114,13 +123,14 @@ def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None) -> 
     out = Path(config.output_dir)
     meta = finished_meta(out, config)
     if meta is not None:
-        print(f"{step} pre-trained {out.name}: kept ({meta['steps']} steps, {meta['train_flops']:.3g} FLOPs)")
+        announce(f"{step} pre-trained {out.name}: kept ({meta['steps']} steps, "
+                 f"{meta['train_flops']:.3g} FLOPs)")
         return meta
-    print(f"{step} pre-train {config.objective} to {config.max_flops:g} FLOPs -> {out}")
+    announce(f"{step} pre-train {config.objective} to {config.max_flops:g} FLOPs -> {out}")
     return run_pretrain(config, tracking_uri=tracking_uri)
 
 
-def _control(exp: Efficiency, like: Path, progress, index: int, steps: int) -> Arm:
+def _control(exp: Efficiency, like: Path, progress, stage: str) -> Arm:
     """The untrained control: `like`'s config and tokenizer, fresh weights; then fine-tuned."""
     import transformers
 
@@ -131,7 +141,7 @@ def _control(exp: Efficiency, like: Path, progress, index: int, steps: int) -> A
     if not has_weights(folder):
         tokenizer = transformers.AutoTokenizer.from_pretrained(like)
         write_random_init(transformers.AutoConfig.from_pretrained(like), tokenizer, folder, seed=0)
-    print(f"[{index}/{steps}] fine-tune {CONTROL} (no pre-training) x {exp.seeds} seeds")
+    exp.announce(f"{stage} fine-tune {CONTROL} (no pre-training) x {exp.seeds} seeds")
     return Arm(CONTROL, 0.0, 0.0, _finetune(exp, str(folder), CONTROL, progress))
 
 

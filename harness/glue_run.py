@@ -58,7 +58,8 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
                       tags={"model": run.model, "tasks": ",".join(t.name for t in run.tasks)}):
         for task in (t for t in run.tasks if t.predicted_by is None):
             config = resolved[task.name]
-            splits = {s: d for s, d in data[task.name].items() if config.predict_test or not s.startswith("test")}
+            splits = {s: d for s, d in data[task.name].items()
+                      if config.predict_test or not s.startswith("test")}
             riders = {t.name: data[t.name]["test"] for t in predicted_with(task.name)
                       if t.name in data and config.predict_test}
             built = glue.build_task(task, splits, setup.tokenizer, config.max_length,

@@ -1,0 +1,79 @@
+"""`harness demo`: pre-train, fine-tune beside a control, compare, report, export and predict."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+EPILOG = """what it runs (each stage is an ordinary harness command's code path):
+  1. harness pretrain      a small ELECTRA to a fixed FLOPs budget on the shared corpus
+  2. harness run glue      it and a random-init control of the same shape, full training and dev
+                           sets, ELECTRA's fine-tuning recipe, 3 seeds (test sets not predicted)
+  3. harness compare       pre-trained vs control per task and GLUE: difference, 95% CI, p, verdict
+  4. harness report        the leaderboard (Markdown, HTML, FLOPs-vs-GLUE plot) and MLflow rows
+  5. harness export onnx   the better model's best STS-B seed, checked against PyTorch
+  6. harness predict       one sentence pair through the ONNX bundle, in a process without torch
+
+Plans: on a CPU, electra-tiny to 1e14 FLOPs, STS-B and RTE (about 25 minutes on two idle cores);
+on a GPU, ELECTRA-Small to 5e15 FLOPs, STS-B, RTE, MRPC and CoLA (estimated, not yet timed).
+Rerunning resumes: finished pre-training, task x seed fine-tunings and the bundle are kept.
+
+examples:
+  harness demo
+  harness demo --output runs/demo-2 --device cpu"""
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "demo", help="the whole pipeline in about half an hour: pre-train, fine-tune vs control, compare, "
+                     "report, export, predict", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Pre-train a small ELECTRA to a FLOPs budget, fine-tune it and an untrained control on "
+                    "GLUE, test the difference, write the leaderboard, export the better model to ONNX and "
+                    "predict with it.")
+    parser.add_argument("--output", type=Path, default=Path("runs/demo"), metavar="DIR",
+                        help="where everything goes; an existing one is resumed (default: %(default)s)")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                        help="picks the plan: cuda -> ELECTRA-Small, cpu -> electra-tiny (default: auto)")
+    parser.add_argument("--data-dir", help="classic glue_data folder (default: $SHARED_DIR/data/glue, "
+                                           "else ../shared/data/glue)")
+    parser.add_argument("--corpus", help="pre-training text (default: the shared data/corpus/gutenberg)")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.demo import Demo, choose_plan, default_inputs, run_demo
+
+    data_dir, corpus = default_inputs(args.data_dir, args.corpus)
+    demo = Demo(args.output, choose_plan(args.device), corpus, data_dir, args.tracking_uri)
+    summary = run_demo(demo)
+    print(closing(demo, summary))
+    return 0
+
+
+def closing(demo, summary: dict) -> str:
+    """The tables, the prediction, and where every output is."""
+    from harness import tracking
+
+    out = demo.output_dir
+    prediction = summary["prediction"]
+    uri = tracking.tracking_uri(demo.tracking_uri)
+    lines = ["", "pre-trained vs random-init control (dev scores x100, median over seeds):", "",
+             (out / "efficiency.md").read_text().rstrip(), "",
+             "harness compare (A = pre-trained, B = control):",
+             "", summary["comparison"], "",
+             f"better model: {summary['better']}; ONNX bundle {summary['bundle']}",
+             f"$ {prediction['command']}", "  " + str(prediction["output"]).replace("'", '"')
+             + f"   ({prediction['seconds']:.1f} s, a fresh process without torch)", "",
+             f"demo finished in {summary['wall_time_s'] / 60:.1f} min (this invocation). Outputs:",
+             f"  {out / 'efficiency.md'}, .csv, .png   the table and the GLUE-vs-FLOPs plot",
+             f"  {out / 'pretrain'}/                 the pre-trained generator and discriminator",
+             f"  {out / 'glue'}/ARM/results.json     every seed's scores; predictions/ and models/ beside it",
+             f"  {out / 'report' / 'leaderboard.html'}   the leaderboard with the paper's published rows",
+             f"  {summary['bundle']}/   the ONNX bundle (harness predict --bundle ...)",
+             f"  {out / 'demo.json'}   this summary",
+             "browse the MLflow leaderboard:",
+             f"  mlflow ui --backend-store-uri {uri}   then open http://127.0.0.1:5000 and the "
+             "'leaderboard' experiment"]
+    return "\n".join(lines)

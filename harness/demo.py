@@ -1,0 +1,184 @@
+"""`harness demo`: the harness's whole story in one command, sized to about half an hour.
+
+Pre-train a small ELECTRA to a fixed FLOPs budget, fine-tune it and an untrained control of the same
+shape on GLUE with the ELECTRA recipe (`harness experiment efficiency` with one arm), test the
+difference (`harness compare`), write the leaderboard report, export the better fine-tuned model to
+ONNX (`harness export onnx`) and answer one request with `harness predict`, torch-free. Every stage
+is an existing command's code path, so its outputs are ordinary run directories; rerunning resumes.
+The plan depends on the machine: two CPU cores get a tiny model, a GPU a paper-shaped ELECTRA-Small.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.config import load_config
+from harness.experiment import Efficiency, arm_name, run_efficiency
+from pretrain.errors import UserError
+from pretrain.vocab import shared_dir
+from reports.efficiency import CONTROL
+from tasks.config import FinetuneConfig
+from tasks.registry import parse_tasks
+
+STAGES = ("pre-train", "fine-tune control", "fine-tune pre-trained", "compare, export, predict")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the demo runs on one kind of machine, and how long each stage took when measured."""
+
+    machine: str
+    preset: str
+    budget_flops: float
+    tasks: str
+    seeds: int
+    stage_s: tuple[float, ...]  # expected seconds per STAGES entry
+    measured_on: str  # where stage_s comes from
+    pretrain_settings: tuple[str, ...] = ()
+    # Test-set prediction feeds only the GLUE server's zip, which a demo does not submit.
+    finetune_settings: tuple[str, ...] = ("predict_test=false",)
+    export_task: str = "stsb"
+    example: tuple[str, str] = ("A man is playing a guitar.", "A man plays the guitar.")
+
+
+# Two CPU cores: electra-tiny (128 wide, 4 layers) to 1e14 FLOPs, ~1/14,000 of ELECTRA-Small's
+# pre-training; STS-B and RTE are where so short a pre-training already shows (reports/results:
+# CoLA stays at MCC 0 and MRPC at the majority class for every arm at this budget). Full training
+# and dev sets, three seeds. The time stop keeps a slower machine near the half hour.
+CPU = Plan("cpu", "electra-tiny", 1e14, "stsb,rte", 3, (420.0, 420.0, 420.0, 60.0),
+           "two idle cores of an AMD EPYC",
+           pretrain_settings=("max_time_s=900",))
+# A GPU: ELECTRA-Small, the paper's shape and recipe, to 5e15 FLOPs (1/280 of the paper's 1.4e18,
+# ~3,900 steps of 128 x 128 tokens) and four GLUE tasks. Not yet timed on a GPU: the estimates
+# assume ~150k tokens/s in pre-training; the time stop bounds it if the device is slower.
+GPU = Plan("gpu", "electra-small", 5e15, "stsb,rte,mrpc,cola", 3, (600.0, 300.0, 300.0, 60.0),
+           "an estimate (unmeasured on a GPU)",
+           pretrain_settings=("max_time_s=900",))
+
+
+@dataclass(frozen=True)
+class Demo:
+    output_dir: Path
+    plan: Plan
+    corpus: Path
+    data_dir: str
+    tracking_uri: str | None = None
+
+
+def default_inputs(data_dir: str | None, corpus: str | None) -> tuple[str, Path]:
+    """The GLUE folder and pre-training corpus: given, else the shared folder's; one error if missing."""
+    root = shared_dir()
+    glue = Path(data_dir) if data_dir else root / "data" / "glue"
+    text = Path(corpus) if corpus else root / "data" / "corpus" / "gutenberg"
+    missing = [f"{name} {str(path)!r}" for name, path in (("--data-dir", glue), ("--corpus", text))
+               if not path.exists()]
+    if missing:
+        raise UserError(f"{' and '.join(missing)} not found; set SHARED_DIR to the shared data folder "
+                        "(with data/glue and data/corpus/gutenberg) or pass --data-dir and --corpus")
+    return str(glue), text
+
+
+def choose_plan(device: str) -> Plan:
+    """The GPU plan where torch sees a CUDA device (or `device` says cuda), else the CPU plan."""
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return GPU if device.startswith("cuda") else CPU
+
+
+class Clock:
+    """Stage headlines with the elapsed time and an ETA from the plan's stage times, rescaled by how
+    fast the finished stages actually went (a busy machine stretches the rest alike)."""
+
+    def __init__(self, plan: Plan):
+        self.plan, self.started, self.stage, self.stage_started = plan, time.monotonic(), -1, 0.0
+        self.done_expected = self.done_actual = 0.0
+
+    def __call__(self, headline: str) -> None:
+        now = time.monotonic() - self.started
+        if self.stage >= 0:
+            self.done_expected += self.plan.stage_s[self.stage]
+            self.done_actual += now - self.stage_started
+        self.stage = min(self.stage + 1, len(STAGES) - 1)
+        self.stage_started = now
+        rate = self.done_actual / self.done_expected if self.done_expected else 1.0
+        left = rate * sum(self.plan.stage_s[self.stage:])
+        print(f"{headline}  (demo: {_clock(now)} elapsed, about {_clock(left)} left)", flush=True)
+
+
+def run_demo(demo: Demo) -> dict:
+    """Every stage not already done; the summary that `harness demo` prints (also demo.json)."""
+    plan = demo.plan
+    clock = Clock(plan)
+    print(f"harness demo: {plan.machine} plan: pre-train {plan.preset} to {plan.budget_flops:g} FLOPs on "
+          f"{demo.corpus}, fine-tune it and a random-init control on {plan.tasks} (full training and dev "
+          f"sets, {plan.seeds} seeds), compare, export, predict; about "
+          f"{_clock(sum(plan.stage_s))} on {plan.measured_on}", flush=True)
+    exp = Efficiency(
+        preset=plan.preset, corpus=(str(demo.corpus),), budgets=(plan.budget_flops,), objectives=("electra",),
+        tasks=tuple(parse_tasks(plan.tasks)), output_dir=demo.output_dir, seeds=plan.seeds,
+        pretrain_settings=plan.pretrain_settings,
+        finetune=load_config(FinetuneConfig, None, list(plan.finetune_settings)), data_dir=demo.data_dir,
+        tracking_uri=demo.tracking_uri, command=f"harness demo --output {demo.output_dir}", announce=clock)
+    points = run_efficiency(exp)
+    clock("compare the pre-trained model with the control, export the better one, predict")
+    pretrained = demo.output_dir / "glue" / arm_name("electra", plan.budget_flops)
+    control = demo.output_dir / "glue" / CONTROL
+    comparison = _compare(pretrained, control)
+    better = max(points, key=lambda p: p.glue_median)
+    better_dir = control if better.objective == CONTROL else pretrained
+    bundle = _export(better_dir, plan.export_task, demo)
+    prediction = _predict(bundle, plan.example)
+    summary = {"plan": dataclasses.asdict(plan), "wall_time_s": time.monotonic() - clock.started,
+               "better": better.objective, "bundle": str(bundle), "prediction": prediction,
+               "comparison": comparison}
+    from pretrain import atomic
+
+    atomic.write_json(demo.output_dir / "demo.json", summary)
+    return summary
+
+
+def _compare(a: Path, b: Path) -> str:
+    from harness.compare_runs import compare, load_run, table
+
+    return table(compare(load_run(a), load_run(b)))
+
+
+def _export(run_dir: Path, task: str, demo: Demo) -> Path:
+    """The best-dev seed of `task` as an ONNX bundle; kept when a previous run already wrote it."""
+    from harness.onnx_run import ExportJob, export
+
+    bundle = demo.output_dir / "onnx" / f"{run_dir.name}-{task}"
+    if (bundle / "manifest.json").is_file():
+        print(f"ONNX bundle {bundle}: kept")
+    else:
+        from harness.commands.export import summary
+
+        print(summary(export(ExportJob(task=task, run_dir=run_dir, output=bundle, data_dir=demo.data_dir,
+                                       max_eval_examples=500, tracking_uri=demo.tracking_uri))))
+    return bundle
+
+
+def _predict(bundle: Path, texts: tuple[str, str]) -> dict:
+    """One request through `harness predict` in a fresh process: the deployment path, without torch."""
+    command = [sys.executable, "-m", "harness.cli", "predict", "--bundle", str(bundle), *texts]
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise UserError(f"harness predict failed ({done.stderr.strip().splitlines()[-1:]}); the bundle is "
+                        f"{bundle}")
+    return {"command": shlex.join(["harness", *command[3:]]),
+            "output": json.loads(done.stdout.splitlines()[-1]), "seconds": time.monotonic() - started}
+
+
+def _clock(seconds: float) -> str:
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes}:{rest:02d}"

@@ -1,0 +1,82 @@
+"""`harness demo`: the whole pipeline on a micro plan, its closing summary, its ETA, and its resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from harness import demo
+from harness.cli import main
+from pretrain.errors import UserError
+from pretrain.models import PRESETS
+from tests.test_pretrain_train import MICRO, write_corpus
+
+
+@pytest.fixture
+def micro_plan(monkeypatch, tmp_path):
+    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
+    plan = dataclasses.replace(
+        demo.CPU, preset=MICRO.name, budget_flops=2e8, seeds=2,
+        pretrain_settings=("tokenizer=train", "train_vocab_size=200", "precision=fp32",
+                           f"cache_dir={tmp_path / 'cache'}"),
+        finetune_settings=("predict_test=false", "num_epochs=1", "batch_size=8", "precision=fp32"))
+    monkeypatch.setattr(demo, "CPU", plan)
+    return plan
+
+
+@pytest.mark.slow
+def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, capsys):
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    out = tmp_path / "demo"
+    args = ["demo", "--device", "cpu", "--output", str(out), "--data-dir", str(glue_data), "--corpus", str(corpus),
+            "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "demo.json").read_text())
+    # Both arms fine-tuned on the plan's tasks and seeds, without test-set prediction.
+    for arm in ("electra-2e+08", "random-init"):
+        results = json.loads((out / "glue" / arm / "results.json").read_text())
+        assert {(r["task"], r["seed"]) for r in results["runs"]} == {
+            (t, s) for t in ("stsb", "rte") for s in (0, 1)}
+        assert not list((out / "glue" / arm / "predictions").glob("*/test.tsv"))
+    # The side-by-side table, harness compare's verdict, the export and one real prediction.
+    assert "| random-init |" in printed and "| electra |" in printed
+    assert "harness compare (A = pre-trained, B = control):" in printed and "verdict" in printed
+    bundle = out / "onnx" / f"{'random-init' if summary['better'] == 'random-init' else 'electra-2e+08'}-stsb"
+    assert summary["bundle"] == str(bundle) and (bundle / "manifest.json").is_file()
+    assert isinstance(summary["prediction"]["output"]["score"], float)
+    assert summary["prediction"]["command"].startswith(f"harness predict --bundle {bundle} ")
+    assert (out / "report" / "leaderboard.html").is_file() and (out / "efficiency.png").is_file()
+    # Each stage says how long the demo has run and how long is left; the end says where things are.
+    assert printed.count(" elapsed, about ") == 4
+    assert f"mlflow ui --backend-store-uri sqlite:///{tmp_path / 'mlflow.db'}" in printed
+    assert str(out / "demo.json") in printed
+
+    # Rerun: nothing is trained or exported again.
+    stamps = {p: p.stat().st_mtime_ns for p in [*out.glob("pretrain/*/pretrain_meta.json"),
+                                                bundle / "manifest.json"]}
+    assert main(args) == 0
+    assert "kept" in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+
+
+def test_plan_follows_the_device_and_missing_inputs_are_one_error(tmp_path, monkeypatch):
+    assert demo.choose_plan("cuda") is demo.GPU and demo.choose_plan("cpu") is demo.CPU
+    assert demo.GPU.preset == "electra-small" and demo.CPU.preset == "electra-tiny"
+    monkeypatch.setenv("SHARED_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(UserError, match=r"--data-dir '.*nowhere/data/glue' and --corpus '.*gutenberg' not found"):
+        demo.default_inputs(None, None)
+
+
+def test_clock_rescales_the_eta_by_the_finished_stages(monkeypatch, capsys):
+    now = [0.0]
+    monkeypatch.setattr(demo.time, "monotonic", lambda: now[0])
+    plan = dataclasses.replace(demo.CPU, stage_s=(100.0, 200.0, 300.0, 400.0))
+    clock = demo.Clock(plan)
+    clock("first")  # nothing finished: the plan's 1000 s
+    now[0] = 200.0  # the first stage took twice its 100 s: the other 900 s will take 1800
+    clock("second")
+    assert capsys.readouterr().out.splitlines() == [
+        "first  (demo: 0:00 elapsed, about 16:40 left)", "second  (demo: 3:20 elapsed, about 30:00 left)"]
