@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -75,7 +76,7 @@ class Demo:
 def default_inputs(data_dir: str | None, corpus: str | None) -> tuple[str, Path]:
     """The GLUE folder and pre-training corpus: given, else the shared folder's; one error if missing."""
     root = shared_dir()
-    glue = Path(data_dir) if data_dir else root / "data" / "glue"
+    glue = Path(data_dir or os.environ.get("GLUE_DIR") or root / "data" / "glue")
     text = Path(corpus) if corpus else root / "data" / "corpus" / "gutenberg"
     missing = [f"{name} {str(path)!r}" for name, path in (("--data-dir", glue), ("--corpus", text))
                if not path.exists()]

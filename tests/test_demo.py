@@ -66,6 +66,7 @@ def test_plan_follows_the_device_and_missing_inputs_are_one_error(tmp_path, monk
     assert demo.choose_plan("cuda") is demo.GPU and demo.choose_plan("cpu") is demo.CPU
     assert demo.GPU.preset == "electra-small" and demo.CPU.preset == "electra-tiny"
     monkeypatch.setenv("SHARED_DIR", str(tmp_path / "nowhere"))
+    monkeypatch.delenv("GLUE_DIR", raising=False)
     with pytest.raises(UserError, match=r"--data-dir '.*nowhere/data/glue' and --corpus '.*gutenberg' not found"):
         demo.default_inputs(None, None)
 

@@ -35,8 +35,8 @@ def add_parser(subparsers) -> None:
                         help="where everything goes; an existing one is resumed (default: %(default)s)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="picks the plan: cuda -> ELECTRA-Small, cpu -> electra-tiny (default: auto)")
-    parser.add_argument("--data-dir", help="classic glue_data folder (default: $SHARED_DIR/data/glue, "
-                                           "else ../shared/data/glue)")
+    parser.add_argument("--data-dir", help="classic glue_data folder (default: $GLUE_DIR, else "
+                                           "$SHARED_DIR/data/glue, else ../shared/data/glue)")
     parser.add_argument("--corpus", help="pre-training text (default: the shared data/corpus/gutenberg)")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
     parser.set_defaults(handler=run)
