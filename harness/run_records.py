@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,17 @@ def resume(output_dir: Path, fresh: dict, same: Sequence[str] = ("format", "conf
         raise UserError(f"{str(output_dir)!r} holds results of another model or config; pass a new "
                         "--output-dir or delete that one")
     return previous | {"tasks": fresh["tasks"], "seeds": fresh["seeds"]}
+
+
+def write_results(output_dir: Path, results: dict, earlier_s: float, started: float) -> None:
+    """Write results.json with `wall_time_s`: the earlier invocations' seconds plus this one's so far.
+
+    Written after every seed, so a killed invocation still adds its time up to its last finished seed;
+    only the seed it was training is lost (nothing is written mid-seed, and a resume trains that seed
+    again in full, so the total still holds one complete training of every seed).
+    """
+    results["wall_time_s"] = earlier_s + time.perf_counter() - started
+    atomic.write_json(output_dir / "results.json", results)
 
 
 def is_done(results: dict, task: str, seed: int) -> bool:
