@@ -74,6 +74,10 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
     window = MetricWindow()
     if resume_from is not None:  # a resumed run that is already done still reports its metrics
         window.last = json.loads((resume_from / PRETRAIN_META).read_text()).get("metrics", {})
+    # elapsed_s goes on from the checkpoint, so wall time adds up over resumes. A killed invocation's
+    # steps after its last checkpoint are redone and counted once; their lost first attempt and each
+    # invocation's set-up are not counted: elapsed_s is also the clock of max_time_s and the schedule
+    # under it, which must not differ between a resumed run and an unbroken one.
     loop_start, last_save = time.perf_counter() - progress.elapsed_s, progress.elapsed_s
     fraction = budget_fraction(config, progress)
     while fraction < 1.0:

@@ -163,6 +163,31 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tmp_path, micro, corpu
     assert resumed_meta["train_flops"] == whole_meta["train_flops"]
 
 
+def test_wall_time_adds_up_over_a_kill_and_its_resume(tmp_path, micro, corpus, monkeypatch):
+    """A clock ticking 1 s per read (one read per step): the resumed run adds its 7 s to the 5 s saved
+    with the step-5 checkpoint; the killed attempt at steps 6 and 7 is redone and counted once."""
+    import types
+
+    from pretrain import train as loop
+
+    ticks = iter(range(10_000))
+    monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_step_7(step, metrics):
+        if step >= 7:
+            raise Killed
+
+    config = micro_config(tmp_path, corpus, max_steps=12, checkpoint_every_steps=5, log_every_steps=1)
+    with pytest.raises(Killed):
+        pretrain(config, on_log=kill_at_step_7)
+    saved = json.loads((Path(config.output_dir) / "checkpoints" / "step-5" / "pretrain_meta.json").read_text())
+    assert saved["wall_time_s"] == 5.0
+    assert pretrain(config)["wall_time_s"] == 5.0 + 7.0
+
+
 def test_resume_refuses_other_settings_and_foreign_directories(tmp_path, micro, corpus):
     pretrain(micro_config(tmp_path, corpus, max_steps=2))
     with pytest.raises(UserError, match=r"learning_rate: 0.002 -> 0.001"):
