@@ -101,11 +101,34 @@ def resume(output_dir: Path, fresh: dict, same: Sequence[str] = ("format", "conf
     if not path.is_file():
         return fresh
     previous = json.loads(path.read_text())
-    if any(previous.get(key) != fresh[key] for key in same) \
-            or previous.get("model", {}).get("path") != fresh["model"]["path"]:
-        raise UserError(f"{str(output_dir)!r} holds results of another model or config; pass a new "
-                        "--output-dir or delete that one")
+    differences = setting_differences(previous, fresh, same)
+    if differences:
+        raise UserError(f"{str(output_dir)!r} holds results made with other settings "
+                        f"({'; '.join(differences)}); resume it with the same settings, or pass a new "
+                        "--output-dir")
     return previous | {"tasks": fresh["tasks"], "seeds": fresh["seeds"]}
+
+
+_ABSENT = object()  # a key one of the two results.json bodies lacks (one written by another version)
+
+
+def setting_differences(previous: dict, fresh: dict, same: Sequence[str]) -> list[str]:
+    """'key: old -> new' for the model path and each differing key of `same`; keys of the config and
+    settings blocks by their own names (as key=value sets them), of other blocks as `block.key`."""
+    pairs = [("model", previous.get("model", {}).get("path", _ABSENT), fresh["model"]["path"])]
+    for block in same:
+        old, new = previous.get(block, _ABSENT), fresh[block]
+        if isinstance(old, dict) and isinstance(new, dict):
+            prefix = "" if block in ("config", "settings") else f"{block}."
+            pairs += [(prefix + key, old.get(key, _ABSENT), new.get(key, _ABSENT))
+                      for key in [*new, *(key for key in old if key not in new)]]
+        else:
+            pairs.append((block, old, new))
+    return [f"{key}: {_shown(old)} -> {_shown(new)}" for key, old, new in pairs if old != new]
+
+
+def _shown(value) -> str:
+    return "(absent)" if value is _ABSENT else repr(value)
 
 
 def write_results(output_dir: Path, results: dict, earlier_s: float, started: float) -> None:

@@ -126,8 +126,8 @@ def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, m
 
     monkeypatch.setattr(harness.glue_run, "finetune", must_not_train)
     assert run(args, capsys)[0] == 0
-    code, _, err = run(args[:-1] + ["num_epochs=2"], capsys)
-    assert code == 2 and "holds results of another model or config" in err
+    code, _, err = run([a for a in args if a != "num_epochs=1"] + ["num_epochs=2"], capsys)
+    assert code == 2 and "with other settings (num_epochs: 1.0 -> 2.0); resume it with the same" in err
 
 
 @pytest.mark.slow
@@ -159,6 +159,36 @@ def test_wall_time_adds_up_over_an_interrupted_run_and_its_resume(tiny_model, gl
     second_s = time.perf_counter() - started
     final = json.loads((tmp_path / "out" / "results.json").read_text())["wall_time_s"]
     assert first["wall_time_s"] + trained[1] <= final <= first["wall_time_s"] + second_s
+
+
+def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_path, capsys):
+    from harness import glue_run, run_records
+    from pretrain import atomic
+    from pretrain.models import resolve_model
+    from tasks.config import FinetuneConfig
+
+    earlier = FinetuneConfig(learning_rate=3e-4, num_epochs=1.0)
+    atomic.write_json(tmp_path / "out" / "results.json", run_records.fresh_results(
+        glue_run.RESULTS_FORMAT, str(tiny_model), resolve_model(str(tiny_model)), earlier, ["rte"], 1))
+    code, _, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "learning_rate=1e-4",
+                                 "num_epochs=1", "head=hf"), capsys)
+    assert code == 2 and err == (
+        f"harness: error: {str(tmp_path / 'out')!r} holds results made with other settings (learning_rate: "
+        "0.0003 -> 0.0001; head: 'electra' -> 'hf'); resume it with the same settings, or pass a new "
+        "--output-dir\n")
+
+
+def test_setting_differences_name_the_model_blocks_and_keys_an_older_version_lacked():
+    from harness.run_records import setting_differences
+
+    previous = {"format": "f/1", "model": {"name": "a", "path": "/m/a"}, "config": {"seed": 0},
+                "data": {"num_dev_windows": 10}, "tasks": ["squad"]}
+    fresh = {"format": "f/1", "model": {"name": "b", "path": "/m/b"}, "config": {"seed": 0, "head": "hf"},
+             "data": {"num_dev_windows": 12}, "tasks": ["squad"]}
+    assert setting_differences(previous, fresh, ("format", "config", "data", "tasks")) == [
+        "model: '/m/a' -> '/m/b'", "head: (absent) -> 'hf'", "data.num_dev_windows: 10 -> 12"]
+    assert setting_differences(previous, previous | {"model": fresh["model"] | {"path": "/m/a"}},
+                               ("format", "config", "data", "tasks")) == []
 
 
 @pytest.mark.slow

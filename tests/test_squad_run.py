@@ -195,7 +195,9 @@ def test_v2_with_train_file_writes_null_odds_and_resumes(tiny_model, tmp_path, c
     monkeypatch.setattr(harness.squad_run, "finetune", must_not_train)
     assert run(args, capsys)[0] == 0
     code, _, err = run(args + ["null_threshold=1"], capsys)
-    assert code == 2 and "holds results of another model or config" in err
+    assert code == 2 and err.splitlines()[-1] == (
+        f"harness: error: {str(tmp_path / 'out')!r} holds results made with other settings (null_threshold: "
+        "-2.75 -> 1.0); resume it with the same settings, or pass a new --output-dir")
 
 
 def test_answerability_classifier_saves_and_loads(tiny_model, tmp_path):
