@@ -57,6 +57,8 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
     resume_from = ckpt.resume_point(out, config)  # every process checks: all raise or none
     tokenizer, examples = prepare_examples(config, context)
     run = build_run(config, context, tokenizer)
+    if resume_from is not None:  # continued to other budgets: the schedule follows the new ones
+        run.extended = ckpt.extensions(resume_from, config)
     # Every batch padded to seq_len: packed examples nearly fill it anyway, and fixed shapes let a
     # compiled step (and CUDA graphs) serve every step.
     stream = BatchStream(examples, config.batch_size, config.seed, tokenizer.pad_token_id,
