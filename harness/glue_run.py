@@ -48,6 +48,7 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
     fresh = run_records.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,
                                       [t.name for t in run.tasks], run.seeds)
     results = run_records.resume(run.output_dir, fresh)
+    earlier_s = results.get("wall_time_s", 0.0)  # the invocations before this one
     results["precision"] = setup.precision
     resolved = {t.name: run.config.resolved(setup.size, t.num_epochs, t.max_length)
                 for t in run.tasks if t.predicted_by is None}
@@ -74,13 +75,12 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
                 except FloatingPointError as error:  # its MLflow run ends FAILED; the other seeds go on
                     results.setdefault("diverged", []).append(
                         run_records.diverged_record(task.name, seed_config, error))
-                atomic.write_json(run.output_dir / "results.json", results)
+                run_records.write_results(run.output_dir, results, earlier_s, started)
         results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
         mlflow_leaderboard.log_flops(results["flops"])
         _summarize(run.output_dir, results)
-    results["wall_time_s"] = results.get("wall_time_s", 0.0) + time.perf_counter() - started
     results["submission"] = _write_submission(run.output_dir, results, run.config.predict_test)
-    atomic.write_json(run.output_dir / "results.json", results)
+    run_records.write_results(run.output_dir, results, earlier_s, started)
     mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
     return results
 

@@ -9,7 +9,7 @@ from tqdm.auto import tqdm
 
 from harness import tracking
 from harness.config import as_dict
-from pretrain import train
+from pretrain import checkpoint, train
 from pretrain.config import PretrainConfig
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining}{postfix}]"
@@ -18,10 +18,13 @@ BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining
 def run_pretrain(config: PretrainConfig, experiment: str = "pretrain",
                  tracking_uri: str | None = None) -> dict | None:
     """Pre-train with a progress bar and an MLflow run; pretrain_meta.json's dict (None off rank 0)."""
-    train.preflight(config)  # bad input fails here, before an MLflow run is opened
+    resolved = train.preflight(config)  # bad input fails here, before an MLflow run is opened
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports
         train.pretrain(config)
         return None
+    note = extension_note(resolved)
+    if note:
+        print(note)
     tracking.setup(experiment, tracking_uri)
     name = Path(config.output_dir).name if config.output_dir else "pretrain"
     tags = {"command": "pretrain", "objective": config.objective, "preset": config.preset,
@@ -48,3 +51,18 @@ def summary(step: int, metrics: dict[str, float]) -> str:
              "tokens_per_s": "tok/s"}
     parts = [f"{short} {metrics[key]:.3g}" for key, short in shown.items() if key in metrics]
     return f"step {step} " + " ".join(parts)
+
+
+def extension_note(config: PretrainConfig) -> str | None:
+    """A line saying that OUT's run goes on to other budgets and what that does to its schedule."""
+    folder = checkpoint.resume_point(Path(config.output_dir), config)
+    change = checkpoint.budget_change(folder, config) if folder is not None else None
+    if change is None:
+        return None
+    shown = checkpoint.budget_value
+    budgets = "; ".join(f"{key}: {shown(old)} -> {shown(change['to'][key])}"
+                        for key, old in change["from"].items())
+    before, after = change["learning_rate_before"], change["learning_rate_after"]
+    return (f"note: continuing {config.output_dir} from step {change['at_step']} ({budgets}); the learning "
+            f"rate follows the schedule over the new budget, so it goes from {before:.3g} to {after:.3g} "
+            "there, unlike a run started with this budget (recorded under `extended` in pretrain_meta.json)")

@@ -59,6 +59,7 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     fresh = run_records.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,
                                       [run.task.name], run.seeds, settings=as_dict(run.settings), data=data)
     results = run_records.resume(run.output_dir, fresh, ("format", "config", "settings", "data", "tasks"))
+    earlier_s = results.get("wall_time_s", 0.0)  # the invocations before this one
     results["precision"] = setup.precision
     tracking.setup("squad", run.tracking_uri)
     params = run_records.parent_params(run.config, {run.task.name: config},
@@ -75,12 +76,11 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
             except FloatingPointError as error:  # its MLflow run ends FAILED; the other seeds go on
                 results.setdefault("diverged", []).append(
                     run_records.diverged_record(run.task.name, seed_config, error))
-            atomic.write_json(run.output_dir / "results.json", results)
+            run_records.write_results(run.output_dir, results, earlier_s, started)
     results["summary"] = run_records.summarize(results["runs"], {run.task.name: run.task.metrics},
                                                results.get("diverged", ()))
     run_records.add_intervals(run.output_dir, results)
-    results["wall_time_s"] = results.get("wall_time_s", 0.0) + time.perf_counter() - started
-    atomic.write_json(run.output_dir / "results.json", results)
+    run_records.write_results(run.output_dir, results, earlier_s, started)
     return results
 
 

@@ -7,7 +7,8 @@ OUT/checkpoints/step-N/ the same two model folders and meta, plus training_state
                         of the run, optimiser, budget counters, data position and each process's RNG,
                         as tensors and plain values only (it loads with weights_only=True)
 Every folder and file is written to a temp name and renamed into place, so a kill at any moment
-leaves the previous checkpoint intact.
+leaves the previous checkpoint intact. A run resumed with other budgets goes on to them
+(`budget_change`); any other changed setting is refused.
 
 Objectives without a separate generator (`mlm`) still fill both folders: discriminator/ holds the
 trained encoder under an untrained replaced-token head (fine-tuning replaces heads, so
@@ -18,6 +19,7 @@ only in training_state.pt. pretrain_meta.json says which heads were trained.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 import random
@@ -29,7 +31,8 @@ import numpy as np
 import torch
 
 from pretrain.atomic import atomic_dir, save_pretrained, write_bytes, write_json
-from pretrain.config import PretrainConfig, config_differences
+from pretrain.budget import Progress, budget_fraction, learning_rate, stage_fraction
+from pretrain.config import BUDGETS, RESUMABLE_CHANGES, PretrainConfig, config_differences
 from pretrain.errors import UserError
 from pretrain.models import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
 from pretrain.quiet import quiet_transformers
@@ -60,11 +63,68 @@ def resume_point(out: Path, config: PretrainConfig) -> Path | None:
                             "but no pre-training checkpoint; choose a new --output or empty it")
         return None
     saved = json.loads((found[-1] / PRETRAIN_META).read_text())["config"]
-    differences = config_differences(saved, config)
+    differences = config_differences(saved, config, RESUMABLE_CHANGES + BUDGETS)
     if differences:
         raise UserError(f"{str(out)!r} holds a run with other settings ({'; '.join(differences)}); "
-                        "resume it with the same settings or choose a new --output")
+                        "resume it with the same settings (the budgets may change) or choose a new --output")
+    budget_change(found[-1], config)  # refuses budgets the run cannot go on to
     return found[-1]
+
+
+def budget_change(checkpoint: Path, config: PretrainConfig) -> dict | None:
+    """How config's budgets differ from the checkpoint's, or None; a UserError if the run cannot go on.
+
+    The schedule is a function of the fraction of the budget used (ELECTRA's linear decay to the
+    budget's end), so a run continued to another budget follows the schedule over the new budget from
+    the fraction it has reached: a finished run's rate, decayed to 0, jumps back up. The record keeps
+    both rates; the result is not what a run started with the new budget would give.
+    """
+    meta = json.loads((checkpoint / PRETRAIN_META).read_text())
+    old = {key: meta["config"].get(key) for key in BUDGETS}
+    changed = [key for key in BUDGETS if old[key] != getattr(config, key)]
+    if not changed:
+        return None
+    progress = Progress(step=meta["steps"], tokens=meta["tokens_seen"], flops=meta["train_flops"],
+                        elapsed_s=meta["wall_time_s"], stage=meta.get("stage", 1))
+    out = str(checkpoint.parent.parent)
+    spent = [f"{key}={budget_value(getattr(config, key))}" for key in BUDGETS
+             if getattr(config, key) is not None and budget_fraction(_only(config, key), progress) >= 1]
+    if spent:
+        one = len(spent) == 1
+        raise UserError(f"{out!r} holds a run at step {progress.step}, where {' and '.join(spent)} "
+                        f"{'is' if one else 'are'} already spent; raise {'it' if one else 'them'} to "
+                        "continue that run, or choose a new --output")
+    fraction = budget_fraction(config, progress)
+    if config.objective == "two-stage" and progress.stage == 2 and fraction < config.two_stage_switch:
+        raise UserError(f"{out!r} holds a two-stage run past its switch to the discriminator (step "
+                        f"{progress.step}); the new budget would put the switch (two_stage_switch="
+                        f"{config.two_stage_switch} of it) after that step; choose a smaller budget or a "
+                        "new --output")
+    before = dataclasses.replace(config, **old)
+    return {"at_step": progress.step, "from": {key: old[key] for key in changed},
+            "to": {key: getattr(config, key) for key in changed},
+            "learning_rate_before": _rate(before, progress), "learning_rate_after": _rate(config, progress)}
+
+
+def extensions(checkpoint: Path, config: PretrainConfig) -> list[dict]:
+    """The run's budget changes so far (pretrain_meta.json `extended`), with this one if any."""
+    earlier = json.loads((checkpoint / PRETRAIN_META).read_text()).get("extended", [])
+    change = budget_change(checkpoint, config)
+    return earlier + ([change] if change else [])
+
+
+def budget_value(value: float | None) -> str:
+    """'2e+15' for FLOPs and seconds, a count in full ('1000'), or 'None'."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _only(config: PretrainConfig, budget: str) -> PretrainConfig:
+    return dataclasses.replace(config, **{key: None for key in BUDGETS if key != budget})
+
+
+def _rate(config: PretrainConfig, progress: Progress) -> float:
+    """The learning rate of the next step under config's budgets."""
+    return learning_rate(config, stage_fraction(config, budget_fraction(config, progress), progress.stage))
 
 
 def finished_meta(out: Path, config: PretrainConfig) -> dict | None:

@@ -24,6 +24,8 @@ LEGACY_DEFAULTS = {"optimizer": "adamw"}
 # Settings that may change between a run and its resumption: they do not change what is computed.
 RESUMABLE_CHANGES = ("output_dir", "log_every_steps", "checkpoint_every_steps", "checkpoint_every_s",
                      "keep_checkpoints", "cache_dir", "device", "compile")
+# A run stops at the first of these reached; changing them continues a run (checkpoint.budget_change).
+BUDGETS = ("max_steps", "max_tokens", "max_time_s", "max_flops")
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ def check_runnable(config: PretrainConfig) -> None:
         errors.append("no corpus given; pass --corpus with text files or folders")
     if not config.output_dir:
         errors.append("no output directory given; pass --output")
-    if all(getattr(config, b) is None for b in ("max_steps", "max_tokens", "max_time_s", "max_flops")):
+    if all(getattr(config, b) is None for b in BUDGETS):
         errors.append("no budget given; set one of max_steps, max_tokens, max_time_s or --max-flops")
     if errors:
         raise ValueError("; ".join(errors))
@@ -177,12 +179,13 @@ def _default_fraction(config: PretrainConfig) -> float:
     return PRESETS[config.preset].generator_fraction
 
 
-def config_differences(saved: dict, current: PretrainConfig) -> list[str]:
+def config_differences(saved: dict, current: PretrainConfig,
+                       ignore: tuple[str, ...] = RESUMABLE_CHANGES) -> list[str]:
     """Settings that differ between a saved (resolved) config and this one, as 'key: old -> new'."""
     now = dataclasses.asdict(current)
     saved = LEGACY_DEFAULTS | saved
     return [f"{key}: {saved.get(key)!r} -> {value!r}" for key, value in now.items()
-            if key not in RESUMABLE_CHANGES and _normal(saved.get(key)) != _normal(value)]
+            if key not in ignore and _normal(saved.get(key)) != _normal(value)]
 
 
 def _normal(value):

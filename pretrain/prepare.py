@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -70,6 +70,7 @@ class Run:
     precision: str
     attention: str
     compiled: bool  # the step runs through torch.compile
+    extended: list[dict] = field(default_factory=list)  # budget changes it was resumed with (checkpoint)
 
     def autocast(self):
         return placement.autocast(self.device, self.precision)
@@ -104,7 +105,7 @@ class Run:
             # Heads the objective never trained: fine-tuning replaces the discriminator head anyway.
             "discriminator_head_trained": config.objective in ("electra", "electra-15", "two-stage",
                                                                "all-tokens-mlm"),
-            "metrics": metrics, "config": asdict(config),
+            "metrics": metrics, "config": asdict(config), "extended": self.extended,
         }
 
 

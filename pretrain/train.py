@@ -57,6 +57,8 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
     resume_from = ckpt.resume_point(out, config)  # every process checks: all raise or none
     tokenizer, examples = prepare_examples(config, context)
     run = build_run(config, context, tokenizer)
+    if resume_from is not None:  # continued to other budgets: the schedule follows the new ones
+        run.extended = ckpt.extensions(resume_from, config)
     # Every batch padded to seq_len: packed examples nearly fill it anyway, and fixed shapes let a
     # compiled step (and CUDA graphs) serve every step.
     stream = BatchStream(examples, config.batch_size, config.seed, tokenizer.pad_token_id,
@@ -74,6 +76,10 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
     window = MetricWindow()
     if resume_from is not None:  # a resumed run that is already done still reports its metrics
         window.last = json.loads((resume_from / PRETRAIN_META).read_text()).get("metrics", {})
+    # elapsed_s goes on from the checkpoint, so wall time adds up over resumes. A killed invocation's
+    # steps after its last checkpoint are redone and counted once; their lost first attempt and each
+    # invocation's set-up are not counted: elapsed_s is also the clock of max_time_s and the schedule
+    # under it, which must not differ between a resumed run and an unbroken one.
     loop_start, last_save = time.perf_counter() - progress.elapsed_s, progress.elapsed_s
     fraction = budget_fraction(config, progress)
     while fraction < 1.0:

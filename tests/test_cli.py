@@ -149,8 +149,69 @@ def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, m
 
     monkeypatch.setattr(harness.glue_run, "finetune", must_not_train)
     assert run(args, capsys)[0] == 0
-    code, _, err = run(args[:-1] + ["num_epochs=2"], capsys)
-    assert code == 2 and "holds results of another model or config" in err
+    code, _, err = run([a for a in args if a != "num_epochs=1"] + ["num_epochs=2"], capsys)
+    assert code == 2 and "with other settings (num_epochs: 1.0 -> 2.0); resume it with the same" in err
+
+
+@pytest.mark.slow
+def test_wall_time_adds_up_over_an_interrupted_run_and_its_resume(tiny_model, glue_data, tmp_path, capsys,
+                                                                   monkeypatch):
+    import time
+
+    import harness.glue_run
+
+    real, trained, kills = harness.glue_run.finetune, {}, [1]
+
+    def timed(model, built, config, *a, **k):  # the first invocation is killed as seed 1 starts
+        if config.seed in kills:
+            kills.remove(config.seed)
+            raise KeyboardInterrupt
+        started = time.perf_counter()
+        result = real(model, built, config, *a, **k)
+        trained[config.seed] = time.perf_counter() - started
+        return result
+
+    monkeypatch.setattr(harness.glue_run, "finetune", timed)
+    args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "--seeds", "2", "num_epochs=1",
+                     "save_models=false")
+    assert run(args, capsys)[0] == 130
+    first = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [r["seed"] for r in first["runs"]] == [0] and first["wall_time_s"] >= trained[0]
+    started = time.perf_counter()
+    assert run(args, capsys)[0] == 0
+    second_s = time.perf_counter() - started
+    final = json.loads((tmp_path / "out" / "results.json").read_text())["wall_time_s"]
+    assert first["wall_time_s"] + trained[1] <= final <= first["wall_time_s"] + second_s
+
+
+def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_path, capsys):
+    from harness import glue_run, run_records
+    from pretrain import atomic
+    from pretrain.models import resolve_model
+    from tasks.config import FinetuneConfig
+
+    earlier = FinetuneConfig(learning_rate=3e-4, num_epochs=1.0)
+    atomic.write_json(tmp_path / "out" / "results.json", run_records.fresh_results(
+        glue_run.RESULTS_FORMAT, str(tiny_model), resolve_model(str(tiny_model)), earlier, ["rte"], 1))
+    code, _, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "learning_rate=1e-4",
+                                 "num_epochs=1", "head=hf"), capsys)
+    assert code == 2 and err == (
+        f"harness: error: {str(tmp_path / 'out')!r} holds results made with other settings (learning_rate: "
+        "0.0003 -> 0.0001; head: 'electra' -> 'hf'); resume it with the same settings, or pass a new "
+        "--output-dir\n")
+
+
+def test_setting_differences_name_the_model_blocks_and_keys_an_older_version_lacked():
+    from harness.run_records import setting_differences
+
+    previous = {"format": "f/1", "model": {"name": "a", "path": "/m/a"}, "config": {"seed": 0},
+                "data": {"num_dev_windows": 10}, "tasks": ["squad"]}
+    fresh = {"format": "f/1", "model": {"name": "b", "path": "/m/b"}, "config": {"seed": 0, "head": "hf"},
+             "data": {"num_dev_windows": 12}, "tasks": ["squad"]}
+    assert setting_differences(previous, fresh, ("format", "config", "data", "tasks")) == [
+        "model: '/m/a' -> '/m/b'", "head: (absent) -> 'hf'", "data.num_dev_windows: 10 -> 12"]
+    assert setting_differences(previous, previous | {"model": fresh["model"] | {"path": "/m/a"}},
+                               ("format", "config", "data", "tasks")) == []
 
 
 @pytest.mark.slow

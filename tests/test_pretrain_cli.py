@@ -89,6 +89,24 @@ def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys):
     assert steps == [2, 4, 6]
 
 
+@pytest.mark.slow
+def test_a_raised_budget_continues_the_run_and_says_what_it_does_to_the_schedule(tmp_path, micro, corpus,
+                                                                                 capsys):
+    assert main(cli_args(tmp_path, corpus, "max_steps=2")) == 0
+    capsys.readouterr()
+    code = main(cli_args(tmp_path, corpus, "max_steps=4"))
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.out.splitlines()[0] == (
+        f"note: continuing {tmp_path / 'out'} from step 2 (max_steps: 2 -> 4); the learning rate follows the "
+        "schedule over the new budget, so it goes from 0 to 0.001 there, unlike a run started with this "
+        "budget (recorded under `extended` in pretrain_meta.json)")
+    assert captured.out.splitlines()[1].startswith("4 steps, ")
+    meta = json.loads((tmp_path / "out" / "pretrain_meta.json").read_text())
+    assert [(e["at_step"], e["from"], e["to"]) for e in meta["extended"]] == [(2, {"max_steps": 2},
+                                                                               {"max_steps": 4})]
+
+
 @pytest.mark.parametrize("extra,message", [
     (["max_steps=5", "warmup=0.1"], "unknown setting 'warmup'"),
     ([], "no budget given"),

@@ -163,6 +163,31 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tmp_path, micro, corpu
     assert resumed_meta["train_flops"] == whole_meta["train_flops"]
 
 
+def test_wall_time_adds_up_over_a_kill_and_its_resume(tmp_path, micro, corpus, monkeypatch):
+    """A clock ticking 1 s per read (one read per step): the resumed run adds its 7 s to the 5 s saved
+    with the step-5 checkpoint; the killed attempt at steps 6 and 7 is redone and counted once."""
+    import types
+
+    from pretrain import train as loop
+
+    ticks = iter(range(10_000))
+    monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_step_7(step, metrics):
+        if step >= 7:
+            raise Killed
+
+    config = micro_config(tmp_path, corpus, max_steps=12, checkpoint_every_steps=5, log_every_steps=1)
+    with pytest.raises(Killed):
+        pretrain(config, on_log=kill_at_step_7)
+    saved = json.loads((Path(config.output_dir) / "checkpoints" / "step-5" / "pretrain_meta.json").read_text())
+    assert saved["wall_time_s"] == 5.0
+    assert pretrain(config)["wall_time_s"] == 5.0 + 7.0
+
+
 def test_resume_refuses_other_settings_and_foreign_directories(tmp_path, micro, corpus):
     pretrain(micro_config(tmp_path, corpus, max_steps=2))
     with pytest.raises(UserError, match=r"learning_rate: 0.002 -> 0.001"):
@@ -216,6 +241,50 @@ def test_a_finished_run_resumed_changes_nothing(tmp_path, micro, corpus):
     first = pretrain(config)
     again = pretrain(config)
     assert again["steps"] == 3 and again["metrics"] == first["metrics"]
+
+
+def test_a_finished_run_continues_to_a_raised_budget(tmp_path, micro, corpus):
+    config = micro_config(tmp_path, corpus, max_steps=4, log_every_steps=1)
+    first = pretrain(config)
+    logged = []
+    more = pretrain(dataclasses.replace(config, max_steps=8),
+                    on_log=lambda step, metrics: logged.append((step, metrics["learning_rate"])))
+    # Steps 1-4 are not redone; the rate, decayed to 0 at step 4, follows the schedule over 8 steps
+    # (2e-3 · (1 - step/8), warmup long past) from there.
+    assert [step for step, _ in logged] == [5, 6, 7, 8]
+    assert [rate for _, rate in logged] == pytest.approx([2e-3 * (1 - done / 8) for done in (4, 5, 6, 7)])
+    assert first["extended"] == [] and more["steps"] == 8 and more["tokens_seen"] > first["tokens_seen"]
+    assert more["extended"] == [{"at_step": 4, "from": {"max_steps": 4}, "to": {"max_steps": 8},
+                                 "learning_rate_before": 0.0, "learning_rate_after": pytest.approx(1e-3)}]
+    assert more["config"]["max_steps"] == 8 and more["wall_time_s"] > first["wall_time_s"]
+    assert json.loads((Path(config.output_dir) / "pretrain_meta.json").read_text()) == json.loads(json.dumps(more))
+    with pytest.raises(UserError) as caught:
+        pretrain(dataclasses.replace(config, max_steps=6))
+    assert str(caught.value) == (f"{config.output_dir!r} holds a run at step 8, where max_steps=6 is already "
+                                 "spent; raise it to continue that run, or choose a new --output")
+    again = pretrain(dataclasses.replace(config, max_steps=9))
+    assert again["steps"] == 9 and [e["at_step"] for e in again["extended"]] == [4, 8]
+
+
+def test_a_two_stage_run_cannot_move_its_switch_behind_it(tmp_path):
+    from pretrain.checkpoint import budget_change
+
+    saved = resolve(PretrainConfig(objective="two-stage", max_steps=10, output_dir=str(tmp_path / "out")))
+    folder = tmp_path / "out" / "checkpoints" / "step-10"
+    folder.mkdir(parents=True)
+    (folder / "pretrain_meta.json").write_text(json.dumps({
+        "config": dataclasses.asdict(saved), "steps": 10, "tokens_seen": 100, "train_flops": 1.0,
+        "wall_time_s": 5.0, "stage": 2}))
+    with pytest.raises(UserError) as caught:
+        budget_change(folder, dataclasses.replace(saved, max_steps=40))  # would switch at step 20
+    assert str(caught.value) == (
+        f"{str(tmp_path / 'out')!r} holds a two-stage run past its switch to the discriminator (step 10); the "
+        "new budget would put the switch (two_stage_switch=0.5 of it) after that step; choose a smaller "
+        "budget or a new --output")
+    change = budget_change(folder, dataclasses.replace(saved, max_steps=16))  # switch at step 8: passed
+    # stage 2 is (10/16 - 0.5) / 0.5 = 1/4 done: ELECTRA's factor (1 - 1/4) · min(1, 0.25/0.01)
+    assert change["learning_rate_after"] == pytest.approx(saved.learning_rate * 0.75)
+    assert change["learning_rate_before"] == 0.0
 
 
 def test_flops_budget_counts_the_paper_convention(tmp_path, micro, corpus):

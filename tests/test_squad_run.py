@@ -130,6 +130,38 @@ def test_diverging_seed_is_recorded_and_the_next_seed_runs(tiny_model, tmp_path,
     assert found["squad seed 0"] == "FAILED" and found["squad seed 1"] == "FINISHED"
 
 
+@pytest.mark.slow
+def test_wall_time_adds_up_over_an_interrupted_run_and_its_resume(tiny_model, tmp_path, capsys, monkeypatch):
+    import time
+
+    import harness.squad_run
+
+    real, trained, kills = harness.squad_run.finetune, {}, [1]
+
+    def timed(model, built, config, *a, **k):  # the first invocation is killed as seed 1 starts
+        if config.seed in kills:
+            kills.remove(config.seed)
+            raise KeyboardInterrupt
+        started = time.perf_counter()
+        result = real(model, built, config, *a, **k)
+        trained[config.seed] = time.perf_counter() - started
+        return result
+
+    monkeypatch.setattr(harness.squad_run, "finetune", timed)
+    data = tmp_path / "squad"
+    write_squad(data / "dev-v1.1.json", "1.1")
+    args = squad_args(tiny_model, tmp_path, "--data-dir", str(data), "--seeds", "2", *SMALL, "num_epochs=1",
+                      "save_models=false")
+    assert run(args, capsys)[0] == 130
+    first = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [r["seed"] for r in first["runs"]] == [0] and first["wall_time_s"] >= trained[0]
+    started = time.perf_counter()
+    assert run(args, capsys)[0] == 0
+    second_s = time.perf_counter() - started
+    final = json.loads((tmp_path / "out" / "results.json").read_text())["wall_time_s"]
+    assert first["wall_time_s"] + trained[1] <= final <= first["wall_time_s"] + second_s
+
+
 def test_v2_with_train_file_writes_null_odds_and_resumes(tiny_model, tmp_path, capsys, monkeypatch):
     train = write_squad(tmp_path / "train.json", "2.0", num_articles=3, seed=1)
     dev = write_squad(tmp_path / "dev.json", "2.0", num_articles=2, seed=2)
@@ -163,7 +195,9 @@ def test_v2_with_train_file_writes_null_odds_and_resumes(tiny_model, tmp_path, c
     monkeypatch.setattr(harness.squad_run, "finetune", must_not_train)
     assert run(args, capsys)[0] == 0
     code, _, err = run(args + ["null_threshold=1"], capsys)
-    assert code == 2 and "holds results of another model or config" in err
+    assert code == 2 and err.splitlines()[-1] == (
+        f"harness: error: {str(tmp_path / 'out')!r} holds results made with other settings (null_threshold: "
+        "-2.75 -> 1.0); resume it with the same settings, or pass a new --output-dir")
 
 
 def test_answerability_classifier_saves_and_loads(tiny_model, tmp_path):

@@ -15,7 +15,10 @@ EPILOG = """examples:
   harness pretrain --preset electra-mini --corpus books/ --output runs/pretrain/mini max_time_s=1800
   torchrun --nproc_per_node 2 -m harness.cli pretrain ...   (DDP: gloo on CPU, nccl on GPU)
 
-An existing output directory with a checkpoint of the same settings is resumed exactly.
+An existing output directory with a checkpoint of the same settings is resumed exactly; with other
+budgets only (e.g. a larger --max-flops), a finished or killed run continues from its last checkpoint
+to the new budget, its learning-rate schedule recomputed over it (a note says so; pretrain_meta.json
+records it under `extended`).
 OUT/discriminator is what `harness run glue --model OUT` fine-tunes; with --objective mlm it holds
 the trained encoder under an untrained detection head, and OUT/generator the same encoder with its
 MLM head.
