@@ -1,28 +1,45 @@
-"""The `leaderboard` MLflow experiment: one run per discriminator, found by tag and updated in place.
+"""The `leaderboard` MLflow experiment: one run per discriminator and recipe, found by tag and updated
+in place.
 
-Each row is a run tagged `leaderboard_key` (a hash of the model identity, safe in a filter string),
-`source` (measured or published), `model`, `model_id`, `reference` and `notes`; its numbers are
-metrics, so the MLflow UI can sort by them. Published rows are re-asserted on every update and
-never merged with measured ones.
+Each row is a run tagged `leaderboard_key` (a hash of the model identity and the row's departures
+from the recipe, safe in a filter string), `source` (measured or published), `recipe`, `model`,
+`model_id`, `reference` and `notes`; its numbers are metrics, so the MLflow UI can sort by them.
+Published rows are re-asserted on every update and never merged with measured ones.
+
+Readable without configuring the UI: a run's name carries model, GLUE score and pre-training FLOPs
+(renamed when they change), its description (`mlflow.note.content`) the whole row, and the
+experiment has a description and a saved view of the runs table (mlflow_view.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from harness import tracking
+from harness import mlflow_view, tracking
 from pretrain.errors import UserError
-from reports.leaderboard import VALUE_COLUMNS, Row, merge, published_rows, rows_from_results
+from reports import render
+from reports.leaderboard import (
+    VALUE_COLUMNS,
+    Row,
+    load_results,
+    measured_row,
+    merge,
+    merge_rows,
+    published_rows,
+)
 
 EXPERIMENT = "leaderboard"
 KEY_TAG = "leaderboard_key"
-ROW_TAGS = ("source", "model", "model_id", "reference", "notes")
+ROW_TAGS = ("source", "recipe", "model", "model_id", "reference", "notes")
+NOTE_TAG, RUN_NAME_TAG = "mlflow.note.content", "mlflow.runName"
+DEPARTS = "departs: "  # the recipe tag of a row off the recipe, before its departures
 MAX_TAG_CHARS = 5000  # MLflow caps tag values at 8000 characters
 
 
@@ -63,7 +80,9 @@ def _open(uri: str | None):
     with tracking_errors(resolved, "opening the leaderboard"):
         tracking.setup(EXPERIMENT, resolved)  # creates it with artefacts beside a SQLite store
         client = MlflowClient(resolved)
-        return client, client.get_experiment_by_name(EXPERIMENT).experiment_id, resolved
+        experiment = client.get_experiment_by_name(EXPERIMENT)
+        mlflow_view.describe_experiment(client, experiment)
+        return client, experiment.experiment_id, resolved
 
 
 def key_hash(key: str) -> str:
@@ -73,8 +92,10 @@ def key_hash(key: str) -> str:
 def _row_of(run) -> Row:
     tags = run.data.tags
     values = {k: v for k, v in run.data.metrics.items() if k in VALUE_COLUMNS}
+    recipe = tags.get("recipe", "")
     return Row(tags.get("model_id", run.info.run_id), tags.get("model", run.info.run_name or ""),
-               tags.get("source", "measured"), tags.get("reference", ""), values, tags.get("notes", ""))
+               tags.get("source", "measured"), tags.get("reference", ""), values, tags.get("notes", ""),
+               recipe.removeprefix(DEPARTS) if recipe.startswith(DEPARTS) else "")
 
 
 def _stored(client, experiment_id: str) -> dict[str, object]:
@@ -92,21 +113,24 @@ def _stored(client, experiment_id: str) -> dict[str, object]:
 
 
 def _tags(row: Row) -> dict[str, str]:
-    text = {"source": row.source, "model": row.model, "model_id": row.key, "reference": row.reference,
-            "notes": row.notes}
+    text = {"source": row.source, "recipe": row.recipe, "model": row.model, "model_id": row.key,
+            "reference": row.reference, "notes": row.notes, RUN_NAME_TAG: render.title(row),
+            NOTE_TAG: render.details(row)}
     return {name: value[-MAX_TAG_CHARS:] for name, value in text.items()}
 
 
-def _write(client, run_id: str, row: Row, old: Row | None) -> None:
+def _write(client, run_id: str, row: Row, stored_values: Mapping[str, float],
+           stored_tags: Mapping[str, str]) -> None:
+    """What differs from the run as stored; the name and description follow the row, so a run is
+    renamed when its GLUE score or FLOPs change (and a run from before they existed gets them)."""
     from mlflow.entities import Metric, RunTag
 
     now = int(time.time() * 1000)
-    metrics = [Metric(k, float(v), now, 0) for k, v in row.values.items()
-               if old is None or old.values.get(k) != v]
-    old_tags = _tags(old) if old else {}
-    tags = [RunTag(k, v) for k, v in _tags(row).items() if old_tags.get(k) != v]
-    if old is not None and old.model != row.model:
-        tags.append(RunTag("mlflow.runName", row.model))
+    values = dict(row.values)
+    if "pretrain_flops" in values:  # for the saved view's narrow column (mlflow_view.py)
+        values[mlflow_view.SCALED_FLOPS] = values["pretrain_flops"] / 1e18
+    metrics = [Metric(k, float(v), now, 0) for k, v in values.items() if stored_values.get(k) != v]
+    tags = [RunTag(k, v) for k, v in _tags(row).items() if stored_tags.get(k) != v]
     if metrics or tags:
         client.log_batch(run_id, metrics=metrics, tags=tags)
 
@@ -118,20 +142,24 @@ def upsert(rows: list[Row], uri: str | None = None) -> list[Row]:
     with tracking_errors(resolved, "updating the leaderboard"):
         existing = _stored(client, experiment_id)
         for row in rows:
-            run = existing.get(key_hash(row.key))
+            run = existing.get(key_hash(row.row_id))
             if run is None:
-                created = client.create_run(experiment_id, run_name=row.model,
-                                            tags={KEY_TAG: key_hash(row.key)})
-                _write(client, created.info.run_id, row, None)
+                created = client.create_run(experiment_id, run_name=render.title(row),
+                                            tags={KEY_TAG: key_hash(row.row_id)})
+                _write(client, created.info.run_id, row, {}, created.data.tags)
                 client.set_terminated(created.info.run_id, "FINISHED")
                 stored.append(row)
             else:
-                old = _row_of(run)
-                new = merge(old, row)
-                if new != old:
-                    _write(client, run.info.run_id, new, old)
+                new = merge(_row_of(run), row)
+                _write(client, run.info.run_id, new, run.data.metrics, run.data.tags)
                 stored.append(new)
     return stored
+
+
+def browse_hint(uri: str | None = None) -> str:
+    """The link to the leaderboard's runs table in its saved view (mlflow_view.browse_hint)."""
+    _, experiment_id, resolved = _open(uri)
+    return mlflow_view.browse_hint(resolved, experiment_id)
 
 
 def fetch(uri: str | None = None) -> list[Row]:
@@ -144,16 +172,35 @@ def fetch(uri: str | None = None) -> list[Row]:
 def record(results_paths: list[Path], uri: str | None = None) -> list[Row]:
     """Fold finished runs' results files into their models' rows (and re-assert the published rows).
 
-    Called as a run ends; returns the measured rows as stored.
+    Called as a run ends; returns the measured rows as stored. A model under the system temp dir is a
+    one-off (a test, a scratch checkpoint): its results are left out, with a line saying how to add them.
     """
-    measured = rows_from_results(results_paths)
+    loaded = []
+    for path, results in load_results(results_paths):
+        if _one_off(results["model"].get("path") or ""):
+            print(f"leaderboard: not added, the model {results['model']['path']} is under the temp dir "
+                  f"{tempfile.gettempdir()} (a one-off); add it with `harness report --runs {path.parent}`")
+        else:
+            loaded.append((path, results))
+    if not loaded:
+        return []
+    measured = merge_rows([measured_row(path, results) for path, results in loaded])
     try:
         stored = upsert(measured + published_rows(), uri)
     except UserError as error:
         paths = " ".join(str(path) for path in results_paths)
         raise UserError(f"{error}; the results are saved: add them later with `harness report --runs "
                         f"{paths}`") from error
+    for row in stored[:len(measured)]:
+        print(f"leaderboard: {render.title(row)}")
+    print(f"leaderboard: {browse_hint(uri)}")
     return stored[:len(measured)]
+
+
+def _one_off(model_path: str) -> bool:
+    """Whether a model lives under the system temp dir (tempfile.gettempdir(), read at each call)."""
+    temp = Path(tempfile.gettempdir()).resolve()
+    return bool(model_path) and Path(model_path).resolve().is_relative_to(temp)
 
 
 def log_flops(costs: Mapping) -> None:

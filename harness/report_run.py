@@ -36,6 +36,7 @@ def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None
           f"{REPORTS_EXPERIMENT!r}, run {run_id} ({uri})")
     if not measured:
         print("no measured rows yet: run `harness run glue`, or pass --runs RUN_DIR")
+    print(f"browse the leaderboard: {mlflow_leaderboard.browse_hint(uri)}")
 
 
 def _log_artifacts(directory: Path, uri: str, measured: int, published: int) -> str:

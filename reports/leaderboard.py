@@ -1,8 +1,11 @@
-"""Leaderboard rows: one per discriminator, from results files (measured) or the literature (published).
+"""Leaderboard rows: one per discriminator and recipe, from results files (measured) or the literature
+(published).
 
 Scores are x100 and use the metric the ELECTRA paper reports per task, median over seeds, so our
 rows line up with the published ones. A measured row may gather tasks from several results files
-of the same model; its GLUE score is the mean of the tasks it has, and `glue_tasks` says how many.
+of the same model and recipe; its GLUE score is the mean of the tasks it has, and `glue_tasks` says
+how many. A run that departs from ELECTRA's fine-tuning recipe (reports/recipe.py) gets a row of its
+own, named by its departures, so a quick look never replaces or mixes with a full-recipe score.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pretrain.errors import UserError
-from reports import accounting
+from pretrain.models import size_of
+from reports import accounting, recipe
 from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS, published_entries
 from tasks import metrics
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
@@ -28,6 +32,7 @@ VALUE_COLUMNS = ("num_params", "pretrain_flops", "inference_flops", *GLUE_COLUMN
                  *SQUAD_COLUMNS, *GLUE_CI, *CI_COLUMNS)
 RESULTS_FORMAT = re.compile(r"electra-harness/([a-z0-9]+)-results/(\d+)$")
 RESULTS_VERSION = "1"
+FULL_RECIPE, AS_PUBLISHED = "electra", "as published"  # the recipe column of rows without departures
 MAX_REFERENCES = 20  # results files listed per measured row, newest kept
 NO_FLOPS = ("{path} has no FLOPs metadata (written before FLOPs accounting); re-run the same "
             "`harness run` command with its --output-dir to add it")
@@ -43,6 +48,24 @@ class Row:
     reference: str  # results files, one a line (measured) or the citation (published)
     values: dict[str, float] = field(default_factory=dict)
     notes: str = ""
+    departures: str = ""  # measured: the settings that left ELECTRA's recipe ("" = none), recipe.describe
+
+    @property
+    def row_id(self) -> str:
+        """What tells rows apart: the model identity, and the departures of a run off the recipe."""
+        return f"{self.key} [departs: {self.departures}]" if self.departures else self.key
+
+    @property
+    def label(self) -> str:
+        """The model's name as shown, marked with its departures: 'electra-small [departs: num_epochs=1]'."""
+        return f"{self.model} [departs: {self.departures}]" if self.departures else self.model
+
+    @property
+    def recipe(self) -> str:
+        """The recipe column: electra, 'departs: ...', or as published."""
+        if self.departures:
+            return f"departs: {self.departures}"
+        return AS_PUBLISHED if self.source == PUBLISHED else FULL_RECIPE
 
 
 def published_rows() -> list[Row]:
@@ -105,7 +128,16 @@ def measured_row(path: Path, results: dict) -> Row:
         notes = f"pre-training FLOPs {costs.get('pretrain_flops_basis') or accounting.UNKNOWN}"
     else:
         notes = ""
-    return _with_glue(Row(key, model.get("name") or key, MEASURED, str(path), values, notes))
+    departures = recipe.describe(recipe.departures(results, _size(model.get("path"))))
+    return _with_glue(Row(key, model.get("name") or key, MEASURED, str(path), values, notes, departures))
+
+
+def _size(model_path: str | None) -> str | None:
+    """The checkpoint's recipe row (small, base, large) from its config.json; None when it is unreadable."""
+    try:
+        return size_of(int(json.loads((Path(model_path) / "config.json").read_text())["hidden_size"]))
+    except (TypeError, ValueError, KeyError, OSError):
+        return None
 
 
 def _task_values(summary: dict) -> dict[str, float]:
@@ -146,7 +178,7 @@ def _with_glue(row: Row) -> Row:
 
 
 def merge(old: Row, new: Row) -> Row:
-    """`new` over `old` for one model: newer task scores win, tasks from both are kept."""
+    """`new` over `old` for one model and recipe: newer task scores win, tasks from both are kept."""
     if new.source == PUBLISHED:
         return new
     references = list(dict.fromkeys([*old.reference.splitlines(), *new.reference.splitlines()]))
@@ -159,19 +191,19 @@ def merge(old: Row, new: Row) -> Row:
         if new_tasks == {t for t in GLUE_COLUMNS if t in values}:
             values |= {k: new.values[k] for k in GLUE_CI if k in new.values}
     notes = "" if {"pretrain_flops", "inference_flops"} <= values.keys() else (new.notes or old.notes)
-    return _with_glue(Row(old.key, new.model, MEASURED, "\n".join(references), values, notes))
+    return _with_glue(Row(old.key, new.model, MEASURED, "\n".join(references), values, notes, old.departures))
 
 
 def merge_rows(rows: list[Row]) -> list[Row]:
-    """Rows with the same key folded in order (later ones win)."""
+    """Rows with the same row_id folded in order (later ones win)."""
     merged: dict[str, Row] = {}
     for row in rows:
-        merged[row.key] = merge(merged[row.key], row) if row.key in merged else row
+        merged[row.row_id] = merge(merged[row.row_id], row) if row.row_id in merged else row
     return list(merged.values())
 
 
 def rows_from_results(paths: list[Path]) -> list[Row]:
-    """Measured rows, one per model, from results files in the given order."""
+    """Measured rows, one per model and recipe, from results files in the given order."""
     return merge_rows([measured_row(path, results) for path, results in load_results(paths)])
 
 

@@ -17,11 +17,15 @@ ABOUT = ("GLUE dev scores x100, median over fine-tuning seeds: CoLA MCC, STS-B S
          "examples (harness compare tests differences). SQuAD dev EM/F1. FLOPs in the ELECTRA paper's "
          "convention; inference per 128-token example.")
 LEGEND = "? = not known (see notes); - = not run or not published."
+DEPARTING = "departing"  # measured rows whose run left ELECTRA's fine-tuning recipe
 HEADERS = {"num_params": "params", "pretrain_flops": "pre-train FLOPs", "inference_flops": "infer FLOPs",
            "glue_score": "GLUE", "squad11_em": "SQuAD1.1 EM", "squad11_f1": "SQuAD1.1 F1",
            "squad20_em": "SQuAD2.0 EM", "squad20_f1": "SQuAD2.0 F1"}
 SECTIONS = ((MEASURED, "Measured (this harness)"),
+            (DEPARTING, "Measured, departing from the ELECTRA recipe; not comparable with the paper"),
             (PUBLISHED, "Published (reference figures, not measured here)"))
+EMPTY = {MEASURED: "No rows yet: run `harness run glue` (or `harness report --runs RUN_DIR`).",
+         DEPARTING: None, PUBLISHED: "No rows yet."}  # None: the section is left out when empty
 # Display columns: glue_tasks folds into the GLUE cell.
 SHOWN = ("num_params", "pretrain_flops", "inference_flops", *GLUE_COLUMNS, "glue_score", *SQUAD_COLUMNS)
 FLOPS_COLUMNS = ("pretrain_flops", "inference_flops")
@@ -60,49 +64,92 @@ def cell(row: Row, column: str) -> str:
 
 
 def _sections(rows: list[Row]) -> list[tuple[str, list[Row], list[str]]]:
-    """(title, rows, shown columns) per source; columns with no value in the section are dropped."""
+    """(section, title, rows, shown columns); columns with no value in the section are dropped, and
+    the departing section when it has no rows."""
     found = []
-    for source, title in SECTIONS:
-        mine = ranked([r for r in rows if r.source == source])
+    for section, title in SECTIONS:
+        mine = ranked([r for r in rows if _section(r) == section])
+        if not mine and EMPTY[section] is None:
+            continue
         columns = [c for c in SHOWN if c == "glue_score" or any(c in r.values for r in mine)]
-        if source == MEASURED:  # measured costs always show, '?' marking what is unknown
+        if section != PUBLISHED:  # measured costs always show, '?' marking what is unknown
             columns = [c for c in SHOWN if c in (*FLOPS_COLUMNS, "num_params") or c in columns]
-        found.append((title, mine, columns))
+        found.append((section, title, mine, columns))
     return found
+
+
+def _section(row: Row) -> str:
+    return DEPARTING if row.departures else row.source
 
 
 def _header(column: str) -> str:
     return HEADERS.get(column, column)
 
 
+def title(row: Row) -> str:
+    """One line naming the row by what it is compared on: 'electra-small · GLUE 79.9 (8/8) · 1.4e18 FLOPs'."""
+    name = row.label if row.source == MEASURED else f"{row.model} ({row.reference})"
+    parts = [name]
+    if "glue_score" in row.values:
+        tasks = row.values.get("glue_tasks")
+        parts.append(f"GLUE {row.values['glue_score']:.1f}" + (f" ({tasks:.0f}/{len(GLUE_COLUMNS)})"
+                                                                 if tasks is not None else ""))
+    else:
+        squad = [c for c in ("squad20_f1", "squad11_f1") if c in row.values]
+        parts.append(f"{HEADERS[squad[0]]} {row.values[squad[0]]:.1f}" if squad else "no GLUE score")
+    flops = row.values.get("pretrain_flops")
+    parts.append(f"{format_flops(flops)} FLOPs" if flops is not None else "FLOPs ?")
+    return " · ".join(parts)
+
+
+def details(row: Row) -> str:
+    """The whole row as a two-column Markdown table (an MLflow run description)."""
+    where = "measured by this harness" if row.source == MEASURED else "published, not measured here"
+    shown = [c for c in SHOWN if c in row.values or (row.source == MEASURED and c in (*FLOPS_COLUMNS,
+                                                                                      "num_params"))]
+    pairs = [("model", row.label), ("source", where), ("recipe", row.recipe),
+             *((_header(c), cell(row, c)) for c in shown), ("notes", row.notes or "-"),
+             ("model id", row.key), ("results files" if row.source == MEASURED else "reference",
+                                     "; ".join(row.reference.splitlines()))]
+    lines = [f"**{row.label}**: {where}. {ABOUT}", "", "| | |", "|---|---|"]
+    lines += [f"| {name} | {_markdown_cell(value)} |" for name, value in pairs]
+    if row.departures:
+        lines += ["", "Departs from the ELECTRA fine-tuning recipe: not comparable with the paper's figures."]
+    return "\n".join(lines) + "\n"
+
+
 def markdown(rows: list[Row]) -> str:
-    """Two tables, measured then published, best GLUE first."""
+    """Measured, departing (only if any) and published tables, best GLUE first."""
     lines = [f"# {TITLE}", "", ABOUT, LEGEND]
-    for title, mine, columns in _sections(rows):
+    for section, title, mine, columns in _sections(rows):
         lines += ["", f"## {title}", ""]
         if not mine:
-            lines.append("No rows yet: run `harness run glue` (or `harness report --runs RUN_DIR`).")
+            lines.append(EMPTY[section])
             continue
-        extra = ["source"] if mine[0].source == PUBLISHED else []
+        extra = ["source"] if section == PUBLISHED else []
         header = ["model", *extra, *map(_header, columns), "notes"]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for row in mine:
-            cells = [row.model, *([row.reference] if extra else []), *(cell(row, c) for c in columns),
+            cells = [row.label, *([row.reference] if extra else []), *(cell(row, c) for c in columns),
                      row.notes]
-            lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+            lines.append("| " + " | ".join(map(_markdown_cell, cells)) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _markdown_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def to_csv(rows: list[Row]) -> str:
     """Every row and value column, full precision; an empty cell is a gap (see notes)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["model", "source", "reference", *VALUE_COLUMNS, "notes", "key"])
-    for _, mine, _ in _sections(rows):
+    writer.writerow(["model", "source", "recipe", "reference", *VALUE_COLUMNS, "notes", "key"])
+    for _, _, mine, _ in _sections(rows):
         for row in mine:
             values = [_number(row.values.get(column)) for column in VALUE_COLUMNS]
-            writer.writerow([row.model, row.source, row.reference.replace("\n", "; "), *values, row.notes,
-                             row.key])
+            writer.writerow([row.model, row.source, row.recipe, row.reference.replace("\n", "; "), *values,
+                             row.notes, row.key])
     return buffer.getvalue()
 
 
@@ -133,16 +180,16 @@ def to_html(rows: list[Row], plot_png: bytes | None) -> str:
     if plot_png:
         parts.append("<img alt='GLUE score versus pre-training FLOPs' src='data:image/png;base64,"
                      f"{base64.b64encode(plot_png).decode()}'>")
-    for title, mine, columns in _sections(rows):
+    for section, title, mine, columns in _sections(rows):
         parts.append(f"<h2>{esc(title)}</h2>")
         if not mine:
-            parts.append("<p>No rows yet.</p>")
+            parts.append(f"<p>{esc(EMPTY[section])}</p>")
             continue
-        extra = ["source"] if mine[0].source == PUBLISHED else []
+        extra = ["source"] if section == PUBLISHED else []
         head = "".join(f"<th>{esc(h)}</th>" for h in ["model", *extra, *map(_header, columns), "notes"])
         parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>")
         for row in mine:
-            cells = [f"<td title='{esc(row.key)}'>{esc(row.model)}</td>"]
+            cells = [f"<td title='{esc(row.key)}'>{esc(row.label)}</td>"]
             cells += [f"<td>{esc(row.reference)}</td>"] if extra else []
             for column in columns:
                 value = row.values.get(column)

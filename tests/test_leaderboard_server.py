@@ -75,7 +75,14 @@ def flatten(run: dict) -> tuple[dict, dict]:
 
 
 @pytest.mark.slow
-def test_glue_runs_fill_the_leaderboard_on_a_server(server, tiny_model, glue_data, tmp_path, capsys):
+def test_glue_runs_fill_the_leaderboard_on_a_server(server, tiny_model, glue_data, tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    # The tiny model lives in pytest's temp dir, whose models `harness run` leaves out of the
+    # leaderboard as one-offs: here the system temp dir is elsewhere, so the runs are recorded.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
     for task in ("rte", "cola"):  # two invocations, one model: one row that gathers both tasks
         code = main(["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", task,
                      "--output-dir", str(tmp_path / task), "--tracking-uri", server, "num_epochs=1",
@@ -84,6 +91,9 @@ def test_glue_runs_fill_the_leaderboard_on_a_server(server, tiny_model, glue_dat
     (run,) = leaderboard_rows(server, "measured")
     tags, metrics = flatten(run)
     assert tags["model_id"] == str(tiny_model.resolve()) and tags["source"] == "measured"
+    # num_epochs=1 and batch_size=8 leave the recipe: the row says so in its name and recipe tag.
+    assert tags["recipe"] == "departs: batch_size=8, num_epochs=1"
+    assert tags["mlflow.runName"].startswith(f"{tiny_model} [departs: batch_size=8, num_epochs=1] · GLUE ")
     assert {"rte", "cola", "glue_score", "num_params", "inference_flops"} <= metrics.keys()
     assert metrics["glue_tasks"] == 2.0 and "pretrain_flops" not in metrics
     assert tags["notes"].startswith("pre-training FLOPs unknown: no pretrain_meta.json beside")
@@ -96,7 +106,7 @@ def test_glue_runs_fill_the_leaderboard_on_a_server(server, tiny_model, glue_dat
     assert main(["report", "--output", str(tmp_path / "report"), "--tracking-uri", server]) == 0
     assert "1 measured and 18 published rows" in capsys.readouterr().out
     table = (tmp_path / "report" / "leaderboard.md").read_text()
-    assert f"| {tiny_model} | " in table and "(2/8)" in table
+    assert f"| {tiny_model} [departs: batch_size=8, num_epochs=1] | " in table and "(2/8)" in table
     assert len(leaderboard_rows(server, "measured")) == 1  # reporting did not add a row
 
     from mlflow import MlflowClient

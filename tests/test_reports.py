@@ -176,13 +176,13 @@ def test_markdown_and_csv_exactly(two_runs):
         "per-task scores not in Table 1; train FLOPs as printed: a 128-wide generator (official script: "
         "1.424e18); with its 64-wide default (our electra-small) 1.294e18 |\n")
     assert to_csv(rows).splitlines() == [with_interval_columns(line) for line in [
-        "model,source,reference,num_params,pretrain_flops,inference_flops,cola,sst2,mrpc,stsb,qqp,mnli,qnli,"
+        "model,source,recipe,reference,num_params,pretrain_flops,inference_flops,cola,sst2,mrpc,stsb,qqp,mnli,qnli,"
         "rte,glue_score,glue_tasks,squad11_em,squad11_f1,squad20_em,squad20_f1,notes,key",
-        f"runs/pretrain/a,measured,{a / 'results.json'},13548800,1.294e+18,3677000000,50,,,75,,,,62.5,62.5,3,"
+        f"runs/pretrain/a,measured,electra,{a / 'results.json'},13548800,1.294e+18,3677000000,50,,,75,,,,62.5,62.5,3,"
         ",,,,,/m/a",
-        f"electra-small,measured,{b / 'results.json'},,,,,,,,,,,50,50,1,,,,,{note_b},"
+        f"electra-small,measured,electra,{b / 'results.json'},,,,,,,,,,,50,50,1,,,,,{note_b},"
         "google/electra-small-discriminator",
-        "ELECTRA-Small,published,ELECTRA paper Table 1,14000000,1.4e+18,3700000000,,,,,,,,,79.9,,,,,,"
+        "ELECTRA-Small,published,as published,ELECTRA paper Table 1,14000000,1.4e+18,3700000000,,,,,,,,,79.9,,,,,,"
         "trained 4d on 1 V100 GPU; per-task scores not in Table 1; train FLOPs as printed: a 128-wide generator "
         "(official script: 1.424e18); with its 64-wide default (our electra-small) 1.294e18,"
         "ELECTRA-Small @ ELECTRA paper Table 1"]]
@@ -281,3 +281,112 @@ def test_a_failed_leaderboard_update_says_the_results_are_saved(two_runs, monkey
     with pytest.raises(UserError, match=r"\(refused\); the results are saved: add them later with `harness "
                                         f"report --runs {two_runs[0]}`"):
         mlflow_leaderboard.record([two_runs[0]], "http://127.0.0.1:9")
+
+
+def test_departures_from_the_recipe_are_named_and_recipe_values_are_not(tmp_path):
+    from reports.recipe import departures, describe
+
+    def glue(config, tasks=("rte",)):
+        return {"tasks": list(tasks), "config": config}
+
+    quick = glue({"max_train_examples": 100, "num_epochs": 1, "eval_batch_size": 64, "precision": "fp32",
+                  "compile": "off", "save_models": False, "seed": 3})
+    assert describe(departures(quick, "small")) == "max_train_examples=100, num_epochs=1"
+    # The recipe's own values, set explicitly, are no departure: RTE's 10 epochs, small's 3e-4 and 0.8.
+    assert departures(glue({"num_epochs": 10, "learning_rate": 3e-4, "layerwise_lr_decay": 0.8,
+                            "max_length": 128, "optimizer": "electra"}), "small") == {}
+    assert departures(glue({"num_epochs": 10}, ("rte", "cola")), "small") == {"num_epochs": 10}  # CoLA: 3
+    assert departures(glue({"learning_rate": 3e-4}), "base") == {"learning_rate": 3e-4}
+    assert departures(glue({"learning_rate": 3e-4}), None) == {"learning_rate": 3e-4}  # size unknown
+    assert describe(departures(glue({"head": "hf", "double_unordered": False}), "small")) == (
+        "double_unordered=false, head=hf")
+    squad = {"tasks": ["squad_v2"], "config": {},
+             "settings": {"answerability_head": True, "null_threshold": -2.75, "max_eval_examples": 500,
+                          "holdout_fraction": 0.2, "holdout_seed": 0},
+             "data": {"holdout": {"fraction": 0.2, "seed": 0, "train_articles": 28, "dev_articles": 7}}}
+    assert describe(departures(squad, "small")) == (
+        "holdout_fraction=0.2, holdout_seed=0, max_eval_examples=500")
+    squad |= {"settings": {"answerability_head": True, "null_threshold": -2.75}, "data": {"holdout": None}}
+    assert departures(squad, "small") == {}
+
+
+def test_a_quick_run_gets_its_own_marked_row_and_never_replaces_the_full_recipe(tmp_path):
+    rte = {"rte": {"score": stats(0.75), "accuracy": stats(0.75)}}
+    full = write_results(tmp_path / "full", "runs/pretrain/a", "/m/a", SUMMARY_A, COSTS_A)
+    quick = write_results(tmp_path / "quick", "runs/pretrain/a", "/m/a",
+                          {"rte": {"score": stats(0.473), "accuracy": stats(0.473)}}, COSTS_A)
+    body = json.loads((quick / "results.json").read_text())
+    (quick / "results.json").write_text(json.dumps(body | {"config": {"max_train_examples": 100,
+                                                                      "num_epochs": 1}}))
+    later = write_results(tmp_path / "later", "runs/pretrain/a", "/m/a", rte, COSTS_A)
+    rows = rows_from_results([full, quick, later])
+    assert [(r.label, r.values["rte"], r.recipe) for r in rows] == [
+        ("runs/pretrain/a", 75.0, "electra"),  # the full-recipe row took the later full run's RTE only
+        ("runs/pretrain/a [departs: max_train_examples=100, num_epochs=1]", 47.3,
+         "departs: max_train_examples=100, num_epochs=1")]
+    assert rows[0].values["cola"] == 50.0 and rows[1].values["glue_tasks"] == 1.0
+    text = markdown(rows)
+    measured, departing = text.split("## Measured (this harness)")[1].split(
+        "## Measured, departing from the ELECTRA recipe; not comparable with the paper")
+    assert "47.3" not in measured and "| runs/pretrain/a [departs: max_train_examples=100, num_epochs=1] |" \
+        in departing
+    assert "departing" not in markdown(rows[:1])  # no such section without such rows
+
+
+def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_view(two_runs, tmp_path, capsys):
+    from harness import mlflow_view
+
+    a, _ = two_runs
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "report"
+    quick = write_results(tmp_path / "quick", "runs/pretrain/a", "/m/a",
+                          {"rte": {"score": stats(0.473), "accuracy": stats(0.473)}}, COSTS_A)
+    body = json.loads((quick / "results.json").read_text())
+    (quick / "results.json").write_text(json.dumps(body | {"config": {"max_train_examples": 100}}))
+    assert main(["report", "--runs", str(a), str(quick), "--output", str(out), "--tracking-uri", uri]) == 0
+    client, runs = leaderboard_runs(uri)
+    by_name = {r.info.run_name: r for r in runs}
+    full = by_name["runs/pretrain/a · GLUE 62.5 (3/8) · 1.29e18 FLOPs"]
+    assert full.data.tags["recipe"] == "electra"
+    assert by_name["runs/pretrain/a [departs: max_train_examples=100] · GLUE 47.3 (1/8) · 1.29e18 FLOPs"].data \
+        .tags["recipe"] == "departs: max_train_examples=100"
+    assert "ELECTRA-Small (ELECTRA paper Table 1) · GLUE 79.9 · 1.4e18 FLOPs" in by_name
+    note = full.data.tags["mlflow.note.content"]
+    assert "| recipe | electra |" in note and "| GLUE | 62.5 (3/8) |" in note and "| pre-train FLOPs | 1.29e18 |" \
+        in note
+    # A later full-recipe run changes the row's GLUE score: the run is renamed, not duplicated.
+    newer = write_results(tmp_path / "a2", "runs/pretrain/a", "/m/a",
+                          {"rte": {"score": stats(0.75), "accuracy": stats(0.75)}}, COSTS_A)
+    assert main(["report", "--runs", str(newer), "--output", str(out), "--tracking-uri", uri]) == 0
+    _, runs = leaderboard_runs(uri)
+    renamed = [r for r in runs if r.info.run_id == full.info.run_id][0]
+    assert renamed.info.run_name == "runs/pretrain/a · GLUE 66.7 (3/8) · 1.29e18 FLOPs" and len(runs) == 20
+    experiment = client.get_experiment_by_name("leaderboard")
+    assert experiment.tags["mlflow.note.content"] == mlflow_view.DESCRIPTION
+    view = json.loads(experiment.tags["mlflow.sharedViewState.leaderboard"])
+    state = json.loads(view["state"])
+    assert view["name"] == "Leaderboard" and state["orderByKey"] == "metrics.`glue_score`"
+    assert state["selectedColumns"][:3] == ["metrics.`glue_score`", "metrics.`glue_tasks`",
+                                            "metrics.`pretrain_flops_1e18`"]
+    assert renamed.data.metrics["pretrain_flops_1e18"] == pytest.approx(1.294)
+    assert f"#/experiments/{experiment.experiment_id}/runs?viewStateShareKey=leaderboard" in \
+        capsys.readouterr().out
+
+
+def test_a_model_in_the_temp_dir_is_not_added_automatically(two_runs, tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    from harness import mlflow_leaderboard
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    one_off = write_results(tmp_path / "one-off", "scratch", tmp_path / "model", SUMMARY_A, COSTS_A)
+    assert mlflow_leaderboard.record([one_off / "results.json"], uri) == []
+    assert capsys.readouterr().out == (
+        f"leaderboard: not added, the model {tmp_path / 'model'} is under the temp dir {tempfile.gettempdir()} "
+        f"(a one-off); add it with `harness report --runs {one_off}`\n")
+    assert not (tmp_path / "mlflow.db").exists()
+    elsewhere = tmp_path / "elsewhere"  # as if the system temp dir were somewhere else
+    elsewhere.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+    (row,) = mlflow_leaderboard.record([one_off / "results.json"], uri)
+    assert row.key == "/m/a" and "leaderboard: scratch · GLUE 62.5 (3/8)" in capsys.readouterr().out

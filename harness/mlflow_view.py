@@ -1,0 +1,87 @@
+"""How the `leaderboard` experiment presents itself in the MLflow UI: its description, and a saved view
+of the runs table with the leaderboard's columns, sorted by GLUE score.
+
+MLflow 3.17's UI keeps saved views as experiment tags `mlflow.sharedViewState.<id>` (a JSON envelope
+whose `state` is the runs table's search and column state) and opens one with
+`#/experiments/<id>/runs?viewStateShareKey=<id>`. Without that parameter the UI shows the columns
+each browser last chose (its local storage); no tag sets the default columns for everyone, and an
+experiment opens on the GenAI "Overview" page (the `mlflow.experimentKind` tag does not change that
+while the UI's GenAI/Model training switch is on GenAI), whose sidebar has no runs table.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+NOTE_TAG = "mlflow.note.content"
+VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+VIEW_ID = "leaderboard"
+# The UI orders metric columns by name and a 1600-pixel window shows about three beside run name,
+# created and duration: the rest of a row is in each run's description. It prints 1.294e18 as
+# 129400000... in a narrow column, so the view shows pre-training FLOPs in units of 1e18 instead.
+SCALED_FLOPS = "pretrain_flops_1e18"
+METRIC_COLUMNS = ("glue_score", "glue_tasks", SCALED_FLOPS)
+TAG_COLUMNS = ("source", "recipe")
+DESCRIPTION = """\
+**ELECTRA harness leaderboard**: a run per model and recipe, named `model · GLUE (tasks/8) · FLOPs`;
+click a run for its whole row.
+
+- Runs table in the saved view "Leaderboard" (Views menu, top right): `glue_score`, `glue_tasks`,
+  `pretrain_flops_1e18` (pre-training FLOPs / 1e18), `source`, `recipe`, best GLUE first;
+  `#/experiments/<this id>/runs?viewStateShareKey=leaderboard` opens it.
+
+- `source`: `measured` (this harness) or `published` (paper and READMEs, not measured here).
+- `recipe`: `electra` (ELECTRA's fine-tuning recipe), or `departs: ...`, the settings a quick or
+  modified run changed; those rows are not comparable with the paper.
+- Metrics: `glue_score` (x100, mean over the GLUE tasks run, paper convention), `glue_tasks`,
+  per-task scores, SQuAD EM/F1, `pretrain_flops`, `inference_flops`, `num_params`, 95% intervals.
+- Compare `glue_score` only between rows with the same `glue_tasks` and recipe; filter with
+  `tags.source = "measured"` or `tags.recipe = "electra"`.
+"""
+
+
+def view_state() -> dict:
+    """The runs table's state for the saved view: leaderboard columns, best GLUE score first."""
+    columns = [f"metrics.`{name}`" for name in METRIC_COLUMNS] + [f"tags.`{name}`" for name in TAG_COLUMNS]
+    return {"searchFilter": "", "orderByKey": "metrics.`glue_score`", "orderByAsc": False, "startTime": "ALL",
+            "lifecycleFilter": "Active", "modelVersionFilter": "All Runs", "datasetsFilter": [],
+            "selectedColumns": columns, "runsExpanded": {}, "runsPinned": [], "runsHidden": [],
+            "runsHiddenMode": "SHOW_ALL", "runListHidden": False, "viewMaximized": False}
+
+
+def experiment_tags(created_ms: int) -> dict[str, str]:
+    """The experiment's description and saved view, as tags."""
+    envelope = {"name": "Leaderboard", "createdAt": created_ms, "updatedAt": created_ms,
+                "state": json.dumps(view_state())}
+    return {NOTE_TAG: DESCRIPTION, VIEW_TAG_PREFIX + VIEW_ID: json.dumps(envelope)}
+
+
+def describe_experiment(client, experiment) -> None:
+    """Set the tags that differ from what the experiment has (the view's timestamps aside)."""
+    wanted = experiment_tags(int(time.time() * 1000))
+    for key, value in wanted.items():
+        if _comparable(key, experiment.tags.get(key)) != _comparable(key, value):
+            client.set_experiment_tag(experiment.experiment_id, key, value)
+
+
+def _comparable(key: str, value: str | None):
+    if value is None or not key.startswith(VIEW_TAG_PREFIX):
+        return value
+    try:
+        return json.loads(value).get("state")
+    except (ValueError, AttributeError):
+        return value
+
+
+def runs_url(base_url: str, experiment_id: str) -> str:
+    """The runs table of the experiment in the saved view (not the GenAI overview MLflow 3.17 opens)."""
+    return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_ID}"
+
+
+def browse_hint(uri: str, experiment_id: str) -> str:
+    """Where to look at the leaderboard: the link on a server, or how to serve a SQLite store."""
+    if uri.startswith(("http://", "https://")):
+        return runs_url(uri, experiment_id)
+    return (f"{runs_url('http://127.0.0.1:5000', experiment_id)} after `MLFLOW_SERVER_ENABLE_JOB_EXECUTION="
+            f"false mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000`")

@@ -1,0 +1,138 @@
+"""Screenshot the `leaderboard` experiment as a newcomer first sees it in the MLflow UI.
+
+Fills a temporary SQLite store with the published rows and two measured ones (a full-recipe run
+and a quick run off the recipe), starts `mlflow ui` on loopback, and has headless Chromium save a
+PNG of the runs table.
+
+    python scripts/leaderboard_screenshot.py runs/leaderboard.png [--view default|saved]
+
+`--view saved` (the default) opens the link the harness prints, the saved view "Leaderboard";
+`default` opens the runs table without it, as a browser that never chose columns shows it;
+`experiment` opens `#/experiments/<id>`, where clicking the experiment's name leads.
+Needs chromium (or $CHROMIUM) and mlflow; nothing is left running or written besides the PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness import mlflow_leaderboard, mlflow_view  # noqa: E402
+from reports.leaderboard import published_rows, rows_from_results  # noqa: E402
+
+WINDOW = "1600,900"
+
+
+def stats(median: float) -> dict:
+    return {"median": median, "mean": median, "std": 0.0, "best": median, "n": 3}
+
+
+def write_results(directory: Path, name: str, config: dict, tasks: dict[str, float], costs: dict) -> Path:
+    """A results.json as `harness run glue` writes it, reduced to what the leaderboard reads."""
+    directory.mkdir(parents=True)
+    metric = {"cola": "mcc", "stsb": "spearman"}
+    summary = {task: {"score": stats(score), metric.get(task, "accuracy"): stats(score)}
+               for task, score in tasks.items()}
+    body = {"format": "electra-harness/glue-results/1", "model": {"name": name, "path": str(directory)},
+            "config": config, "tasks": list(tasks), "runs": [], "summary": summary, "flops": costs}
+    (directory / "results.json").write_text(json.dumps(body))
+    return directory
+
+
+def fill(store: Path, work: Path) -> str:
+    """The leaderboard rows in a SQLite store; returns the experiment id."""
+    costs = {"model_id": "runs/pretrain/electra-small", "num_params": 13548800, "pretrain_flops": 1.294e18,
+             "inference_flops": 3.677e9, "pretrain_flops_basis": "pretrain_meta.json"}
+    full = write_results(work / "full", "runs/pretrain/electra-small", {},
+                         {"cola": 0.552, "sst2": 0.891, "mrpc": 0.838, "stsb": 0.861, "qqp": 0.873,
+                          "mnli": 0.795, "qnli": 0.872, "rte": 0.632}, costs)
+    quick = write_results(work / "quick", "runs/pretrain/electra-small",
+                          {"max_train_examples": 100, "num_epochs": 1}, {"rte": 0.473}, costs)
+    uri = f"sqlite:///{store}"
+    mlflow_leaderboard.upsert(rows_from_results([full, quick]) + published_rows(), uri)
+    from mlflow import MlflowClient
+
+    return MlflowClient(uri).get_experiment_by_name(mlflow_leaderboard.EXPERIMENT).experiment_id
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def serve(store: Path, work: Path, port: int) -> subprocess.Popen:
+    """`mlflow ui` without its job runner (STACK.md: up in ~5 s, ~0.5 GiB)."""
+    env = os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", f"sqlite:///{store}",
+         "--artifacts-destination", str(work / "artifacts"), "--host", "127.0.0.1", "--port", str(port)],
+        env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_healthy(url: str, process: subprocess.Popen, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2):
+                return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                status = process.poll()
+                raise SystemExit(f"mlflow ui did not come up on {url} (exit status {status})") from None
+            time.sleep(0.5)
+
+
+def screenshot(chromium: str, url: str, png: Path, profile: Path, budget_ms: int) -> None:
+    """Headless Chromium; the UI is a JS app, so virtual time lets it fetch and render first."""
+    command = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+               f"--user-data-dir={profile}", f"--window-size={WINDOW}", f"--virtual-time-budget={budget_ms}",
+               f"--screenshot={png}", url]
+    subprocess.run(command, check=True, timeout=180, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("png", type=Path, help="where the screenshot goes")
+    parser.add_argument("--view", choices=("saved", "default", "experiment"), default="saved")
+    parser.add_argument("--budget-ms", type=int, default=20000, help="virtual time for the page to render")
+    args = parser.parse_args(argv)
+    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("chromium not found: install it (apt-get install chromium) or set $CHROMIUM")
+    with tempfile.TemporaryDirectory(prefix="leaderboard-screenshot-") as folder:
+        work = Path(folder)
+        experiment_id = fill(work / "mlflow.db", work)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        process = serve(work / "mlflow.db", work, port)
+        try:
+            wait_healthy(url, process)
+            page = mlflow_view.runs_url(url, experiment_id)
+            if args.view == "default":
+                page = page.partition("?")[0]
+            elif args.view == "experiment":  # what clicking the experiment's name opens
+                page = page.partition("/runs")[0]
+            args.png.parent.mkdir(parents=True, exist_ok=True)
+            screenshot(chromium, page, args.png.resolve(), work / "profile", args.budget_ms)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    print(f"wrote {args.png} ({page.replace(url, 'http://127.0.0.1:PORT')})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
