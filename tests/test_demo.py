@@ -52,6 +52,7 @@ def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, cap
     # Each stage says how long the demo has run and how long is left; the end says where things are.
     assert printed.count(" elapsed, about ") == 4
     assert f"mlflow ui --backend-store-uri sqlite:///{tmp_path / 'mlflow.db'}" in printed
+    assert "/runs?viewStateShareKey=leaderboard" in printed
     assert str(out / "demo.json") in printed
 
     # Rerun: nothing is trained or exported again.

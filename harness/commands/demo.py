@@ -54,11 +54,10 @@ def run(args: argparse.Namespace) -> int:
 
 def closing(demo, summary: dict) -> str:
     """The tables, the prediction, and where every output is."""
-    from harness import tracking
+    from harness import mlflow_leaderboard
 
     out = demo.output_dir
     prediction = summary["prediction"]
-    uri = tracking.tracking_uri(demo.tracking_uri)
     lines = ["", "pre-trained vs random-init control (dev scores x100, median over seeds):", "",
              (out / "efficiency.md").read_text().rstrip(), "",
              "harness compare (A = pre-trained, B = control):",
@@ -73,7 +72,6 @@ def closing(demo, summary: dict) -> str:
              f"  {out / 'report' / 'leaderboard.html'}   the leaderboard with the paper's published rows",
              f"  {summary['bundle']}/   the ONNX bundle (harness predict --bundle ...)",
              f"  {out / 'demo.json'}   this summary",
-             "browse the MLflow leaderboard:",
-             f"  mlflow ui --backend-store-uri {uri}   then open http://127.0.0.1:5000 and the "
-             "'leaderboard' experiment"]
+             "browse the MLflow leaderboard (its runs table, in the saved 'Leaderboard' view):",
+             f"  {mlflow_leaderboard.browse_hint(demo.tracking_uri)}"]
     return "\n".join(lines)
