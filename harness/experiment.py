@@ -28,6 +28,7 @@ from pretrain import atomic
 from pretrain.config import PretrainConfig, resolve
 from pretrain.errors import UserError
 from pretrain.models import DISCRIMINATOR_DIR
+from pretrain.quiet import quiet_libraries
 from reports import efficiency
 from reports.efficiency import CONTROL, Arm
 from tasks.config import FinetuneConfig
@@ -80,6 +81,7 @@ def pretrain_configs(exp: Efficiency) -> dict[tuple[str, float], PretrainConfig]
         for budget in sorted(set(exp.budgets)) for objective in dict.fromkeys(exp.objectives)}
 
 
+@quiet_libraries()  # the runs' own bars or lines cover tokenising, loading and saving
 def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[efficiency.Point]:
     """Pre-train, fine-tune and tabulate every arm not already done; the table's points."""
     configs = pretrain_configs(exp)
@@ -89,7 +91,7 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[effici
     arms: list[Arm] = []
     steps = len(configs) + exp.control
     for (objective, budget), config in configs.items():
-        meta = _pretrained(config, f"[{len(arms) + 1}/{steps}]", exp.tracking_uri)
+        meta = _pretrained(config, f"[{len(arms) + 1}/{steps}]", exp.tracking_uri, progress)
         if exp.control and not any(a.objective == CONTROL for a in arms):
             like = Path(config.output_dir) / DISCRIMINATOR_DIR
             arms.append(_control(exp, like, progress, len(arms) + 1, steps))
@@ -106,7 +108,7 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[effici
     return [efficiency.point(arm, [t.name for t in exp.tasks]) for arm in arms]
 
 
-def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None) -> dict:
+def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None, progress: bool | None) -> dict:
     """The finished run's meta: kept if OUT already holds it, else trained (or resumed) now."""
     from harness.pretrain_run import run_pretrain
     from pretrain.checkpoint import finished_meta
@@ -117,7 +119,7 @@ def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None) -> 
         print(f"{step} pre-trained {out.name}: kept ({meta['steps']} steps, {meta['train_flops']:.3g} FLOPs)")
         return meta
     print(f"{step} pre-train {config.objective} to {config.max_flops:g} FLOPs -> {out}")
-    return run_pretrain(config, tracking_uri=tracking_uri)
+    return run_pretrain(config, tracking_uri=tracking_uri, progress=progress)
 
 
 def _control(exp: Efficiency, like: Path, progress, index: int, steps: int) -> Arm:

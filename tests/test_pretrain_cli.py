@@ -67,7 +67,10 @@ def test_flags_config_file_and_overrides_build_the_config(tmp_path, micro, corpu
         tokenizer="train", train_vocab_size=200, precision="fp32", cache_dir=str(tmp_path / "cache"))]
 
 
-def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys):
+def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys, monkeypatch):
+    from pretrain import console
+
+    monkeypatch.setattr(console, "_is_terminal", lambda stream: True)  # the bar (tests/test_progress.py: lines)
     code = main(cli_args(tmp_path, corpus, "max_steps=6", "log_every_steps=2"))
     captured = capsys.readouterr()
     assert code == 0, captured.err
