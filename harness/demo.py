@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config import load_config
-from harness.experiment import Efficiency, arm_name, run_efficiency
+from harness.experiment import Efficiency, arm_name, diverged_error, run_efficiency
 from pretrain.errors import UserError
 from pretrain.vocab import shared_dir
+from reports import efficiency
 from reports.efficiency import CONTROL
 from tasks.config import FinetuneConfig
 from tasks.registry import parse_tasks
@@ -129,7 +130,12 @@ def run_demo(demo: Demo) -> dict:
         pretrain_settings=plan.pretrain_settings,
         finetune=load_config(FinetuneConfig, None, list(plan.finetune_settings)), data_dir=demo.data_dir,
         tracking_uri=demo.tracking_uri, command=f"harness demo --output {demo.output_dir}", announce=clock)
-    points = run_efficiency(exp)
+    arms = run_efficiency(exp)
+    diverged = diverged_error(arms)
+    tasks = [t.name for t in exp.tasks]
+    points = [efficiency.point(arm, tasks) for arm in arms if efficiency.seed_scores(arm.results, tasks)]
+    if diverged and len(points) < len(arms):
+        raise diverged  # an arm without one whole seed: nothing to compare or export
     clock("compare the pre-trained model with the control, export the better one, predict")
     pretrained = demo.output_dir / "glue" / arm_name("electra", plan.budget_flops)
     control = demo.output_dir / "glue" / CONTROL
@@ -140,7 +146,7 @@ def run_demo(demo: Demo) -> dict:
     prediction = _predict(bundle, plan.example)
     summary = {"plan": dataclasses.asdict(plan), "wall_time_s": time.monotonic() - clock.started,
                "better": better.objective, "bundle": str(bundle), "prediction": prediction,
-               "comparison": comparison}
+               "comparison": comparison, "diverged": str(diverged) if diverged else None}
     from pretrain import atomic
 
     atomic.write_json(demo.output_dir / "demo.json", summary)

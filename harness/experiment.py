@@ -29,6 +29,7 @@ from pretrain import atomic
 from pretrain.config import PretrainConfig, resolve
 from pretrain.errors import UserError
 from pretrain.models import DISCRIMINATOR_DIR
+from pretrain.quiet import quiet_libraries
 from reports import efficiency
 from reports.efficiency import CONTROL, Arm
 from tasks.config import FinetuneConfig
@@ -83,8 +84,9 @@ def pretrain_configs(exp: Efficiency) -> dict[tuple[str, float], PretrainConfig]
         for budget in sorted(set(exp.budgets)) for objective in dict.fromkeys(exp.objectives)}
 
 
-def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[efficiency.Point]:
-    """Pre-train, fine-tune and tabulate every arm not already done; the table's points."""
+@quiet_libraries()  # the runs' own bars or lines cover tokenising, loading and saving
+def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[Arm]:
+    """Pre-train, fine-tune and tabulate every arm not already done; the arms (see diverged_error)."""
     configs = pretrain_configs(exp)
     for task in exp.tasks:  # bad GLUE data fails now, not after the first hour of pre-training
         load_glue(task, glue_dir(exp.data_dir))
@@ -97,7 +99,7 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[effici
         return f"[{next(numbers)}/{total}]"
 
     for (objective, budget), config in configs.items():
-        meta = _pretrained(config, stage(), exp.tracking_uri, exp.announce)
+        meta = _pretrained(config, stage(), exp.tracking_uri, exp.announce, progress)
         if exp.control and not any(a.objective == CONTROL for a in arms):
             like = Path(config.output_dir) / DISCRIMINATOR_DIR
             arms.append(_control(exp, like, progress, stage()))
@@ -111,11 +113,28 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[effici
 
     write_report([exp.output_dir / "glue" / name for name in _glue_dirs(arms)], exp.output_dir / "report",
                  exp.tracking_uri)
-    return [efficiency.point(arm, [t.name for t in exp.tasks]) for arm in arms]
+    return arms
+
+
+def diverged_error(arms: list[Arm]) -> UserError | None:
+    """One line naming every arm's diverged tasks and seeds and the fix, or None when none diverged."""
+    seeds: dict[str, list[str]] = {}  # "ARM TASK" -> its diverged seeds
+    records = []
+    for name, arm in zip(_glue_dirs(arms), arms, strict=True):
+        for record in arm.results.get("diverged") or []:
+            seeds.setdefault(f"{name} {record['task']}", []).append(str(record["seed"]))
+            records.append(record)
+    if not records:
+        return None
+    named = ", ".join(f"{where} seed{'s' if len(found) > 1 else ''} {'/'.join(found)}"
+                      for where, found in seeds.items())
+    return UserError(f"{len(records)} fine-tuning{'s' if len(records) > 1 else ''} diverged ({named}: "
+                     f"{records[0]['error']}); they are recorded as diverged in glue/ARM/results.json and "
+                     "left out of the tables; re-run with a lower finetune.learning_rate into a new --output")
 
 
 def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
-                announce: Callable[[str], None]) -> dict:
+                announce: Callable[[str], None], progress: bool | None) -> dict:
     """The finished run's meta: kept if OUT already holds it, else trained (or resumed) now."""
     from harness.pretrain_run import run_pretrain
     from pretrain.checkpoint import finished_meta
@@ -127,7 +146,7 @@ def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
                  f"{meta['train_flops']:.3g} FLOPs)")
         return meta
     announce(f"{step} pre-train {config.objective} to {config.max_flops:g} FLOPs -> {out}")
-    return run_pretrain(config, tracking_uri=tracking_uri)
+    return run_pretrain(config, tracking_uri=tracking_uri, progress=progress)
 
 
 def _control(exp: Efficiency, like: Path, progress, stage: str) -> Arm:
@@ -162,11 +181,16 @@ def _pretrain_summary(meta: dict) -> dict:
 
 def _write_tables(exp: Efficiency, arms: list[Arm]) -> None:
     tasks = [t.name for t in exp.tasks]
-    points = [efficiency.point(arm, tasks) for arm in arms]
+    # An arm whose every seed diverged on some task has no GLUE score: named under the table instead.
+    named = list(zip(_glue_dirs(arms), arms, strict=True))
+    unscored = [name for name, arm in named if not efficiency.seed_scores(arm.results, tasks)]
+    points = [efficiency.point(arm, tasks) for name, arm in named if name not in unscored]
+    note = "" if not unscored else \
+        f"\nNo GLUE score (no seed finished every task; see glue/ARM/results.json): {', '.join(unscored)}\n"
     title = f"{exp.preset}: GLUE ({', '.join(tasks)}) vs pre-training FLOPs"
     comparisons = _comparisons(exp, arms)
     atomic.write_text(exp.output_dir / "efficiency.md",
-                      efficiency.markdown(points, tasks) + efficiency.significance(comparisons))
+                      efficiency.markdown(points, tasks) + note + efficiency.significance(comparisons))
     atomic.write_text(exp.output_dir / "efficiency.csv", efficiency.to_csv(points, tasks))
     atomic.write_bytes(exp.output_dir / "efficiency.png", efficiency.plot_png(points, title))
     atomic.write_json(exp.output_dir / "efficiency.json", {

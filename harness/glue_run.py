@@ -13,6 +13,7 @@ from harness import mlflow_leaderboard, run_records, tracking
 from harness.run_records import Setup
 from pretrain import atomic
 from pretrain.errors import UserError
+from pretrain.quiet import quiet_libraries
 from reports import accounting, dev_outputs, intervals
 from tasks import batching, glue, glue_head, metrics
 from tasks.config import FinetuneConfig
@@ -36,6 +37,7 @@ class GlueRun:
     tracking_uri: str | None = None
 
 
+@quiet_libraries()  # the loop's own bar or lines cover tokenising, loading and saving
 def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
     """Fine-tune and evaluate; resumes (task, seed) pairs already in output_dir/results.json."""
     if run.seeds < 1:
@@ -108,7 +110,8 @@ def _run_task_seed(run: GlueRun, built: glue.GlueFinetuneTask, config: FinetuneC
     model = glue.load_model(setup.model_path, task, setup.attention, config.head).to(setup.device)
     with run_records.nested_run(task.name, config, run.model, run_records.as_run(setup, config)):
         result = finetune(model, built, config, batching.collator(setup.tokenizer),
-                          on_epoch=run_records.log_epoch, progress=progress)
+                          on_epoch=run_records.log_epoch, progress=progress,
+                          label=f"fine-tune {task.name} seed {config.seed}")
         score = run_records.log_final(result)
     stem = run.output_dir / "predictions" / f"{task.name}-seed{config.seed}"
     for split, split_outputs in result.outputs.items():

@@ -1,4 +1,4 @@
-"""A pre-training run as the CLI and experiments start it: progress bar, MLflow run, rank-0 reporting."""
+"""A pre-training run as the CLI and experiments start it: progress, MLflow run, rank-0 reporting."""
 
 from __future__ import annotations
 
@@ -9,15 +9,18 @@ from tqdm.auto import tqdm
 
 from harness import tracking
 from harness.config import as_dict
-from pretrain import checkpoint, train
+from pretrain import checkpoint, console, train
 from pretrain.config import PretrainConfig
+from pretrain.quiet import quiet_libraries
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining}{postfix}]"
 
 
-def run_pretrain(config: PretrainConfig, experiment: str = "pretrain",
-                 tracking_uri: str | None = None) -> dict | None:
-    """Pre-train with a progress bar and an MLflow run; pretrain_meta.json's dict (None off rank 0)."""
+@quiet_libraries()  # the run's own bar or lines cover tokenising and saving
+def run_pretrain(config: PretrainConfig, experiment: str = "pretrain", tracking_uri: str | None = None,
+                 progress: bool | None = None) -> dict | None:
+    """Pre-train with progress (console.progress_mode) and an MLflow run; pretrain_meta.json's dict
+    (None off rank 0)."""
     resolved = train.preflight(config)  # bad input fails here, before an MLflow run is opened
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports
         train.pretrain(config)
@@ -29,15 +32,18 @@ def run_pretrain(config: PretrainConfig, experiment: str = "pretrain",
     name = Path(config.output_dir).name if config.output_dir else "pretrain"
     tags = {"command": "pretrain", "objective": config.objective, "preset": config.preset,
             "output_dir": str(config.output_dir)}
+    mode = console.progress_mode(progress)
+    clock = console.LineClock()
     # The bar counts thousandths of the budget (FLOPs, steps or time, whichever ends the run first), so
     # its own rate would read "‰/s": show the percentage and ETA, and steps/s and tokens/s beside them.
     with tracking.run(name, params=as_dict(config), tags=tags), \
-            tqdm(total=1000, desc=name, mininterval=2.0, bar_format=BAR_FORMAT) as bar:
+            tqdm(total=1000, desc=name, mininterval=2.0, bar_format=BAR_FORMAT, disable=mode != "bar") as bar:
         def on_log(step: int, metrics: dict[str, float]) -> None:
             tracking.log_metrics(metrics, step=step)
             bar.update(min(1000, round(metrics["progress"] * 1000)) - bar.n)
-            rate = f" steps/s {step / metrics['elapsed_s']:.3g}" if metrics.get("elapsed_s") else ""
-            bar.set_postfix_str(summary(step, metrics) + rate, refresh=False)
+            bar.set_postfix_str(summary(step, metrics) + _steps_per_s(step, metrics), refresh=False)
+            if mode == "lines" and (clock.due() or metrics["progress"] >= 1.0):
+                console.line(f"pretrain {name}: {progress_line(step, metrics)}")
 
         meta = train.pretrain(config, on_log)
         tracking.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
@@ -66,3 +72,14 @@ def extension_note(config: PretrainConfig) -> str | None:
     return (f"note: continuing {config.output_dir} from step {change['at_step']} ({budgets}); the learning "
             f"rate follows the schedule over the new budget, so it goes from {before:.3g} to {after:.3g} "
             "there, unlike a run started with this budget (recorded under `extended` in pretrain_meta.json)")
+
+
+def progress_line(step: int, metrics: dict[str, float]) -> str:
+    """summary() with the share of the budget spent and the time left, for a log file's progress lines."""
+    fraction = min(1.0, metrics["progress"])
+    return (f"{summary(step, metrics)}{_steps_per_s(step, metrics)} budget {100 * fraction:.0f}% "
+            f"eta {console.eta(fraction, 1.0, metrics.get('elapsed_s', 0.0))}")
+
+
+def _steps_per_s(step: int, metrics: dict[str, float]) -> str:
+    return f" steps/s {step / metrics['elapsed_s']:.3g}" if metrics.get("elapsed_s") else ""

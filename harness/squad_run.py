@@ -16,6 +16,7 @@ from harness.config import as_dict
 from harness.run_records import Setup
 from pretrain import atomic
 from pretrain.errors import UserError
+from pretrain.quiet import quiet_libraries
 from reports import dev_outputs
 from tasks import batching, squad, squad_metrics
 from tasks.config import FinetuneConfig, SquadConfig
@@ -41,6 +42,7 @@ class SquadRun:
     tracking_uri: str | None = None
 
 
+@quiet_libraries()  # the loop's own bar or lines cover tokenising, loading and saving
 def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     """Fine-tune and evaluate; resumes seeds already in output_dir/results.json."""
     if run.seeds < 1:
@@ -119,7 +121,8 @@ def _run_task_seed(run: SquadRun, built: SquadFinetuneTask, config: FinetuneConf
     with run_records.nested_run(run.task.name, config, run.model,
                                 as_dict(run.settings) | run_records.as_run(setup, config)):
         result = finetune(model, built, config, batching.collator(setup.tokenizer),
-                          on_epoch=run_records.log_epoch, progress=progress)
+                          on_epoch=run_records.log_epoch, progress=progress,
+                          label=f"fine-tune {run.task.name} seed {config.seed}")
         score = run_records.log_final(result)
     answers, null_odds = built.predictions(SPLIT, result.outputs[SPLIT])
     stem = run.output_dir / "predictions" / f"{run.task.name}-seed{config.seed}"

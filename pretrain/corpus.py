@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pretrain.errors import UserError
+from pretrain.quiet import quiet_datasets
 
 TEXT_SUFFIXES = (".txt", ".raw", ".text")  # inside folders; optionally followed by .gz
 PIPELINE_VERSION = 1  # bump when tokenisation output changes, to invalidate caches
@@ -74,7 +75,7 @@ def tokenized_paragraphs(files: list[Path], tokenizer_dir: Path, tokenizer_key: 
     key = cache_key("tokens", files_signature(files), tokenizer_key, PIPELINE_VERSION)
     features = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int32")),
                                   "starts_document": datasets.Value("bool")})
-    with _quiet_datasets():
+    with quiet_datasets():
         return datasets.Dataset.from_generator(
             _encode_paragraphs, features=features, cache_dir=str(cache_dir / "datasets"), fingerprint=key,
             gen_kwargs={"files": [str(f) for f in files], "tokenizer_dir": str(tokenizer_dir), "key": key})
@@ -108,19 +109,3 @@ def _encode(tokenizer, texts: list[str], flags: list[bool]) -> Iterator[dict]:
 
 def cache_key(*parts) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
-
-
-class _quiet_datasets:
-    """Silence `datasets`' per-build progress bars (the CLI has its own)."""
-
-    def __enter__(self):
-        import datasets
-
-        self._enabled = datasets.utils.logging.is_progress_bar_enabled()
-        datasets.utils.logging.disable_progress_bar()
-
-    def __exit__(self, *exc):
-        import datasets
-
-        if self._enabled:
-            datasets.utils.logging.enable_progress_bar()

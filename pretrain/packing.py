@@ -13,7 +13,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from pretrain.corpus import _quiet_datasets, cache_key
+from pretrain.corpus import cache_key
+from pretrain.quiet import quiet_datasets
 
 SINGLE_SEGMENT_PROB = 0.1
 SHORT_TARGET_PROB = 0.05
@@ -86,7 +87,7 @@ def packed_examples(paragraphs, max_length: int, seed: int, cls_id: int, sep_id:
     key = cache_key("examples", sources, max_length, seed, cls_id, sep_id, PACKING_VERSION)
     features = datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int32")),
                                   "segment_b_start": datasets.Value("int32")})
-    with _quiet_datasets():
+    with quiet_datasets():
         return datasets.Dataset.from_generator(
             _pack, features=features, cache_dir=str(cache_dir / "datasets"), fingerprint=key,
             gen_kwargs={"sources": sources, "max_length": max_length, "seed": seed, "cls_id": cls_id,

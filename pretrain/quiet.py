@@ -1,7 +1,7 @@
-"""transformers' own load reports and progress bars, silenced while the harness loads or saves.
+"""transformers' own load reports and progress bars, and datasets' bars, silenced while we work.
 
 A pre-training checkpoint always lacks the new head (and has the RTD head fine-tuning drops), and one
-bar per shard per save drowns a run's own bar: both are noise to a harness user.
+bar per shard per save (or per `map`) drowns a run's own progress: both are noise to a harness user.
 Part of the lowest layer (README, "Architecture"): imports nothing else of ours.
 """
 
@@ -26,3 +26,28 @@ def quiet_transformers(reports: bool = True) -> Iterator[None]:
         logging.set_verbosity(verbosity)
         if bars:
             logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def quiet_datasets() -> Iterator[None]:
+    """`datasets`' progress bars (one per map, per split) off inside the block."""
+    from datasets.utils import logging
+
+    bars = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars:
+            logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def quiet_libraries() -> Iterator[None]:
+    """Both libraries' bars off for a whole run, whose own progress (pretrain/console.py) covers them.
+
+    transformers' warnings stay on: outside the loads and saves that quiet_transformers wraps they
+    can matter.
+    """
+    with quiet_transformers(reports=False), quiet_datasets():
+        yield

@@ -139,7 +139,8 @@ def plot_png(points: Sequence[Point], title: str) -> bytes:
     axes.set_ylabel(f"GLUE dev score, median over seeds (x100; bars: {bars})")
     axes.set_title(title)
     axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=8, loc="best")
+    if points:  # an empty legend warns
+        axes.legend(fontsize=8, loc="best")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()

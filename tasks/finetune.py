@@ -13,6 +13,7 @@ import torch
 from datasets import Dataset
 from tqdm.auto import tqdm
 
+from pretrain import console
 from pretrain import device as placement
 from tasks import batching
 from tasks.config import FinetuneConfig
@@ -44,16 +45,41 @@ class FinetuneResult:
     train_examples_seen: int  # examples stepped over, all epochs: what fine-tuning FLOPs are charged for
 
 
-LOG_EVERY_STEPS = 20  # the progress bar's loss, and the divergence check, read the device this often
+LOG_EVERY_STEPS = 20  # the progress loss, and the divergence check, read the device this often
+
+
+class _Progress:
+    """The loop's progress (console.progress_mode): a tqdm bar, plain lines, or nothing."""
+
+    def __init__(self, label: str, num_steps: int, num_epochs: int, progress: bool | None):
+        mode = console.progress_mode(progress)
+        self.label, self.num_steps, self.num_epochs = label, num_steps, num_epochs
+        self.lines = mode == "lines"
+        self.bar = tqdm(total=num_steps, desc=label, unit="step", disable=mode != "bar")
+        self.clock = console.LineClock()
+
+    def log(self, step: int, epoch: int, loss: float, examples: int, train_time_s: float,
+            dev: dict[str, dict[str, float]] | None = None) -> None:
+        """The bar's loss; a line when one is due, and at every epoch's end with its dev scores."""
+        self.bar.set_postfix(epoch=epoch, loss=f"{loss:.4f}")
+        if not self.lines or (dev is None and not self.clock.due()):
+            return
+        rate = examples / max(train_time_s, 1e-9)
+        text = (f"{self.label}: step {step}/{self.num_steps} epoch {epoch}/{self.num_epochs} loss {loss:.4f} "
+                f"{rate:.1f} ex/s eta {console.eta(step, self.num_steps, train_time_s)}")
+        if dev is not None:
+            text += " | dev " + " ".join(f"{split} {name} {value:.4f}"
+                                         for split, values in dev.items() for name, value in values.items())
+        console.line(text)
 
 
 def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig, collate: Callable,
              on_epoch: Callable[[int, dict[str, float]], None] | None = None,
-             progress: bool | None = None) -> FinetuneResult:
+             progress: bool | None = None, label: str = "fine-tune") -> FinetuneResult:
     """Train `model` on task.train for config.num_epochs, scoring dev splits after each epoch.
 
     `config` must be resolved (no None learning rate, decay or epochs). Seed before building the
-    model: its new head is initialised from the global RNG.
+    model: its new head is initialised from the global RNG. `label` names the run in its bar or lines.
     """
     device = next(model.parameters()).device
     # One precision for training and evaluation: bf16 won both on the 2-core CPU (README, "Performance").
@@ -72,8 +98,7 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
     history, metrics = [], {}
     step = examples = tokens = 0
     train_time_s = 0.0
-    bar = tqdm(total=num_steps, desc="fine-tune", unit="step",
-               disable=None if progress is None else not progress)
+    shown = _Progress(label, num_steps, math.ceil(config.num_epochs), progress)
     for epoch in range(math.ceil(config.num_epochs)):
         model.train()
         started = time.perf_counter()
@@ -100,9 +125,10 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
             step += 1
             epoch_steps += 1
             loss_sum += loss.detach().float()
-            bar.update()
+            shown.bar.update()
             if step % LOG_EVERY_STEPS == 0:
-                bar.set_postfix(epoch=epoch + 1, loss=f"{_finite_mean(loss_sum, epoch_steps, step):.4f}")
+                shown.log(step, epoch + 1, _finite_mean(loss_sum, epoch_steps, step), examples,
+                          train_time_s + time.perf_counter() - started)
         train_loss = _finite_mean(loss_sum, epoch_steps, step) if epoch_steps else math.nan
         train_time_s += time.perf_counter() - started
         dev = {split: data for split, data in task.evals.items() if split.startswith("validation")}
@@ -112,9 +138,10 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
         row |= {f"{split}_{name}": value
                 for split, values in metrics.items() for name, value in values.items()}
         history.append(row)
+        shown.log(step, epoch + 1, train_loss, examples, train_time_s, dev=metrics)
         if on_epoch is not None:
             on_epoch(epoch + 1, row)
-    bar.close()
+    shown.bar.close()
     rest = {split: data for split, data in task.evals.items() if not split.startswith("validation")}
     outputs |= predict(step_model, task, rest, config, collate, autocast)
     return FinetuneResult(history, metrics, outputs, num_steps, train_time_s,

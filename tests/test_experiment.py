@@ -4,6 +4,7 @@ and the table's seed statistics against values worked by hand."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -151,3 +152,25 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, micro, glue_data, ca
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "exp").exists()
+
+
+def test_diverged_seeds_end_the_experiment_with_one_line_and_exit_2(tmp_path, micro, glue_data, capsys):
+    # lr 1e30 diverges every seed (batch 4: step 2 is past warmup, and the epoch's mean loss is nan)
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    args = _args(tmp_path, corpus, glue_data, "finetune.learning_rate=1e30", "finetune.batch_size=4",
+                 "--no-control", budget_flops="2e8", objectives="electra", seeds="1")
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    assert re.fullmatch(r"harness: error: 2 fine-tunings diverged \(electra-2e\+08 stsb seed 0, electra-2e\+08 "
+                        r"rte seed 0: training loss became nan by step \d+; lower learning_rate\); they are "
+                        r"recorded as diverged in glue/ARM/results\.json and left out of the tables; re-run "
+                        r"with a lower finetune\.learning_rate into a new --output", err.splitlines()[-1])
+    assert "Traceback" not in err and "1 arms; table, plot and report in" in out
+    # Every table is written first; the arm without a GLUE score is named under the empty one.
+    exp = tmp_path / "exp"
+    assert "No GLUE score (no seed finished every task; see glue/ARM/results.json): electra-2e+08" in \
+        (exp / "efficiency.md").read_text()
+    assert json.loads((exp / "efficiency.json").read_text())["arms"] == []
+    assert (exp / "efficiency.png").read_bytes()[:4] == b"\x89PNG" and (exp / "report" / "leaderboard.md").is_file()
+    glue = json.loads((exp / "glue" / "electra-2e+08" / "results.json").read_text())
+    assert sorted((r["task"], r["seed"]) for r in glue["diverged"]) == [("rte", 0), ("stsb", 0)]

@@ -67,7 +67,10 @@ def test_flags_config_file_and_overrides_build_the_config(tmp_path, micro, corpu
         tokenizer="train", train_vocab_size=200, precision="fp32", cache_dir=str(tmp_path / "cache"))]
 
 
-def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys):
+def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys, monkeypatch):
+    from pretrain import console
+
+    monkeypatch.setattr(console, "_is_terminal", lambda stream: True)  # the bar (tests/test_progress.py: lines)
     code = main(cli_args(tmp_path, corpus, "max_steps=6", "log_every_steps=2"))
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -101,7 +104,9 @@ def test_a_raised_budget_continues_the_run_and_says_what_it_does_to_the_schedule
         f"note: continuing {tmp_path / 'out'} from step 2 (max_steps: 2 -> 4); the learning rate follows the "
         "schedule over the new budget, so it goes from 0 to 0.001 there, unlike a run started with this "
         "budget (recorded under `extended` in pretrain_meta.json)")
-    assert captured.out.splitlines()[1].startswith("4 steps, ")
+    # then the progress lines (stdout is not a terminal here) and the closing summary
+    assert captured.out.splitlines()[1].startswith("pretrain out: step ")
+    assert any(line.startswith("4 steps, ") for line in captured.out.splitlines())
     meta = json.loads((tmp_path / "out" / "pretrain_meta.json").read_text())
     assert [(e["at_step"], e["from"], e["to"]) for e in meta["extended"]] == [(2, {"max_steps": 2},
                                                                                {"max_steps": 4})]

@@ -44,11 +44,14 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.demo import Demo, choose_plan, default_inputs, run_demo
+    from pretrain.errors import UserError
 
     data_dir, corpus = default_inputs(args.data_dir, args.corpus)
     demo = Demo(args.output, choose_plan(args.device), corpus, data_dir, args.tracking_uri)
     summary = run_demo(demo)
     print(closing(demo, summary))
+    if summary["diverged"]:  # some seeds diverged but every arm kept a score: say so, exit 2
+        raise UserError(summary["diverged"])
     return 0
 
 

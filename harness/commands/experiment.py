@@ -60,7 +60,7 @@ def add_parser(subparsers) -> None:
 
 def run_efficiency_command(args: argparse.Namespace) -> int:
     from harness.config import load_config
-    from harness.experiment import Efficiency, run_efficiency
+    from harness.experiment import Efficiency, diverged_error, run_efficiency
     from pretrain.errors import UserError
     from tasks.config import FinetuneConfig
     from tasks.registry import parse_tasks
@@ -80,10 +80,13 @@ def run_efficiency_command(args: argparse.Namespace) -> int:
         finetune=load_config(FinetuneConfig, None, groups["finetune"]), data_dir=args.data_dir,
         control=not args.no_control, tracking_uri=args.tracking_uri,
         command=shlex.join(["harness", *sys.argv[1:]]) if sys.argv[1:2] == ["experiment"] else "")
-    points = run_efficiency(exp)
+    arms = run_efficiency(exp)
     print()
     print((args.output / "efficiency.md").read_text(), end="")
-    print(f"\n{len(points)} arms; table, plot and report in {args.output}")
+    print(f"\n{len(arms)} arms; table, plot and report in {args.output}")
+    error = diverged_error(arms)  # after every table is written: one line and exit 2, as `harness run glue`
+    if error is not None:
+        raise error
     return 0
 
 
