@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pretrain.atomic import save_pretrained
+from pretrain.atomic import save_pretrained, write_json
+from pretrain.models import PRETRAIN_META
 
 
 def write_random_init(model_config, tokenizer, output: Path, seed: int = 0):
@@ -14,4 +15,8 @@ def write_random_init(model_config, tokenizer, output: Path, seed: int = 0):
     transformers.set_seed(seed)
     model = transformers.ElectraForPreTraining(model_config)
     save_pretrained(output, model, tokenizer)
+    # Its pre-training record, as `harness pretrain` leaves one: the leaderboard's FLOPs read it (0, not
+    # unknown), so an untrained control says what it cost.
+    write_json(output / PRETRAIN_META, {"objective": "none (random init)", "steps": 0, "train_flops": 0,
+                                        "seed": seed})
     return model

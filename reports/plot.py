@@ -15,7 +15,9 @@ STYLES = {MEASURED: {"marker": "o", "color": "#d95f02", "label": "measured (this
 def plottable(rows: list[Row]) -> tuple[list[Row], list[Row]]:
     """(rows with both pre-training FLOPs and a GLUE score, measured rows left out for lack of one or for
     departing from the recipe: their scores do not belong beside the paper's)."""
-    shown = [r for r in rows if {"pretrain_flops", "glue_score"} <= r.values.keys() and not r.departures]
+    # An untrained control spent 0 FLOPs: it has no place on a log axis, so it is named below the plot.
+    shown = [r for r in rows if {"pretrain_flops", "glue_score"} <= r.values.keys() and not r.departures
+             and r.values["pretrain_flops"] > 0]
     missing = [r for r in rows if r.source == MEASURED and r not in shown]
     return shown, missing
 
@@ -66,7 +68,8 @@ def flops_vs_glue_png(rows: list[Row]) -> bytes:
     if missing:
         names = ", ".join(r.label for r in missing[:4]) + (" ..." if len(missing) > 4 else "")
         # supxlabel, unlike figure.text, gets its own room from the constrained layout.
-        figure.supxlabel(f"not plotted (pre-training FLOPs or GLUE unknown, or off the recipe): {names}",
+        figure.supxlabel("not plotted (pre-training FLOPs or GLUE unknown, no pre-training, or off the "
+                         f"recipe): {names}",
                          x=0.01, ha="left", fontsize=7.5, color="#555")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")

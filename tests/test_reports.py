@@ -390,3 +390,13 @@ def test_a_model_in_the_temp_dir_is_not_added_automatically(two_runs, tmp_path, 
     monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
     (row,) = mlflow_leaderboard.record([one_off / "results.json"], uri)
     assert row.key == "/m/a" and "leaderboard: scratch · GLUE 62.5 (3/8)" in capsys.readouterr().out
+
+
+def test_the_plot_leaves_out_untrained_controls_and_off_recipe_rows():
+    from reports.leaderboard import MEASURED, Row
+    from reports.plot import plottable
+
+    pretrained = Row("a", "a", MEASURED, "", {"pretrain_flops": 1e14, "glue_score": 40.0})
+    control = Row("b", "b", MEASURED, "", {"pretrain_flops": 0.0, "glue_score": 30.0})  # 0 has no log position
+    quick = Row("c", "c", MEASURED, "", {"pretrain_flops": 1e14, "glue_score": 50.0}, departures="num_epochs=1")
+    assert plottable([pretrained, control, quick]) == ([pretrained], [control, quick])

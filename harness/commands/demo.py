@@ -7,15 +7,16 @@ from pathlib import Path
 
 EPILOG = """what it runs (each stage is an ordinary harness command's code path):
   1. harness pretrain      a small ELECTRA to a fixed FLOPs budget on the shared corpus
-  2. harness run glue      it and a random-init control of the same shape, full training and dev
-                           sets, ELECTRA's fine-tuning recipe, 3 seeds (test sets not predicted)
+  2. harness run glue      it and a random-init control of the same shape, ELECTRA's fine-tuning
+                           recipe, 3 seeds, full dev sets (test sets not predicted)
   3. harness compare       pre-trained vs control per task and GLUE: difference, 95% CI, p, verdict
   4. harness report        the leaderboard (Markdown, HTML, FLOPs-vs-GLUE plot) and MLflow rows
   5. harness export onnx   the better model's best STS-B seed, checked against PyTorch
   6. harness predict       one sentence pair through the ONNX bundle, in a process without torch
 
-Plans: on a CPU, electra-tiny to 1e14 FLOPs, STS-B and RTE (about 25 minutes on two idle cores);
-on a GPU, ELECTRA-Small to 5e15 FLOPs, STS-B, RTE, MRPC and CoLA (estimated, not yet timed).
+Plans: on a CPU, electra-tiny to 1e14 FLOPs, then SST-2, STS-B and RTE with 1,500 training
+examples each (about 25 minutes on two idle cores); on a GPU, ELECTRA-Small to 5e15 FLOPs, then
+STS-B, RTE, MRPC and CoLA on their whole training sets (estimated, not yet timed).
 Rerunning resumes: finished pre-training, task x seed fine-tunings and the bundle are kept.
 
 examples:
