@@ -90,6 +90,34 @@ def write_glue_dir(root: Path, n_train: int = 16, n_dev: int = 8) -> Path:
     return root
 
 
+def check_wall_time_over_a_kill(monkeypatch, module, invoke, results: Path) -> None:
+    """Kill `invoke`'s first run (exit 130) as seed 1 starts, then resume it: results.json's wall_time_s
+    must hold the first invocation's time plus seed 1's training, and no more than both took."""
+    import json
+    import time
+
+    real, trained, kills = module.finetune, {}, [1]
+
+    def timed(model, built, config, *a, **k):
+        if config.seed in kills:
+            kills.remove(config.seed)
+            raise KeyboardInterrupt
+        started = time.perf_counter()
+        result = real(model, built, config, *a, **k)
+        trained[config.seed] = time.perf_counter() - started
+        return result
+
+    monkeypatch.setattr(module, "finetune", timed)
+    assert invoke() == 130
+    first = json.loads(results.read_text())
+    assert [r["seed"] for r in first["runs"]] == [0] and first["wall_time_s"] >= trained[0]
+    started = time.perf_counter()
+    assert invoke() == 0
+    second_s = time.perf_counter() - started
+    final = json.loads(results.read_text())["wall_time_s"]
+    assert first["wall_time_s"] + trained[1] <= final <= first["wall_time_s"] + second_s
+
+
 @pytest.fixture
 def glue_data(tmp_path) -> Path:
     return write_glue_dir(tmp_path / "glue_data")

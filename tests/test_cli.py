@@ -8,7 +8,7 @@ import pytest
 from harness.cli import main
 from pretrain.errors import UserError
 from tests import mlflow_runs
-from tests.conftest import write_tiny_model
+from tests.conftest import check_wall_time_over_a_kill, write_tiny_model
 
 
 def run(args, capsys):
@@ -156,32 +156,12 @@ def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, m
 @pytest.mark.slow
 def test_wall_time_adds_up_over_an_interrupted_run_and_its_resume(tiny_model, glue_data, tmp_path, capsys,
                                                                    monkeypatch):
-    import time
-
     import harness.glue_run
 
-    real, trained, kills = harness.glue_run.finetune, {}, [1]
-
-    def timed(model, built, config, *a, **k):  # the first invocation is killed as seed 1 starts
-        if config.seed in kills:
-            kills.remove(config.seed)
-            raise KeyboardInterrupt
-        started = time.perf_counter()
-        result = real(model, built, config, *a, **k)
-        trained[config.seed] = time.perf_counter() - started
-        return result
-
-    monkeypatch.setattr(harness.glue_run, "finetune", timed)
     args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "--seeds", "2", "num_epochs=1",
                      "save_models=false")
-    assert run(args, capsys)[0] == 130
-    first = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert [r["seed"] for r in first["runs"]] == [0] and first["wall_time_s"] >= trained[0]
-    started = time.perf_counter()
-    assert run(args, capsys)[0] == 0
-    second_s = time.perf_counter() - started
-    final = json.loads((tmp_path / "out" / "results.json").read_text())["wall_time_s"]
-    assert first["wall_time_s"] + trained[1] <= final <= first["wall_time_s"] + second_s
+    check_wall_time_over_a_kill(monkeypatch, harness.glue_run, lambda: run(args, capsys)[0],
+                                tmp_path / "out" / "results.json")
 
 
 def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_path, capsys):

@@ -11,7 +11,7 @@ from tasks.config import FinetuneConfig, SquadConfig
 from tasks.registry import SQUAD_TASKS
 from tasks.squad import SquadSource
 from tests import mlflow_runs
-from tests.conftest import WORDS
+from tests.conftest import WORDS, check_wall_time_over_a_kill
 
 PLAIN = [w for w in WORDS if w not in ",.?"]
 # The tiny model has 64 positions: windows of 64 tokens with 16-token questions and overlaps.
@@ -132,34 +132,14 @@ def test_diverging_seed_is_recorded_and_the_next_seed_runs(tiny_model, tmp_path,
 
 @pytest.mark.slow
 def test_wall_time_adds_up_over_an_interrupted_run_and_its_resume(tiny_model, tmp_path, capsys, monkeypatch):
-    import time
-
     import harness.squad_run
 
-    real, trained, kills = harness.squad_run.finetune, {}, [1]
-
-    def timed(model, built, config, *a, **k):  # the first invocation is killed as seed 1 starts
-        if config.seed in kills:
-            kills.remove(config.seed)
-            raise KeyboardInterrupt
-        started = time.perf_counter()
-        result = real(model, built, config, *a, **k)
-        trained[config.seed] = time.perf_counter() - started
-        return result
-
-    monkeypatch.setattr(harness.squad_run, "finetune", timed)
     data = tmp_path / "squad"
     write_squad(data / "dev-v1.1.json", "1.1")
     args = squad_args(tiny_model, tmp_path, "--data-dir", str(data), "--seeds", "2", *SMALL, "num_epochs=1",
                       "save_models=false")
-    assert run(args, capsys)[0] == 130
-    first = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert [r["seed"] for r in first["runs"]] == [0] and first["wall_time_s"] >= trained[0]
-    started = time.perf_counter()
-    assert run(args, capsys)[0] == 0
-    second_s = time.perf_counter() - started
-    final = json.loads((tmp_path / "out" / "results.json").read_text())["wall_time_s"]
-    assert first["wall_time_s"] + trained[1] <= final <= first["wall_time_s"] + second_s
+    check_wall_time_over_a_kill(monkeypatch, harness.squad_run, lambda: run(args, capsys)[0],
+                                tmp_path / "out" / "results.json")
 
 
 def test_v2_with_train_file_writes_null_odds_and_resumes(tiny_model, tmp_path, capsys, monkeypatch):
