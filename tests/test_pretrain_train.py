@@ -26,6 +26,18 @@ VERBS = ["sees", "likes", "finds", "carries", "paints", "follows", "feeds"]
 OBJECTS = ["the ball", "a red apple", "the green door", "a long letter", "the river", "an empty box"]
 
 
+class Killed(Exception):
+    """Stands for a kill of the process, raised from on_log (see killed_at)."""
+
+
+def killed_at(step: int):
+    """An on_log that kills the run once it has logged `step`."""
+    def on_log(at, metrics):
+        if at >= step:
+            raise Killed
+    return on_log
+
+
 def write_corpus(path: Path, documents: int = 40, seed: int = 0) -> Path:
     """Documents of subject-verb-object sentences: a generator can learn their statistics quickly."""
     rng = random.Random(seed)
@@ -144,16 +156,9 @@ def test_resume_after_a_kill_matches_an_uninterrupted_run(tmp_path, micro, corpu
     whole = micro_config(tmp_path, corpus, "whole", **settings)
     pretrain(whole)
 
-    class Killed(Exception):
-        pass
-
-    def kill_at_step_7(step, metrics):
-        if step >= 7:
-            raise Killed  # after the step-5 checkpoint: steps 6 and 7 are lost and redone
-
     broken = micro_config(tmp_path, corpus, "broken", log_every_steps=1, **settings)
-    with pytest.raises(Killed):
-        pretrain(broken, on_log=kill_at_step_7)
+    with pytest.raises(Killed):  # after the step-5 checkpoint: steps 6 and 7 are lost and redone
+        pretrain(broken, on_log=killed_at(7))
     resumed_meta = pretrain(broken)
     expected, got = final_weights(Path(whole.output_dir)), final_weights(Path(broken.output_dir))
     assert expected.keys() == got.keys()
@@ -173,16 +178,9 @@ def test_wall_time_adds_up_over_a_kill_and_its_resume(tmp_path, micro, corpus, m
     ticks = iter(range(10_000))
     monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=lambda: float(next(ticks))))
 
-    class Killed(Exception):
-        pass
-
-    def kill_at_step_7(step, metrics):
-        if step >= 7:
-            raise Killed
-
     config = micro_config(tmp_path, corpus, max_steps=12, checkpoint_every_steps=5, log_every_steps=1)
     with pytest.raises(Killed):
-        pretrain(config, on_log=kill_at_step_7)
+        pretrain(config, on_log=killed_at(7))
     saved = json.loads((Path(config.output_dir) / "checkpoints" / "step-5" / "pretrain_meta.json").read_text())
     assert saved["wall_time_s"] == 5.0
     assert pretrain(config)["wall_time_s"] == 5.0 + 7.0
@@ -205,16 +203,9 @@ def test_resume_never_unpickles_code(tmp_path, micro, corpus):
 
     import numpy as np
 
-    class Killed(Exception):
-        pass
-
-    def kill_at_step_3(step, metrics):
-        if step >= 3:
-            raise Killed
-
     config = micro_config(tmp_path, corpus, max_steps=4, checkpoint_every_steps=2, log_every_steps=1)
     with pytest.raises(Killed):
-        pretrain(config, on_log=kill_at_step_3)
+        pretrain(config, on_log=killed_at(3))
     path = Path(config.output_dir) / "checkpoints" / "step-2" / "training_state.pt"
     state = torch.load(path, weights_only=True)
     assert state["format"] == 2 and len(state["rng"][0]["numpy"]["state"]["key"]) == 624
