@@ -179,14 +179,12 @@ def _compare(a: Path, b: Path) -> str:
 
 def _export(run_dir: Path, task: str, demo: Demo) -> Path:
     """The best-dev seed of `task` as an ONNX bundle; kept when a previous run already wrote it."""
-    from harness.onnx_run import ExportJob, export
+    from harness.onnx_run import ExportJob, export, summary
 
     bundle = demo.output_dir / "onnx" / f"{run_dir.name}-{task}"
     if (bundle / "manifest.json").is_file():
         print(f"ONNX bundle {bundle}: kept")
     else:
-        from harness.commands.export import summary
-
         print(summary(export(ExportJob(task=task, run_dir=run_dir, output=bundle, data_dir=demo.data_dir,
                                        max_eval_examples=500, tracking_uri=demo.tracking_uri))))
     return bundle

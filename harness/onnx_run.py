@@ -297,3 +297,25 @@ def _check_output(output: Path) -> None:
     if output.exists() and any(output.iterdir()) and not (output / bundle.MANIFEST).is_file():
         raise UserError(f"--output {str(output)!r} is not empty and holds no bundle; choose a new --output "
                         "or delete it")
+
+
+def summary(manifest: dict) -> str:
+    """What was exported, its parity and dev scores, and where it went."""
+    source, parity, quality = manifest["source"], manifest["parity"], manifest["quality"]
+    seed = "" if source["seed"] is None else f" seed {source['seed']}"
+    lines = [f"exported {manifest['task']}{seed} ({source['architecture']}) from {source['model_dir']}",
+             f"  parity, PyTorch vs onnxruntime fp32 on {parity['examples']} dev examples: "
+             f"max |Δ| {parity['max_abs_diff']:.2e} (tolerance {parity['tolerance']:g})"]
+    for precision in ("fp32", "int8"):
+        if precision in quality:
+            values = ", ".join(f"{name} {quality[precision][name]:.4f}" for name in quality["metrics"])
+            lines.append(f"  dev {precision} on {quality['examples']} examples: {values}")
+    if "int8_delta_points" in quality:
+        verdict = "ok" if quality["int8_target_met"] else "MISSED"
+        same = quality["int8_vs_fp32"].get("same_prediction")
+        lines.append(f"  int8 - fp32: {quality['int8_delta_points']:+.2f} points (target >= "
+                     f"{quality['int8_target_points']:+g}) {verdict}"
+                     + (f"; same prediction on {100 * same:.1f}% of examples" if same is not None else ""))
+    sizes = ", ".join(f"{name} {entry['bytes'] / 1e6:.1f} MB" for name, entry in manifest["files"].items())
+    lines += [f"  files: {sizes}", f"bundle: {manifest['output']}  (MLflow run {manifest['mlflow_run_id']})"]
+    return "\n".join(lines)
