@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config import load_config
-from harness.experiment import Efficiency, arm_name, diverged_error, run_efficiency
+from harness.experiment import Efficiency, arm_name, diverged_error, run_efficiency, scored_points
 from pretrain.errors import UserError
 from pretrain.vocab import shared_dir
-from reports import efficiency
 from reports.efficiency import CONTROL
 from tasks.config import FinetuneConfig
 from tasks.registry import parse_tasks
@@ -150,9 +149,8 @@ def run_demo(demo: Demo) -> dict:
         tracking_uri=demo.tracking_uri, command=f"harness demo --output {demo.output_dir}", announce=clock)
     arms = run_efficiency(exp)
     diverged = diverged_error(arms)
-    tasks = [t.name for t in exp.tasks]
-    points = [efficiency.point(arm, tasks) for arm in arms if efficiency.seed_scores(arm.results, tasks)]
-    if diverged and len(points) < len(arms):
+    points, unscored = scored_points(arms, [t.name for t in exp.tasks])
+    if diverged and unscored:
         raise diverged  # an arm without one whole seed: nothing to compare or export
     clock("compare the pre-trained model with the control, export the better one, predict")
     pretrained = demo.output_dir / "glue" / arm_name("electra", plan.budget_flops)

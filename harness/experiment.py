@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import run_records
 from harness.config import as_dict, load_config
 from harness.glue_run import GlueRun, run_glue
 from pretrain import atomic
@@ -118,19 +119,11 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[Arm]:
 
 def diverged_error(arms: list[Arm]) -> UserError | None:
     """One line naming every arm's diverged tasks and seeds and the fix, or None when none diverged."""
-    seeds: dict[str, list[str]] = {}  # "ARM TASK" -> its diverged seeds
-    records = []
-    for name, arm in zip(_glue_dirs(arms), arms, strict=True):
-        for record in arm.results.get("diverged") or []:
-            seeds.setdefault(f"{name} {record['task']}", []).append(str(record["seed"]))
-            records.append(record)
-    if not records:
-        return None
-    named = ", ".join(f"{where} seed{'s' if len(found) > 1 else ''} {'/'.join(found)}"
-                      for where, found in seeds.items())
-    return UserError(f"{len(records)} fine-tuning{'s' if len(records) > 1 else ''} diverged ({named}: "
-                     f"{records[0]['error']}); they are recorded as diverged in glue/ARM/results.json and "
-                     "left out of the tables; re-run with a lower finetune.learning_rate into a new --output")
+    records = [record | {"task": f"{name} {record['task']}"}  # "ARM TASK"
+               for name, arm in zip(_glue_dirs(arms), arms, strict=True)
+               for record in arm.results.get("diverged") or []]
+    return run_records.diverged_error(records, "glue/ARM/results.json", "the tables",
+                    "re-run with a lower finetune.learning_rate into a new --output")
 
 
 def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
@@ -179,12 +172,17 @@ def _pretrain_summary(meta: dict) -> dict:
     return {k: meta[k] for k in keys} | {"metrics": meta.get("metrics", {})}
 
 
-def _write_tables(exp: Efficiency, arms: list[Arm]) -> None:
-    tasks = [t.name for t in exp.tasks]
-    # An arm whose every seed diverged on some task has no GLUE score: named under the table instead.
+def scored_points(arms: list[Arm], tasks: list[str]) -> tuple[list[efficiency.Point], list[str]]:
+    """The table's points, and the names of arms without a GLUE score (every seed of some task diverged,
+    so no seed finished every task), which are left out of it."""
     named = list(zip(_glue_dirs(arms), arms, strict=True))
     unscored = [name for name, arm in named if not efficiency.seed_scores(arm.results, tasks)]
-    points = [efficiency.point(arm, tasks) for name, arm in named if name not in unscored]
+    return [efficiency.point(arm, tasks) for name, arm in named if name not in unscored], unscored
+
+
+def _write_tables(exp: Efficiency, arms: list[Arm]) -> None:
+    tasks = [t.name for t in exp.tasks]
+    points, unscored = scored_points(arms, tasks)  # the unscored are named under the table
     note = "" if not unscored else \
         f"\nNo GLUE score (no seed finished every task; see glue/ARM/results.json): {', '.join(unscored)}\n"
     title = f"{exp.preset}: GLUE ({', '.join(tasks)}) vs pre-training FLOPs"

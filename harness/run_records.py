@@ -152,9 +152,12 @@ def diverged_record(task: str, config: FinetuneConfig, error: FloatingPointError
     return {"task": task, "seed": config.seed, "error": str(error), "resolved_config": as_dict(config)}
 
 
-def diverged_error(results: dict) -> UserError | None:
-    """One line naming the diverged tasks and seeds and the fix, or None when no seed diverged."""
-    diverged = results.get("diverged") or []
+def diverged_error(diverged: Sequence[dict], recorded_in: str = "results.json",
+                   left_out_of: str = "the summaries",
+                   fix: str = "re-run with a lower learning_rate into a new --output-dir",
+                   ) -> UserError | None:
+    """One line naming the diverged tasks and seeds (diverged_record dicts) and the fix, or None when no
+    seed diverged. An experiment passes its arms' records with the arm in `task` and its own wording."""
     if not diverged:
         return None
     by_task: dict[str, list[str]] = {}
@@ -163,8 +166,8 @@ def diverged_error(results: dict) -> UserError | None:
     named = ", ".join(f"{task} seed{'s' if len(seeds) > 1 else ''} {'/'.join(seeds)}"
                       for task, seeds in by_task.items())
     return UserError(f"{len(diverged)} fine-tuning{'s' if len(diverged) > 1 else ''} diverged ({named}: "
-                     f"{diverged[0]['error']}); they are recorded as diverged in results.json and left out "
-                     "of the summaries; re-run with a lower learning_rate into a new --output-dir")
+                     f"{diverged[0]['error']}); they are recorded as diverged in {recorded_in} and left out "
+                     f"of {left_out_of}; {fix}")
 
 
 def as_run(setup: Setup, config: FinetuneConfig) -> dict[str, str]:

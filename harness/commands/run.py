@@ -86,7 +86,7 @@ def _diverged(results: dict) -> int:
     """0, or the diverged seeds as one UserError line and a non-zero exit, after every output is written."""
     from harness.run_records import diverged_error
 
-    error = diverged_error(results)
+    error = diverged_error(results.get("diverged") or [])
     if error is not None:
         raise error
     return 0
