@@ -67,13 +67,18 @@ def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, cap
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
 
 
-def test_plan_follows_the_device_and_missing_inputs_are_one_error(tmp_path, monkeypatch):
+def test_plan_follows_the_device_and_missing_inputs_are_one_error(tmp_path, monkeypatch, capsys):
     assert demo.choose_plan("cuda") is demo.GPU and demo.choose_plan("cpu") is demo.CPU
     assert demo.GPU.preset == "electra-small" and demo.CPU.preset == "electra-tiny"
     monkeypatch.setenv("SHARED_DIR", str(tmp_path / "nowhere"))
     monkeypatch.delenv("GLUE_DIR", raising=False)
     with pytest.raises(UserError, match=r"--data-dir '.*nowhere/data/glue' and --corpus '.*gutenberg' not found"):
         demo.default_inputs(None, None)
+    # From the command line: one line, exit 2, nothing written.
+    assert main(["demo", "--device", "cpu", "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("harness: error: --data-dir ") and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
 
 
 def test_clock_rescales_the_eta_by_the_finished_stages(monkeypatch, capsys):
