@@ -27,7 +27,6 @@ from tests import mlflow_runs, postgres
 from tests.test_search import fake_target, fast_dir
 
 REPO = Path(__file__).resolve().parents[1]
-# trials long enough that both workers, started together, get some of the 8
 SPACE = "num_epochs = [3, 6]\nbatch_size = [8]\nlearning_rate = [1e-4, 1e-2]\n"
 ALL_PARAMS = {field.name for field in dataclasses.fields(SearchSpace)}
 
@@ -66,10 +65,10 @@ def worker_args(tiny_model, glue_data, tmp, storage, trials, *extra, space=SPACE
             f"sqlite:///{tmp / 'mlflow.db'}", "precision=fp32", *extra]
 
 
-def start(args, tmp):
+def start(args, tmp, module="harness.cli"):
     env = os.environ | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                         "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=tmp, env=env,
+    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=tmp, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -85,7 +84,8 @@ def test_two_workers_share_one_study(backend, tiny_model, glue_data, tmp, reques
     storage = (f"sqlite:///{tmp / 'optuna.db'}" if backend == "sqlite"
                else request.getfixturevalue("postgres_url"))
     args = worker_args(tiny_model, glue_data, tmp, storage, 8)
-    workers = [start(args, tmp) for _ in range(2)]
+    # tests.search_worker: each worker's first trial waits until the other has one running
+    workers = [start(args, tmp, module="tests.search_worker") for _ in range(2)]
     logs = [worker.communicate(timeout=480)[0] for worker in workers]
     assert [worker.returncode for worker in workers] == [0, 0], logs
     study = optuna.load_study(study_name="shared", storage=postgres_storage(storage))
