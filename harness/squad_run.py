@@ -11,13 +11,13 @@ from pathlib import Path
 
 import transformers
 
-from harness import run_records, tracking
+from harness import mlflow_leaderboard, run_records, tracking
 from harness.config import as_dict
 from harness.run_records import Setup
 from pretrain import atomic
 from pretrain.errors import UserError
 from pretrain.quiet import quiet_libraries
-from reports import dev_outputs
+from reports import accounting, dev_outputs
 from tasks import batching, squad, squad_metrics
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.finetune import finetune
@@ -79,10 +79,13 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
                 results.setdefault("diverged", []).append(
                     run_records.diverged_record(run.task.name, seed_config, error))
             run_records.write_results(run.output_dir, results, earlier_s, started)
+        results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
+        mlflow_leaderboard.log_flops(results["flops"])
     results["summary"] = run_records.summarize(results["runs"], {run.task.name: run.task.metrics},
                                                results.get("diverged", ()))
     run_records.add_intervals(run.output_dir, results)
     run_records.write_results(run.output_dir, results, earlier_s, started)
+    mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
     return results
 
 

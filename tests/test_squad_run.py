@@ -103,6 +103,28 @@ def test_v1_holds_out_dev_articles_and_writes_results(tiny_model, tmp_path, caps
 
 
 
+def test_a_finished_run_adds_its_row_to_the_leaderboard(tiny_model, tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    elsewhere = tmp_path / "elsewhere"  # pytest's temp dir holds the tiny model: not a one-off here
+    elsewhere.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+    data = tmp_path / "squad"
+    write_squad(data / "dev-v1.1.json", "1.1")
+    code, out, err = run(squad_args(tiny_model, tmp_path, "--version", "1.1", "--data-dir", str(data), *SMALL,
+                                    "num_epochs=1"), capsys)
+    assert code == 0, err
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert set(results["flops"]["finetune_flops"]) == {"squad"} and results["flops"]["num_params"] > 0
+    (row,) = mlflow_runs.runs(tmp_path / "mlflow.db", "tags.source = 'measured'", experiment="leaderboard")
+    em, f1 = (results["summary"]["squad"][key]["median"] for key in ("exact_match", "f1"))
+    assert row.data.metrics["squad11_em"] == pytest.approx(em) and row.data.metrics["squad11_f1"] == pytest.approx(f1)
+    assert row.data.metrics["num_params"] == results["flops"]["num_params"]
+    # a held-out split of the dev file and one epoch are not ELECTRA's SQuAD recipe: the row says so
+    assert "num_epochs=1" in row.data.tags["recipe"] and "holdout_fraction=0.2" in row.data.tags["recipe"]
+    assert f"leaderboard: {tiny_model} [departs: " in out
+
+
 def test_diverging_seed_is_recorded_and_the_next_seed_runs(tiny_model, tmp_path, capsys, monkeypatch):
     import harness.squad_run
 
