@@ -91,3 +91,17 @@ def test_clock_rescales_the_eta_by_the_finished_stages(monkeypatch, capsys):
     clock("second")
     assert capsys.readouterr().out.splitlines() == [
         "first  (demo: 0:00 elapsed, about 16:40 left)", "second  (demo: 3:20 elapsed, about 30:00 left)"]
+
+
+def test_clock_leaves_stages_kept_from_an_earlier_run_out_of_the_eta(monkeypatch, capsys):
+    now = [0.0]
+    monkeypatch.setattr(demo.time, "monotonic", lambda: now[0])
+    plan = dataclasses.replace(demo.CPU, stage_s=(100.0, 200.0, 300.0, 400.0))
+    clock = demo.Clock(plan)
+    clock("first")
+    now[0] = 2.0  # pre-training kept from the run before: not a machine 50x faster than planned
+    clock("second")
+    now[0] = 402.0  # the second stage ran, at twice its 200 s: the other 700 s will take 1400
+    clock("third")
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "second  (demo: 0:02 elapsed, about 15:00 left)", "third  (demo: 6:42 elapsed, about 23:20 left)"]
