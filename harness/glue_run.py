@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,16 +68,10 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
             built = glue.build_task(task, splits, setup.tokenizer, config.max_length,
                                     config.max_train_examples, riders or None, config.double_unordered,
                                     config.head)
-            for seed in range(run.config.seed, run.config.seed + run.seeds):
-                if run_records.is_done(results, task.name, seed):
-                    continue
-                seed_config = dataclasses.replace(config, seed=seed)
-                try:
-                    results["runs"].append(_run_task_seed(run, built, seed_config, setup, progress))
-                except FloatingPointError as error:  # its MLflow run ends FAILED; the other seeds go on
-                    results.setdefault("diverged", []).append(
-                        run_records.diverged_record(task.name, seed_config, error))
-                run_records.write_results(run.output_dir, results, earlier_s, started)
+            run_records.train_seeds(
+                results, task.name, config, range(run.config.seed, run.config.seed + run.seeds),
+                functools.partial(_run_task_seed, run, built, setup=setup, progress=progress),
+                lambda: run_records.write_results(run.output_dir, results, earlier_s, started))
         results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
         mlflow_leaderboard.log_flops(results["flops"])
         _summarize(run.output_dir, results)

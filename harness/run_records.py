@@ -7,8 +7,8 @@ import json
 import platform
 import statistics
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -140,6 +140,22 @@ def write_results(output_dir: Path, results: dict, earlier_s: float, started: fl
     """
     results["wall_time_s"] = earlier_s + time.perf_counter() - started
     atomic.write_json(output_dir / "results.json", results)
+
+
+def train_seeds(results: dict, task: str, config: FinetuneConfig, seeds: range,
+                train: Callable[[FinetuneConfig], dict], save: Callable[[], None]) -> None:
+    """Each seed of `task` not done yet, trained by `train` (config with that seed -> its run record):
+    the record goes to results["runs"], or to results["diverged"] when its loss went non-finite (its
+    MLflow run ends FAILED; the other seeds go on). `save` is called after every seed."""
+    for seed in seeds:
+        if is_done(results, task, seed):
+            continue
+        seed_config = replace(config, seed=seed)
+        try:
+            results["runs"].append(train(seed_config))
+        except FloatingPointError as error:
+            results.setdefault("diverged", []).append(diverged_record(task, seed_config, error))
+        save()
 
 
 def is_done(results: dict, task: str, seed: int) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import time
 import warnings
@@ -69,16 +70,10 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
         | as_dict(run.settings)
     with tracking.run(f"{Path(run.model).name} {run.task.name}", params=params,
                       tags={"model": run.model, "tasks": run.task.name}):
-        for seed in range(run.config.seed, run.config.seed + run.seeds):
-            if run_records.is_done(results, run.task.name, seed):
-                continue
-            seed_config = dataclasses.replace(config, seed=seed)
-            try:
-                results["runs"].append(_run_task_seed(run, built, seed_config, setup, progress))
-            except FloatingPointError as error:  # its MLflow run ends FAILED; the other seeds go on
-                results.setdefault("diverged", []).append(
-                    run_records.diverged_record(run.task.name, seed_config, error))
-            run_records.write_results(run.output_dir, results, earlier_s, started)
+        run_records.train_seeds(
+            results, run.task.name, config, range(run.config.seed, run.config.seed + run.seeds),
+            functools.partial(_run_task_seed, run, built, setup=setup, progress=progress),
+            lambda: run_records.write_results(run.output_dir, results, earlier_s, started))
         results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
         mlflow_leaderboard.log_flops(results["flops"])
     results["summary"] = run_records.summarize(results["runs"], {run.task.name: run.task.metrics},
