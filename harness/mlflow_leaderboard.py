@@ -26,6 +26,7 @@ from harness import mlflow_view, tracking
 from pretrain.errors import UserError
 from reports import render
 from reports.leaderboard import (
+    DEPARTS,
     VALUE_COLUMNS,
     Row,
     load_results,
@@ -39,7 +40,6 @@ EXPERIMENT = "leaderboard"
 KEY_TAG = "leaderboard_key"
 ROW_TAGS = ("source", "recipe", "model", "model_id", "reference", "notes")
 NOTE_TAG, RUN_NAME_TAG = "mlflow.note.content", "mlflow.runName"
-DEPARTS = "departs: "  # the recipe tag of a row off the recipe, before its departures
 MAX_TAG_CHARS = 5000  # MLflow caps tag values at 8000 characters
 
 

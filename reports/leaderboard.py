@@ -33,6 +33,7 @@ VALUE_COLUMNS = ("num_params", "pretrain_flops", "inference_flops", *GLUE_COLUMN
 RESULTS_FORMAT = re.compile(r"electra-harness/([a-z0-9]+)-results/(\d+)$")
 RESULTS_VERSION = "1"
 FULL_RECIPE, AS_PUBLISHED = "electra", "as published"  # the recipe column of rows without departures
+DEPARTS = "departs: "  # before a row's departures, in its recipe column and marked name (read back by tag)
 MAX_REFERENCES = 20  # results files listed per measured row, newest kept
 NO_FLOPS = ("{path} has no FLOPs metadata (written before FLOPs accounting); re-run the same "
             "`harness run` command with its --output-dir to add it")
@@ -53,19 +54,22 @@ class Row:
     @property
     def row_id(self) -> str:
         """What tells rows apart: the model identity, and the departures of a run off the recipe."""
-        return f"{self.key} [departs: {self.departures}]" if self.departures else self.key
+        return self._marked(self.key)
 
     @property
     def label(self) -> str:
         """The model's name as shown, marked with its departures: 'electra-small [departs: num_epochs=1]'."""
-        return f"{self.model} [departs: {self.departures}]" if self.departures else self.model
+        return self._marked(self.model)
 
     @property
     def recipe(self) -> str:
         """The recipe column: electra, 'departs: ...', or as published."""
         if self.departures:
-            return f"departs: {self.departures}"
+            return DEPARTS + self.departures
         return AS_PUBLISHED if self.source == PUBLISHED else FULL_RECIPE
+
+    def _marked(self, name: str) -> str:
+        return f"{name} [{self.recipe}]" if self.departures else name
 
 
 def published_rows() -> list[Row]:
