@@ -22,6 +22,7 @@ from pathlib import Path
 
 from harness.config import load_config
 from harness.experiment import Efficiency, arm_name, diverged_error, run_efficiency, scored_points
+from pretrain import atomic
 from pretrain.errors import UserError
 from pretrain.vocab import shared_dir
 from reports.efficiency import CONTROL
@@ -46,6 +47,8 @@ class Plan:
     pretrain_settings: tuple[str, ...] = ()
     # Test-set prediction feeds only the GLUE server's zip, which a demo does not submit.
     finetune_settings: tuple[str, ...] = ("predict_test=false",)
+    export_task: str = "stsb"
+    example: tuple[str, str] = ("A man is playing a guitar.", "A man plays the guitar.")
 
     def finetune(self) -> FinetuneConfig:
         sample = (f"max_train_examples={self.train_examples}",) if self.train_examples else ()
@@ -56,8 +59,6 @@ class Plan:
             return "full training and dev sets"
         return (f"training sets subsampled to {self.train_examples:,} examples each to fit the half hour, "
                 "a departure from the recipe that the leaderboard marks; full dev sets")
-    export_task: str = "stsb"
-    example: tuple[str, str] = ("A man is playing a guitar.", "A man plays the guitar.")
 
 
 # Two CPU cores: electra-tiny (128 wide, 4 layers) to 1e14 FLOPs, ~1/14,000 of ELECTRA-Small's
@@ -167,8 +168,6 @@ def run_demo(demo: Demo) -> dict:
     summary = {"plan": dataclasses.asdict(plan), "wall_time_s": time.monotonic() - clock.started,
                "better": better.objective, "bundle": str(bundle), "prediction": prediction,
                "comparison": comparison, "diverged": str(diverged) if diverged else None}
-    from pretrain import atomic
-
     atomic.write_json(demo.output_dir / "demo.json", summary)
     return summary
 
