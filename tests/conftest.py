@@ -119,6 +119,18 @@ def check_wall_time_over_a_kill(monkeypatch, module, invoke, results: Path) -> N
 
 
 @pytest.fixture
+def temp_dir_elsewhere(tmp_path, monkeypatch) -> Path:
+    """The system temp dir moved to a fresh folder, so that a model in pytest's temp dir (tiny_model) is
+    not the one-off that `harness run` leaves out of the leaderboard."""
+    import tempfile
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+    return elsewhere
+
+
+@pytest.fixture
 def glue_data(tmp_path) -> Path:
     return write_glue_dir(tmp_path / "glue_data")
 

@@ -75,14 +75,8 @@ def flatten(run: dict) -> tuple[dict, dict]:
 
 
 @pytest.mark.slow
-def test_glue_runs_fill_the_leaderboard_on_a_server(server, tiny_model, glue_data, tmp_path, capsys, monkeypatch):
-    import tempfile
-
-    # The tiny model lives in pytest's temp dir, whose models `harness run` leaves out of the
-    # leaderboard as one-offs: here the system temp dir is elsewhere, so the runs are recorded.
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+def test_glue_runs_fill_the_leaderboard_on_a_server(server, tiny_model, glue_data, tmp_path, capsys,
+                                                    temp_dir_elsewhere):
     for task in ("rte", "cola"):  # two invocations, one model: one row that gathers both tasks
         code = main(["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", task,
                      "--output-dir", str(tmp_path / task), "--tracking-uri", server, "num_epochs=1",

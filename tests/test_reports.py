@@ -373,7 +373,7 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
         capsys.readouterr().out
 
 
-def test_a_model_in_the_temp_dir_is_not_added_automatically(two_runs, tmp_path, monkeypatch, capsys):
+def test_a_model_in_the_temp_dir_is_not_added_automatically(two_runs, tmp_path, request, capsys):
     import tempfile
 
     from harness import mlflow_leaderboard
@@ -385,9 +385,7 @@ def test_a_model_in_the_temp_dir_is_not_added_automatically(two_runs, tmp_path, 
         f"leaderboard: not added, the model {tmp_path / 'model'} is under the temp dir {tempfile.gettempdir()} "
         f"(a one-off); add it with `harness report --runs {one_off}`\n")
     assert not (tmp_path / "mlflow.db").exists()
-    elsewhere = tmp_path / "elsewhere"  # as if the system temp dir were somewhere else
-    elsewhere.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+    request.getfixturevalue("temp_dir_elsewhere")  # as if the system temp dir were somewhere else
     (row,) = mlflow_leaderboard.record([one_off / "results.json"], uri)
     assert row.key == "/m/a" and "leaderboard: scratch · GLUE 62.5 (3/8)" in capsys.readouterr().out
 

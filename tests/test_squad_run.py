@@ -103,12 +103,7 @@ def test_v1_holds_out_dev_articles_and_writes_results(tiny_model, tmp_path, caps
 
 
 
-def test_a_finished_run_adds_its_row_to_the_leaderboard(tiny_model, tmp_path, capsys, monkeypatch):
-    import tempfile
-
-    elsewhere = tmp_path / "elsewhere"  # pytest's temp dir holds the tiny model: not a one-off here
-    elsewhere.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+def test_a_finished_run_adds_its_row_to_the_leaderboard(tiny_model, tmp_path, capsys, temp_dir_elsewhere):
     data = tmp_path / "squad"
     write_squad(data / "dev-v1.1.json", "1.1")
     code, out, err = run(squad_args(tiny_model, tmp_path, "--version", "1.1", "--data-dir", str(data), *SMALL,
