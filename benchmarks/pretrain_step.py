@@ -102,6 +102,9 @@ def main() -> None:
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto")
     parser.add_argument("--compile", default="both", choices=["both", "off", "on"],
                         help="time eager steps, compiled steps, or both")
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="after timing, profile this many steps of each setup (torch.profiler): the "
+                             "device's busy share of the wall time and the costliest operators")
     args = parser.parse_args()
 
     device = pick_device(args.device)
@@ -166,6 +169,41 @@ def main() -> None:
             speedup = step_s[f"{objective} eager"] / step_s[f"{objective} compiled"] \
                 if f"{objective} eager" in step_s else float("nan")
             print(f"{objective} compiled/eager speed-up: {speedup:.2f}x")
+
+    if args.profile:
+        for name, (run, model) in setups.items():
+            profile(name, run, model, batch, args.profile, device)
+
+
+def profile(name: str, run, model, batch, steps: int, device) -> None:
+    """Where a step's time goes: the device's kernel time against the wall time, and the top operators.
+
+    A step whose kernels fill much less than its wall time waits on the host (launches, Python,
+    synchronisations): CUDA graphs and fewer, larger kernels are the cure; a busy device needs
+    cheaper kernels instead.
+    """
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    _sync(device)
+    with profiler(activities=activities) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            train_step(run, model, batch)
+        _sync(device)
+        wall = time.perf_counter() - start
+    events = prof.key_averages()
+    if device.type == "cuda":
+        busy = sum(e.self_device_time_total for e in events if e.device_type.name == "CUDA") / 1e6
+        kernels = sum(e.count for e in events if e.device_type.name == "CUDA")
+        print(f"profile {name}: {wall / steps * 1e3:.1f} ms/step wall, {busy / steps * 1e3:.1f} ms/step of "
+              f"kernels ({busy / wall:.0%} busy), {kernels / steps:.0f} kernels/step")
+        key = "self_cuda_time_total"
+    else:
+        print(f"profile {name}: {wall / steps * 1e3:.1f} ms/step wall")
+        key = "self_cpu_time_total"
+    print(events.table(sort_by=key, row_limit=12, max_name_column_width=60))
 
 
 if __name__ == "__main__":

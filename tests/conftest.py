@@ -135,6 +135,21 @@ def glue_data(tmp_path) -> Path:
     return write_glue_dir(tmp_path / "glue_data")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `cuda` skip, saying why, where torch sees no CUDA GPU (CI, this project's CPUs)."""
+    gpu_tests = [item for item in items if item.get_closest_marker("cuda")]
+    if not gpu_tests:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    reason = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False); "
+                                     "on a GPU machine run: python -m pytest -m cuda")
+    for item in gpu_tests:
+        item.add_marker(reason)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """A selection that matches no test (pytest exit 5) is not a failure of the suite."""
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:

@@ -1,0 +1,201 @@
+"""The CUDA path on a real GPU: compiled and eager steps agree, CUDA graphs survive the padding buckets
+and evaluation, resume is exact, a tiny GLUE and SQuAD run end to end, a GPU-trained model exports to
+ONNX with parity, and `torchrun` starts a one-process run.
+
+Every test here is marked `cuda` and skips without a GPU (conftest.py says why), so CI stays green on
+CPU. On a machine with one:  python -m pytest -m cuda
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from harness.cli import main
+from pretrain.train import pretrain
+from tests.conftest import REPO
+from tests.test_pretrain_cli import LAUNCHER, cli_args, free_port
+from tests.test_pretrain_train import MICRO, Killed, final_weights, killed_at, micro_config, write_corpus
+from tests.test_squad_run import write_squad
+
+pytestmark = pytest.mark.cuda
+
+# bf16 on the GPU, as `auto` picks there; the tiny model's 64 positions, so four buckets of 16.
+GPU = {"device": "cuda", "precision": "bf16"}
+LOSSES = ("loss", "generator_loss", "discriminator_loss")
+
+
+@pytest.fixture
+def micro(monkeypatch):
+    from pretrain.models import PRESETS
+
+    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
+
+
+def _logged(config) -> tuple[dict, list[dict]]:
+    logged: list[dict] = []
+    meta = pretrain(config, on_log=lambda step, metrics: logged.append(metrics))
+    return meta, logged
+
+
+def test_compiled_and_eager_pretraining_agree_in_bf16(tmp_path, micro, corpus):
+    """The same seed gives the same losses compiled (CUDA graphs) and eager, within bf16 rounding."""
+    runs = {}
+    for setting in ("off", "on"):
+        meta, runs[setting] = _logged(micro_config(tmp_path, corpus, name=setting, compile=setting,
+                                                   max_steps=8, log_every_steps=2, **GPU))
+        assert (meta["device"], meta["precision"], meta["compiled"]) == ("cuda", "bf16", setting == "on")
+    for key in LOSSES:
+        assert [m[key] for m in runs["on"]] == pytest.approx([m[key] for m in runs["off"]], rel=1e-3), key
+
+
+def _max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k].double() - b[k].double()).abs().max()) if a[k].numel() else 0.0 for k in a)
+
+
+def test_resume_after_a_kill_matches_an_uninterrupted_compiled_run(tmp_path, micro, corpus):
+    """Killed after the step-5 checkpoint and resumed, a compiled bf16 run ends where an unbroken one
+    does: bit for bit where the GPU repeats itself bit for bit, else no further off than two unbroken
+    runs are from each other (atomic adds in some CUDA backward kernels sum in any order)."""
+    settings = {"max_steps": 12, "checkpoint_every_steps": 5, "compile": "on", **GPU}
+    for name in ("whole", "again"):
+        pretrain(micro_config(tmp_path, corpus, name, **settings))
+    broken = micro_config(tmp_path, corpus, "broken", log_every_steps=1, **settings)
+    with pytest.raises(Killed):
+        pretrain(broken, on_log=killed_at(7))
+    pretrain(broken)
+    whole, again, resumed = (final_weights(tmp_path / name) for name in ("whole", "again", "broken"))
+    repeat = _max_difference(whole, again)
+    assert _max_difference(whole, resumed) <= 2 * repeat, f"unbroken runs differ by {repeat}"
+
+
+def _long_pairs_glue(root):
+    """An RTE folder whose pairs run from 6 to 60 tokens: batches fall in all four 16-token buckets."""
+    import random
+
+    rng = random.Random(0)
+    folder = root / "RTE"
+    folder.mkdir(parents=True)
+    words = "the a cat dog sat ran on mat rug is was big small red blue".split()
+    for split, n in (("train", 48), ("dev", 24)):
+        rows = ["index\tsentence1\tsentence2\tlabel"]
+        for i in range(n):
+            label = ("entailment", "not_entailment")[i % 2]
+            mood = "happy" if i % 2 == 0 else "sad"
+            length = rng.randint(1, 26)
+            first = " ".join(rng.choice(words) for _ in range(length)) + f" {mood} ."
+            rows.append(f"{i}\t{first}\tit is {mood} .\t{label}")
+        (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    (folder / "test.tsv").write_text("index\tsentence1\tsentence2\n0\tthe cat sat .\tit is .\n")
+    return root
+
+
+def _finetune_on_gpu(tiny_model, glue, compile_setting: str):
+    import transformers
+
+    from tasks import batching
+    from tasks import glue as glue_tasks
+    from tasks.config import FinetuneConfig
+    from tasks.finetune import finetune
+    from tasks.glue_data import load_glue
+    from tasks.registry import GLUE_TASKS
+
+    task = GLUE_TASKS["rte"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
+    built = glue_tasks.build_task(task, load_glue(task, glue), tokenizer, max_length=64)
+    config = FinetuneConfig(precision="bf16", compile=compile_setting, batch_size=8, max_length=64,
+                            num_epochs=3, learning_rate=2e-3).resolved("small", 1)
+    transformers.set_seed(0)
+    model = glue_tasks.load_model(str(tiny_model), task, "sdpa").to("cuda")
+    return finetune(model, built, config, batching.collator(tokenizer), progress=False), built
+
+
+def test_cuda_graphs_survive_the_padding_buckets_and_evaluation(tiny_model, tmp_path):
+    """Three epochs, each followed by a dev pass, over batches of every bucket length: the compiled
+    model (CUDA graph trees) trains and predicts as the eager one does, and compiles a few graphs only."""
+    from torch._dynamo.utils import counters
+
+    glue = _long_pairs_glue(tmp_path / "glue")
+    results = {}
+    for setting in ("off", "on"):
+        counters.clear()
+        results[setting], built = _finetune_on_gpu(tiny_model, glue, setting)
+        if setting == "on":
+            graphs = counters["stats"]["unique_graphs"]
+            assert 0 < graphs <= 16, f"{graphs} graphs compiled: shapes are not bucketed"
+    lengths = {len(ids) for ids in built.train["input_ids"]}
+    assert min(lengths) <= 16 and max(lengths) > 48  # every bucket was used
+    eager, compiled = results["off"], results["on"]
+    assert [r["train_loss"] for r in compiled.history] == pytest.approx(
+        [r["train_loss"] for r in eager.history], rel=2e-2)
+    np.testing.assert_allclose(np.stack(compiled.outputs["validation"]), np.stack(eager.outputs["validation"]),
+                               atol=0.05)
+
+
+def _gpu_glue_run(tiny_model, glue_data, tmp_path):
+    args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte,stsb",
+            "--output-dir", str(tmp_path / "glue"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "--seeds", "2", "num_epochs=2", "batch_size=8"]
+    assert main(args) == 0
+    return json.loads((tmp_path / "glue" / "results.json").read_text())
+
+
+def test_tiny_glue_run_end_to_end_then_onnx_parity(tiny_model, glue_data, tmp_path):
+    """`harness run glue` with its GPU defaults (bf16, compiled), then `harness export onnx` of a seed
+    trained on the GPU: the bundle's outputs match the model's on the CPU."""
+    results = _gpu_glue_run(tiny_model, glue_data, tmp_path)
+    assert [(r["task"], r["seed"]) for r in results["runs"]] == [("stsb", 0), ("stsb", 1), ("rte", 0), ("rte", 1)]
+    assert results["config"]["precision"] == "bf16" and results["config"]["compile"] == "on"
+    assert all(np.isfinite(r["metrics"]["validation"]["score"]) for r in results["runs"])
+    code = main(["export", "onnx", "--run", str(tmp_path / "glue"), "--task", "stsb",
+                 "--data-dir", str(glue_data), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+    assert code == 0
+    manifest = json.loads((tmp_path / "glue" / "onnx" / "stsb-seed0" / "manifest.json").read_text())
+    assert manifest["parity"]["examples"] == 8 and manifest["parity"]["max_abs_diff"] <= 1e-4
+
+
+@pytest.mark.parametrize("version", ["1.1", "2.0"])
+def test_tiny_squad_run_end_to_end(tiny_model, tmp_path, version):
+    data = tmp_path / "squad"
+    write_squad(data / f"dev-v{version}.json", version)
+    args = ["run", "squad", "--model", str(tiny_model), "--output-dir", str(tmp_path / "out"),
+            "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--version", version, "--data-dir", str(data),
+            "max_length=64", "doc_stride=16", "max_query_length=16", "batch_size=8", "num_epochs=2"]
+    assert main(args) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    record = results["runs"][0]
+    assert results["config"]["precision"] == "bf16" and results["config"]["compile"] == "on"
+    assert np.isfinite(record["metrics"]["validation"]["f1"])
+    assert (tmp_path / "out" / "predictions" / "squad-seed0" / "predictions.json").is_file()
+
+
+def test_torchrun_one_process_pretrains_as_a_plain_run(tmp_path, micro, corpus):
+    """`torchrun --nproc_per_node=1` (a one-GPU machine) runs the command and ends on the same tokens,
+    FLOPs and losses as the same command without it."""
+    script = tmp_path / "launch.py"
+    script.write_text(LAUNCHER)
+    extra = ("max_steps=6", "batch_size=8", "device=cuda", "compile=off")  # fp32: cli_args sets it
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1",
+                             f"--master_port={free_port()}", str(script), *cli_args(tmp_path, corpus, *extra,
+                                                                                    name="torchrun")],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert main(cli_args(tmp_path, corpus, *extra, name="plain")) == 0
+    launched, plain = (json.loads((tmp_path / name / "pretrain_meta.json").read_text())
+                       for name in ("torchrun", "plain"))
+    assert launched["device"] == plain["device"] == "cuda"
+    assert (launched["tokens_seen"], launched["train_flops"]) == (plain["tokens_seen"], plain["train_flops"])
+    assert launched["metrics"]["generator_loss"] == pytest.approx(plain["metrics"]["generator_loss"], rel=1e-3)
