@@ -3,7 +3,8 @@
 Per task, the paper's metric (SQuAD: EM and F1), and the GLUE average in the paper's convention:
 A minus B in points (x100 for GLUE, percent for SQuAD), its 95% interval and two-sided p-value
 (reports/stats.py: seed variance of both runs plus the dev-set variance of the paired difference,
-one bootstrap resample of the shared dev examples scoring both runs), a verdict, the smallest
+one bootstrap resample of the shared dev examples scoring both runs, less the seed-by-example part
+the seed variances already hold), a verdict, the smallest
 difference the runs could have detected, and the seeds per run that would detect `target` points.
 """
 
@@ -106,8 +107,7 @@ def compare(a: Run, b: Run, tasks: Sequence[str] | None = None, target: float = 
             notes += _pair(split_a, split_b, task, split)
             part_a, part_b = intervals.part(split_a, [metric]), intervals.part(split_b, [metric])
             est_a, est_b = intervals.estimate([part_a]), intervals.estimate([part_b])
-            dev_var = stats.dev_variance(stats.difference_statistic(part_a.statistic, part_b.statistic),
-                                         part_a.num_examples)
+            dev_var = stats.dev_variance([part_a.per_seed, part_b.per_seed], part_a.num_examples, (1, -1))
             difference = stats.paired_difference(part_a.seed_scores, part_b.seed_scores, dev_var)
             rows.append(_row(task, metric, est_a, est_b, difference, scale, target))
             if task in GLUE_AVERAGE_TASKS:

@@ -149,13 +149,13 @@ def _dev_outputs(run: SquadRun, built: SquadFinetuneTask, answers: dict, null_od
 
 def summary_table(results: dict) -> str:
     """Dev metrics over seeds, in percent as the official scripts print them."""
-    lines = [f"{'metric':12} {'median':>7} {'95% CI':>15} {'mean':>7} {'std':>6} {'best':>7} seeds"]
+    lines = [f"{'metric':12} {'median':>7} {'mean':>7} {'95% CI of mean':>16} {'std':>6} {'best':>7} seeds"]
     for task, summary in results["summary"].items():
         lines.append(f"{task}:")
         for metric, stats in summary.items():
             if isinstance(stats, dict) and metric != "score":
                 interval = f"[{stats['ci_low']:.2f}, {stats['ci_high']:.2f}]" if "ci_low" in stats else "[–]"
-                lines.append(f"{metric:12} {stats['median']:7.2f} {interval:>15} {stats['mean']:7.2f} "
+                lines.append(f"{metric:12} {stats['median']:7.2f} {stats['mean']:7.2f} {interval:>16} "
                              f"{stats['std']:6.2f} {stats['best']:7.2f} {stats['n']}")
     thresholds = [f"seed {r['seed']}: best_exact_thresh {r['metrics'][SPLIT]['best_exact_thresh']:.3f}, "
                   f"best_f1_thresh {r['metrics'][SPLIT]['best_f1_thresh']:.3f}"

@@ -8,30 +8,35 @@ from tasks.registry import GLUE_CONVENTION
 NO_INTERVAL = "–"  # an older results.json, or a run without dev outputs
 
 
-def with_interval(median: float, found: dict, scale: float = 100) -> str:
-    """'50.9 [48.1, 53.6]': a median and its interval, or the median and '–' when there is none."""
+def with_interval(mean: float | None, found: dict, scale: float = 100) -> str:
+    """'50.9 [48.1, 53.6]': a mean over seeds and its interval (an interval is about the mean, not the
+    median beside it), '50.9 [–]' without one, or '–' where no mean was recorded."""
+    if mean is None:
+        return NO_INTERVAL
     if "ci_low" not in found:
-        return f"{scale * median:.1f} [{NO_INTERVAL}]"
-    return f"{scale * median:.1f} [{scale * found['ci_low']:.1f}, {scale * found['ci_high']:.1f}]"
+        return f"{scale * mean:.1f} [{NO_INTERVAL}]"
+    return f"{scale * mean:.1f} [{scale * found['ci_low']:.1f}, {scale * found['ci_high']:.1f}]"
 
 
 def glue_table(results: dict) -> str:
-    header = ("task", "metric", "median [95% CI]", "mean ± std", "best", "seeds", "train time", "train ex/s")
+    header = ("task", "metric", "median", "mean [95% CI]", "std", "best", "seeds", "train time", "train ex/s")
     rows = []
     for task, summary in results["summary"].items():
         for metric, found in summary.items():
             if not isinstance(found, dict):
                 continue
             timing = (_duration(summary["train_time_s"]), f"{summary['train_examples_per_s']:.1f}")
-            rows.append((task if metric == "score" else "", metric, with_interval(found["median"], found),
-                         f"{100 * found['mean']:.1f} ± {100 * found['std']:.1f}",
+            rows.append((task if metric == "score" else "", metric, f"{100 * found['median']:.1f}",
+                         with_interval(found["mean"], found), f"{100 * found['std']:.1f}",
                          f"{100 * found['best']:.1f}", str(found["n"]),
                          *(timing if metric == "score" else ("", ""))))
     for task in dict.fromkeys(r["task"] for r in results.get("diverged", [])):
         if task not in results["summary"]:  # every seed diverged: no scores, but not left unsaid
-            rows.append((task, "diverged", "–", "", "", "0", "", ""))
+            rows.append((task, "diverged", "–", "", "", "", "0", "", ""))
     glue = results.get("glue") or {"score": results["glue_score"]}
-    rows.append(("GLUE", "paper convention*", with_interval(glue["score"], glue), "", "", "", "", ""))
+    mean = glue.get("interval", {}).get("value")  # the mean of task means, which the interval is about
+    rows.append(("GLUE", "paper convention*", f"{100 * glue['score']:.1f}", with_interval(mean, glue),
+                 "", "", "", "", ""))
     widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
     lines = [" | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
              for row in (header, *rows)]
@@ -42,7 +47,8 @@ def glue_table(results: dict) -> str:
 def notes(results: dict) -> list[str]:
     """What the GLUE row averages and what the intervals cover."""
     glue = results.get("glue") or {}
-    lines = [f"* GLUE = mean of task medians, {glue.get('convention', GLUE_CONVENTION)}"]
+    lines = [f"* GLUE = mean of task medians (mean column: of task means), "
+             f"{glue.get('convention', GLUE_CONVENTION)}"]
     lines += [f"diverged: {r['task']} seed {r['seed']} ({r['error']}), left out of medians and GLUE"
               for r in results.get("diverged", [])]
     covers = {found.get("ci_covers") for summary in results["summary"].values() for found in summary.values()

@@ -46,9 +46,11 @@ class Point:
     glue_max: float
     task_medians: dict[str, float]
     pretrain: dict
-    # 95% interval of the arm's GLUE average (results.json `glue`, paper convention), when it has one
+    # 95% interval of the arm's GLUE average (results.json `glue`, paper convention), when it has one,
+    # and the mean over seeds it is about (the median is the paper's figure; an interval is the mean's)
     glue_ci_low: float | None = None
     glue_ci_high: float | None = None
+    glue_mean: float | None = None
 
 
 def paper_score(record: dict) -> float:
@@ -73,8 +75,9 @@ def point(arm: Arm, tasks: Sequence[str]) -> Point:
     task_medians = {t: 100 * statistics.median(paper_score(r) for r in arm.results["runs"] if r["task"] == t)
                     for t in tasks}
     glue = arm.results.get("glue") or {}
-    interval = (100 * glue["ci_low"], 100 * glue["ci_high"]) if "ci_low" in glue and \
-        set(glue.get("tasks", ())) == {t for t in tasks if t in GLUE_AVERAGE_TASKS} else (None, None)
+    interval = (100 * glue["ci_low"], 100 * glue["ci_high"], 100 * glue["interval"]["value"]) \
+        if "ci_low" in glue and "interval" in glue and \
+        set(glue.get("tasks", ())) == {t for t in tasks if t in GLUE_AVERAGE_TASKS} else (None, None, None)
     return Point(arm.objective, arm.budget_flops, arm.pretrain_flops, len(scores), statistics.median(scores),
                  statistics.pstdev(scores), min(scores), max(scores), task_medians, arm.pretrain, *interval)
 
@@ -83,7 +86,7 @@ def markdown(points: Sequence[Point], tasks: Sequence[str]) -> str:
     """One row per arm, control first, then by budget and objective."""
     header = ["objective", "budget FLOPs", "spent FLOPs", "steps", "tokens", "pre-train time",
               *[f"{_display(t)} ({GLUE_TASKS[t].paper_metric})" for t in tasks],
-              "GLUE median", "± std", "min–max", "seeds", "95% CI"]
+              "GLUE median", "± std", "min–max", "seeds", "mean [95% CI]"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for p in _ordered(points):
         cells = [p.objective, _flops(p.budget_flops), _flops(p.pretrain_flops),
@@ -100,19 +103,21 @@ def to_csv(points: Sequence[Point], tasks: Sequence[str]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["objective", "budget_flops", "pretrain_flops", "steps", "tokens_seen", "pretrain_wall_s",
                      *tasks, "glue_median", "glue_std", "glue_min", "glue_max", "seeds", "glue_ci_low",
-                     "glue_ci_high"])
+                     "glue_ci_high", "glue_mean"])
     for p in _ordered(points):
         writer.writerow([p.objective, p.budget_flops, p.pretrain_flops, p.pretrain.get("steps", ""),
                          p.pretrain.get("tokens_seen", ""), p.pretrain.get("wall_time_s", ""),
                          *[round(p.task_medians[t], 2) for t in tasks], round(p.glue_median, 2),
                          round(p.glue_std, 2), round(p.glue_min, 2), round(p.glue_max, 2), p.seeds,
-                         *("" if v is None else round(v, 2) for v in (p.glue_ci_low, p.glue_ci_high))])
+                         *("" if v is None else round(v, 2)
+                           for v in (p.glue_ci_low, p.glue_ci_high, p.glue_mean))])
     return buffer.getvalue()
 
 
 def plot_png(points: Sequence[Point], title: str) -> bytes:
-    """GLUE median (bars: its 95% interval over seeds and dev examples; min–max over seeds for arms
-    without one) against spent FLOPs, a line per objective; the control is a dashed line, its band shaded."""
+    """GLUE mean over seeds with its 95% interval over seeds and dev examples (median and min–max over
+    seeds for arms without one) against spent FLOPs, a line per objective; the control is a dashed
+    line, its band shaded."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -123,20 +128,21 @@ def plot_png(points: Sequence[Point], title: str) -> bytes:
     for index, objective in enumerate(dict.fromkeys(p.objective for p in trained)):
         mine = sorted((p for p in trained if p.objective == objective), key=lambda p: p.pretrain_flops)
         x = [p.pretrain_flops for p in mine]
-        y = [p.glue_median for p in mine]
-        error = [[p.glue_median - _low(p) for p in mine], [_high(p) - p.glue_median for p in mine]]
+        y = [_centre(p) for p in mine]
+        error = [[_centre(p) - _low(p) for p in mine], [_high(p) - _centre(p) for p in mine]]
         axes.errorbar(x, y, yerr=error, marker="os^Dv"[index % 5], capsize=3, linewidth=1.6, label=objective,
                       color=f"C{index}")
     for p in points:
         if p.objective == CONTROL:
-            axes.axhline(p.glue_median, color="grey", linestyle="--", linewidth=1.2,
+            axes.axhline(_centre(p), color="grey", linestyle="--", linewidth=1.2,
                          label=f"{CONTROL} (no pre-training)")
             axes.axhspan(_low(p), _high(p), color="grey", alpha=0.12)
     if trained:
         axes.set_xscale("log")
     axes.set_xlabel("pre-training FLOPs (ELECTRA paper convention, log scale)")
-    bars = "95% interval" if all(p.glue_ci_low is not None for p in points) else "95% interval, else min–max"
-    axes.set_ylabel(f"GLUE dev score, median over seeds (x100; bars: {bars})")
+    shown = "mean over seeds, bars: its 95% interval" if all(p.glue_ci_low is not None for p in points) \
+        else "mean and 95% interval; median and min–max where an arm has no interval"
+    axes.set_ylabel(f"GLUE dev score x100 ({shown})", fontsize=9)
     axes.set_title(title)
     axes.grid(True, alpha=0.3)
     if points:  # an empty legend warns
@@ -154,8 +160,13 @@ def _high(p: Point) -> float:
     return p.glue_max if p.glue_ci_high is None else p.glue_ci_high
 
 
+def _centre(p: Point) -> float:
+    """Where a point is drawn: the mean its interval is about, else the median its min–max spans."""
+    return p.glue_median if p.glue_mean is None else p.glue_mean
+
+
 def _interval(p: Point) -> str:
-    return "–" if p.glue_ci_low is None else f"{p.glue_ci_low:.1f}–{p.glue_ci_high:.1f}"
+    return "–" if p.glue_ci_low is None else f"{p.glue_mean:.1f} [{p.glue_ci_low:.1f}, {p.glue_ci_high:.1f}]"
 
 
 def significance(comparisons: Sequence[dict]) -> str:

@@ -25,7 +25,7 @@ class Part:
     """One dev split scored by the mean of some metrics: per-seed scores and a resampling statistic."""
 
     seed_scores: np.ndarray  # (seeds,)
-    statistic: stats.Statistic  # dev-example indices -> seed-mean score
+    per_seed: stats.Statistic  # dev-example indices -> (seeds, resamples) scores
     num_examples: int
     dev_set: str
     tokenization: str
@@ -44,7 +44,7 @@ def _scorer(split: SplitOutputs, metric: str) -> tuple[stats.Scorer, np.ndarray,
 def part(split: SplitOutputs, names: Sequence[str]) -> Part:
     """The split scored by the mean of `names` (one name: that metric; all of a task's: its `score`)."""
     pieces = [_scorer(split, name) for name in names]
-    statistics = [stats.seed_mean_statistic(*piece) for piece in pieces]
+    statistics = [stats.seed_statistic(*piece) for piece in pieces]
     seed_scores = np.mean([scorer(pred, ref) for scorer, pred, ref in pieces], axis=0)
     return Part(seed_scores, lambda indices: np.mean([s(indices) for s in statistics], axis=0),
                 split.num_examples, split.dev_set, split.tokenization)
@@ -54,7 +54,8 @@ def estimate(parts: Sequence[Part], n_resamples: int = stats.N_RESAMPLES,
              seed: int = stats.SEED) -> stats.Estimate:
     """The mean of parts on independent dev splits (MNLI's m and mm) with its interval."""
     k = len(parts)
-    dev_var = sum(stats.dev_variance(p.statistic, p.num_examples, n_resamples, seed) for p in parts) / k ** 2
+    dev_var = sum(stats.dev_variance([p.per_seed], p.num_examples, n_resamples=n_resamples, seed=seed)
+                  for p in parts) / k ** 2
     return stats.interval(list(np.mean([p.seed_scores for p in parts], axis=0)), dev_var)
 
 

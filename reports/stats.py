@@ -5,13 +5,17 @@ mean over its seeds of the task metric (the table shows the paper's median besid
 has two parts, estimated separately and added:
 
 - seeds: the between-seed variance of the per-seed scores over S (s^2 / S). All seeds score the same
-  dev set, so this part holds no dev-set sampling noise.
+  dev set, so this part holds no sampling noise of the dev set's examples; it does hold how the seeds
+  disagree example by example (the seed-by-example interaction, I / S).
 - the dev set: the variance of the seed-mean score over bootstrap resamples of the dev examples
   (scipy.stats.bootstrap), recomputing the metric on resampled predictions (MCC, F1 and Spearman
   are not means of per-example scores). One resample is shared by every seed, and by both runs in
   a comparison, because they all score the same examples: resampling each seed's examples on their
-  own would shrink this part by 1/S. The seed-by-example noise is counted in both parts, which
-  errs on the wide side (by 2/(S*n) of it).
+  own would shrink this part by 1/S. Over resamples the seed mean varies by B + I / S (B: the
+  examples' shared difficulty); one seed's score by B + I. The I / S already in the seed part is
+  taken out, estimated from the same resamples as (mean over seeds of Var(seed) - Var(seed mean)) /
+  (S - 1), so only B remains (dev_variance). Counting it twice made intervals too wide, tests too
+  timid (about 1-3% false positives at a nominal 5%) and "seeds needed" unreachable.
 
 The interval is value +- t * se with Welch-Satterthwaite degrees of freedom (S-1 for the seed part,
 infinite for the dev part): with three seeds and seed noise dominant, t is ~4.3, not 1.96. With one
@@ -35,7 +39,8 @@ BATCH = 100  # resamples scored at once: bounds memory at BATCH x seeds x exampl
 BOTH = "seeds and dev examples"
 DEV_ONLY = "dev examples only (1 seed)"
 
-# statistic(indices) -> per-resample values: indices has shape (resamples, n) of dev-example positions.
+# statistic(indices) -> (seeds, resamples) per-seed scores: indices has shape (resamples, n) of dev-example
+# positions.
 Statistic = Callable[[np.ndarray], np.ndarray]
 # scorer(predictions (..., n), references (n,)) -> (...,): a batched task metric.
 Scorer = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -65,29 +70,42 @@ class Estimate:
                 "per_seed_var": self.per_seed_var, "confidence": CONFIDENCE}
 
 
-def seed_mean_statistic(scorer: Scorer, predictions: np.ndarray, references: np.ndarray) -> Statistic:
-    """indices -> the seed-mean score on those dev examples; predictions is (seeds, n)."""
-    def statistic(indices: np.ndarray) -> np.ndarray:
-        # predictions[:, indices]: (seeds, resamples, n); score each seed, then average over seeds.
-        return scorer(predictions[:, indices], references[indices]).mean(0)
-    return statistic
+def seed_statistic(scorer: Scorer, predictions: np.ndarray, references: np.ndarray) -> Statistic:
+    """indices -> (seeds, resamples): each seed's score on those dev examples; predictions is (seeds, n)."""
+    return lambda indices: scorer(predictions[:, indices], references[indices])
 
 
-def difference_statistic(a: Statistic, b: Statistic) -> Statistic:
-    """indices -> a - b on the same resampled examples (the pairing)."""
-    return lambda indices: a(indices) - b(indices)
+def dev_variance(per_seed: Sequence[Statistic], num_examples: int, weights: Sequence[float] | None = None,
+                 n_resamples: int = N_RESAMPLES, seed: int = SEED) -> float:
+    """The dev-set variance of sum_r weights[r] * (run r's seed mean), all runs scoring the same examples.
 
+    Its variance over bootstrap resamples of the examples (scipy.stats.bootstrap, one resample shared
+    by every run and seed: the pairing), less each run's seed-by-example part weights[r]^2 * I_r / S_r,
+    which the run's seed part already counts (module docstring); never below zero. A run of one seed
+    has no seed part, and keeps its I. weights: 1 for one run (the default), (1, -1) for A - B.
+    """
+    weights = tuple(weights) if weights is not None else (1.0,) * len(per_seed)
+    seeds = [np.shape(statistic(np.arange(num_examples)[None]))[0] for statistic in per_seed]
 
-def dev_variance(statistic: Statistic, num_examples: int, n_resamples: int = N_RESAMPLES,
-                 seed: int = SEED) -> float:
-    """Variance of statistic over bootstrap resamples of the dev examples (scipy.stats.bootstrap)."""
-    def vectorised(indices, axis=-1):
-        return statistic(np.asarray(indices, dtype=np.intp))
+    def rows(indices, axis=-1):
+        indices = np.asarray(indices, dtype=np.intp)
+        scores = [np.asarray(statistic(indices), dtype=float) for statistic in per_seed]
+        means = [run.mean(0) for run in scores]
+        combined = sum(w * mean for w, mean in zip(weights, means, strict=True))
+        return np.vstack([combined[None], *(mean[None] for mean in means), *scores])
 
-    result = stats.bootstrap((np.arange(num_examples),), vectorised, n_resamples=n_resamples,
-                             vectorized=True, batch=BATCH, method="percentile",
-                             rng=np.random.default_rng(seed))
-    return float(result.standard_error) ** 2
+    result = stats.bootstrap((np.arange(num_examples),), rows, n_resamples=n_resamples, vectorized=True,
+                             batch=BATCH, method="percentile", rng=np.random.default_rng(seed))
+    variances = np.asarray(result.standard_error, dtype=float) ** 2
+    runs = len(per_seed)
+    total, start = float(variances[0]), 1 + runs
+    for r, (count, weight) in enumerate(zip(seeds, weights, strict=True)):
+        one_seed = variances[start:start + count]
+        start += count
+        if count > 1:  # I_r / S_r from one seed's variance (B + I) and the seed mean's (B + I / S)
+            interaction = max(0.0, float(one_seed.mean() - variances[1 + r]) / (count - 1))
+            total -= weight ** 2 * interaction
+    return max(0.0, total)
 
 
 def satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
@@ -193,15 +211,24 @@ def compare(difference: Estimate, confidence: float = CONFIDENCE, power: float =
 
 
 def seeds_needed(difference: Estimate, target: float, confidence: float = CONFIDENCE,
-                 power: float = POWER) -> int | None:
+                 power: float = POWER, most: int = 100_000) -> int | None:
     """Seeds per run for `target` to be the minimum detectable difference; None if no count will do.
 
-    Assumes both runs get the same number of seeds, keep the per-seed variances measured here, are
-    scored on the same dev set (whose variance no seed count reduces) and normal quantiles
-    (2.80 for alpha 0.05, power 0.8). None: the dev-set variance alone puts the target out of reach.
+    Assumes both runs get the same number of seeds S, keep the per-seed variances measured here and
+    are scored on the same dev set, whose variance no seed count reduces. t quantiles at the
+    Satterthwaite df such runs would have (2(S - 1) for the seed part), as `compare` uses. None: the
+    dev-set variance alone puts the target out of reach, or it needs more than `most` seeds.
     """
-    k = quantile(0.5 + confidence / 2, math.inf) + quantile(power, math.inf)
-    room = (target / k) ** 2 - difference.dev_var
-    if room <= 0:
+    def detectable(seeds: int) -> float:
+        seed_var = difference.per_seed_var / seeds
+        df = satterthwaite([(seed_var, 2.0 * (seeds - 1)), (difference.dev_var, math.inf)])
+        k = quantile(0.5 + confidence / 2, df) + quantile(power, df)
+        return k * math.sqrt(seed_var + difference.dev_var)
+
+    if detectable(most) > target:
         return None
-    return max(1, math.ceil(difference.per_seed_var / room))
+    low, high = 1, most  # detectable falls as seeds grow (smaller se, more df): bisect
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if detectable(middle) <= target else (middle, high)
+    return high

@@ -59,10 +59,12 @@ def test_significance_lines_quote_harness_compare():
 
 def test_points_carry_the_glue_interval_of_their_tasks():
     results = _results({("rte", 0): 0.5, ("mrpc", 0): 0.7})
-    results["glue"] = {"ci_low": 0.5, "ci_high": 0.7, "tasks": ["mrpc", "rte"]}
+    results["glue"] = {"ci_low": 0.5, "ci_high": 0.7, "tasks": ["mrpc", "rte"], "interval": {"value": 0.61}}
     p = efficiency.point(Arm("electra", 1e14, 1e14, results), ["rte", "mrpc"])
-    assert (p.glue_ci_low, p.glue_ci_high) == pytest.approx((50.0, 70.0))
-    assert efficiency.markdown([p], ["rte", "mrpc"]).splitlines()[2].endswith("| 1 | 50.0–70.0 |")
+    assert (p.glue_ci_low, p.glue_ci_high, p.glue_mean) == pytest.approx((50.0, 70.0, 61.0))
+    # the interval beside the mean it is about, not the median (60.0) beside it
+    assert efficiency.markdown([p], ["rte", "mrpc"]).splitlines()[2].endswith("| **60.0** | 0.0 | 60.0–60.0 | 1 | "
+                                                                                "61.0 [50.0, 70.0] |")
     assert efficiency.point(Arm("electra", 1e14, 1e14, results), ["rte"]).glue_ci_low is None  # other tasks
 
 
