@@ -44,6 +44,15 @@ class FinetuneConfig:
     weight_decay: float = 0.01
     adam_epsilon: float = 1e-6
     max_grad_norm: float = 1.0
+    # sum: the official run_finetuning.py trains on the batch-*summed* loss, so its clip at
+    # max_grad_norm acts on batch_size times the mean's gradient (with 32 examples it clips nearly
+    # always); Adam's steps do not change with the loss's scale, except through eps and that clip.
+    # mean: clip the batch mean's gradient (what runs before this setting did).
+    loss_reduction: Literal["sum", "mean"] = "sum"
+    # Re-initialise the top N encoder layers before fine-tuning (Zhang et al. 2021, "Revisiting
+    # Few-sample BERT Fine-tuning"): a remedy for a pre-trained encoder whose top layers collapsed.
+    # Not ELECTRA's recipe, so off; a run that sets it is marked as departing.
+    reinit_layers: int = 0
     batch_size: int = 32
     eval_batch_size: int = 128
     max_length: int | None = None  # None: the task's default (128 for GLUE, 384 for SQuAD)
@@ -66,6 +75,8 @@ class FinetuneConfig:
         problems = [f"{name} must be positive (got {getattr(self, name)})" for name in (
             "learning_rate", "num_epochs", "batch_size", "eval_batch_size", "max_length",
             "max_train_examples") if getattr(self, name) is not None and getattr(self, name) <= 0]
+        if self.reinit_layers < 0:
+            problems.append(f"reinit_layers must be 0 or more (got {self.reinit_layers})")
         for name in ("layerwise_lr_decay", "warmup_fraction"):
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 1:

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from pretrain import console
 from pretrain import device as placement
+from pretrain.errors import UserError
 from tasks import batching
 from tasks.config import FinetuneConfig
 from tasks.optim import build_optimizer, build_schedule
@@ -82,6 +83,8 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
     model: its new head is initialised from the global RNG. `label` names the run in its bar or lines.
     """
     device = next(model.parameters()).device
+    if config.reinit_layers:
+        reinit_top_layers(model, config.reinit_layers)
     # One precision for training and evaluation: bf16 won both on the 2-core CPU (README, "Performance").
     autocast = placement.autocast(device, placement.resolve_precision(config.precision, device))
     step_model = placement.compiled(model, device) if placement.resolve_compile(config.compile, device) \
@@ -115,8 +118,8 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
             # forward; HF heads compute the task loss from labels / start and end positions
             with autocast:
                 loss = step_model(**batch).loss
-            # backward, clip, step
-            loss.backward()
+            # backward, clip, step; the official recipe backpropagates the batch's sum (config.py)
+            (loss * len(batch["input_ids"]) if config.loss_reduction == "sum" else loss).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
             optimizer.step()
             schedule.step()
@@ -146,6 +149,22 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
     outputs |= predict(step_model, task, rest, config, collate, autocast)
     return FinetuneResult(history, metrics, outputs, num_steps, train_time_s,
                           examples / max(train_time_s, 1e-9), tokens / max(train_time_s, 1e-9), examples)
+
+
+def reinit_top_layers(model: torch.nn.Module, count: int) -> None:
+    """The top `count` encoder layers drawn afresh by the model's own initialiser (global RNG)."""
+    import transformers
+
+    pretrained = next(m for m in model.modules() if isinstance(m, transformers.PreTrainedModel))
+    layers = pretrained.base_model.encoder.layer
+    if count > len(layers):
+        raise UserError(f"reinit_layers={count} but the model has {len(layers)} layers; choose at most "
+                        f"{len(layers)}")
+    for layer in layers[len(layers) - count:]:
+        for tensor in [*layer.parameters(), *layer.buffers()]:  # transformers 5 skips loaded weights
+            if hasattr(tensor, "_is_hf_initialized"):
+                tensor._is_hf_initialized = False
+        layer.apply(pretrained._init_weights)
 
 
 def _finite_mean(loss_sum: torch.Tensor, count: int, step: int) -> float:

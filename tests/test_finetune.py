@@ -158,3 +158,46 @@ def test_ordered_pairs_stay_single_whatever_the_setting(tiny_model, glue_data):
     splits = load_glue(task, glue_data)
     built = glue.build_task(task, splits, tokenizer, max_length=32, double_unordered=True)
     assert not built.double_unordered and len(built.train) == len(splits["train"])
+
+
+def test_the_recipe_clips_the_batch_sums_gradient_as_the_official_code(tiny_model, glue_data, monkeypatch):
+    """run_finetuning.py minimises the batch-summed loss and clips its gradient at norm 1: the clip sees
+    batch_size times the mean's gradient (here 4x, and so clips where the mean's would not)."""
+    norms = {}
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def recorded(parameters, max_norm, *args, **kwargs):
+        total = clip(parameters, max_norm, *args, **kwargs)
+        norms.setdefault(reduction, float(total))  # the first step's norm, before clipping
+        return total
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recorded)
+    for reduction in ("mean", "sum"):
+        _train(tiny_model, glue_data, "rte", num_epochs=1, batch_size=4, loss_reduction=reduction)
+    assert FinetuneConfig().loss_reduction == "sum"
+    assert norms["sum"] == pytest.approx(4 * norms["mean"], rel=1e-5)
+    assert norms["mean"] < 1.0 < norms["sum"]
+
+
+def test_reinit_layers_draws_the_top_layers_afresh_and_nothing_else(tiny_model, glue_data):
+    """Zhang et al.'s remedy: before the first step the top layer is the initialiser's (std 0.02, zero
+    biases), the layer below keeps the checkpoint's weights."""
+    from tasks.finetune import reinit_top_layers
+
+    transformers.set_seed(0)
+    model = glue.load_model(str(tiny_model), GLUE_TASKS["rte"], "eager")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        model.electra.encoder.layer[1].output.dense.bias.fill_(5.0)
+    reinit_top_layers(model, 1)
+    after = model.state_dict()
+    changed = {k.split(".")[3] for k in before if "encoder.layer" in k and not torch.equal(before[k], after[k])}
+    assert changed == {"1"}
+    assert float(model.electra.encoder.layer[1].output.dense.bias.abs().max()) == 0.0
+    assert model.electra.encoder.layer[1].intermediate.dense.weight.std().item() == pytest.approx(0.02, rel=0.2)
+    assert all(torch.equal(before[k], after[k]) for k in before if "encoder.layer" not in k)
+    from pretrain.errors import UserError
+    with pytest.raises(UserError, match="reinit_layers=3 but the model has 2 layers"):
+        reinit_top_layers(model, 3)
+    result, _, _ = _train(tiny_model, glue_data, "rte", num_epochs=1, reinit_layers=2)
+    assert np.isfinite(result.history[0]["train_loss"])

@@ -1,5 +1,6 @@
 """FLOPs accounting, leaderboard rows, their Markdown/CSV/HTML/PNG renderings, and bad input."""
 
+import dataclasses
 import json
 import socket
 import time
@@ -21,6 +22,7 @@ from reports.leaderboard import (
     rows_from_results,
 )
 from reports.render import markdown, to_csv
+from tasks.config import FinetuneConfig
 from tests.conftest import write_tiny_model
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -286,8 +288,8 @@ def test_a_failed_leaderboard_update_says_the_results_are_saved(two_runs, monkey
 def test_departures_from_the_recipe_are_named_and_recipe_values_are_not(tmp_path):
     from reports.recipe import departures, describe
 
-    def glue(config, tasks=("rte",)):
-        return {"tasks": list(tasks), "config": config}
+    def glue(config, tasks=("rte",)):  # a results file's config block holds every setting
+        return {"tasks": list(tasks), "config": dataclasses.asdict(FinetuneConfig()) | config}
 
     quick = glue({"max_train_examples": 100, "num_epochs": 1, "eval_batch_size": 64, "precision": "fp32",
                   "compile": "off", "save_models": False, "seed": 3})
@@ -298,6 +300,10 @@ def test_departures_from_the_recipe_are_named_and_recipe_values_are_not(tmp_path
     assert departures(glue({"num_epochs": 10}, ("rte", "cola")), "small") == {"num_epochs": 10}  # CoLA: 3
     assert departures(glue({"learning_rate": 3e-4}), "base") == {"learning_rate": 3e-4}
     assert departures(glue({"learning_rate": 3e-4}), None) == {"learning_rate": 3e-4}  # size unknown
+    # A results file from before loss_reduction existed clipped the batch mean's gradient: a departure.
+    legacy = glue({"num_epochs": 10})
+    del legacy["config"]["loss_reduction"]
+    assert departures(legacy, "small") == {"loss_reduction": "mean"}
     assert describe(departures(glue({"head": "hf", "double_unordered": False}), "small")) == (
         "double_unordered=false, head=hf")
     squad = {"tasks": ["squad_v2"], "config": {},
