@@ -18,6 +18,7 @@ import torch
 from pretrain import checkpoint as ckpt
 from pretrain import device as placement
 from pretrain import distributed as dist
+from pretrain import probe
 from pretrain.budget import Progress, budget_fraction, learning_rate, stage_fraction, step_flops
 from pretrain.config import PretrainConfig, check_runnable, resolve
 from pretrain.corpus import corpus_files
@@ -66,6 +67,8 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
     progress = Progress()
     if resume_from is not None:
         progress = _restore(resume_from, run, stream, context)
+    probe_batch = probe.fixed_batch(examples, config, tokenizer.pad_token_id, context.device) \
+        if context.is_main else None
     model = run.model
     if context.distributed:
         model = torch.nn.parallel.DistributedDataParallel(
@@ -114,6 +117,9 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
         if progress.step % config.log_every_steps == 0 or fraction >= 1.0:
             metrics = window.flush(context, progress, lr, fraction)
             if context.is_main:
+                auc = probe.unigram_auc(run, probe_batch)
+                if auc is not None:  # the detector on a fixed corruption source, beside disc_auc
+                    metrics[probe.UNIGRAM_AUC] = auc  # metrics is window.last: kept for the meta
                 on_log(progress.step, metrics)
     meta = _save(out, config, run, stream, progress, context, window.last, final=True)
     return meta

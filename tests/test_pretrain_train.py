@@ -111,6 +111,9 @@ def test_tiny_model_losses_fall(tmp_path, micro, corpus, optimizer, learning_rat
     assert last["discriminator_loss"] < first["discriminator_loss"]
     assert last["disc_accuracy_replaced"] > first["disc_accuracy_replaced"] + 0.1
     assert meta["steps"] == 120 and meta["metrics"]["generator_loss"] == last["generator_loss"]
+    # The detector on the fixed unigram corruption is logged beside disc_auc and kept in the meta.
+    assert all(0.0 <= m["disc_auc_unigram"] <= 1.0 for m in logged)
+    assert meta["metrics"]["disc_auc_unigram"] == last["disc_auc_unigram"]
 
 
 def test_output_loads_with_plain_transformers(tmp_path, micro, corpus):
@@ -329,3 +332,49 @@ def test_large_masks_a_quarter_of_tokens_as_electras_large():
     assert resolve(PretrainConfig(preset="electra-large")).mask_prob == 0.25
     assert resolve(PretrainConfig(preset="electra-small")).mask_prob == 0.15
     assert resolve(PretrainConfig(preset="electra-large", mask_prob=0.15)).mask_prob == 0.15
+
+
+def test_the_unigram_probe_scores_replaced_tokens_and_leaves_the_rng_alone(micro):
+    """A detector that sees exactly which tokens changed scores AUC 1 on the probe's corruption, its
+    opposite 0; the probe draws from its own generator, so the run's random numbers do not move."""
+    from types import SimpleNamespace
+
+    from pretrain import probe
+    from pretrain.distributed import Context
+    from pretrain.prepare import build_run
+
+    class Tokenizer(SimpleNamespace):
+        def __len__(self):
+            return 60
+
+    tokenizer = Tokenizer(pad_token_id=0, cls_token_id=2, sep_token_id=3, mask_token_id=4)
+    run = build_run(resolve(PretrainConfig(preset=MICRO.name, max_steps=1, precision="fp32", device="cpu")),
+                    Context(0, 1, torch.device("cpu")), tokenizer)
+    ids = torch.randint(10, 60, (8, 32))
+    ids[:, 0], ids[:, -1] = 2, 3
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+
+    class Changed(torch.nn.Module):  # hidden state: 1 where the token differs from the batch's
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return SimpleNamespace(last_hidden_state=(input_ids != ids).float()[..., None])
+
+    class Head(torch.nn.Module):
+        def __init__(self, sign):
+            super().__init__()
+            self.sign = sign
+
+        def forward(self, hidden):
+            return self.sign * (2 * hidden[..., 0] - 1)
+
+    def detector(sign):
+        run.model.discriminator.electra = Changed()
+        run.model.discriminator.discriminator_predictions = Head(sign)
+
+    rng = torch.get_rng_state()
+    detector(1.0)
+    assert probe.unigram_auc(run, batch) == 1.0
+    detector(-1.0)
+    assert probe.unigram_auc(run, batch) == 0.0
+    assert torch.equal(torch.get_rng_state(), rng)
+    run.config = dataclasses.replace(run.config, objective="mlm")
+    assert probe.unigram_auc(run, batch) is None  # no detector head to probe
