@@ -165,7 +165,9 @@ def run_demo(demo: Demo) -> dict:
     better_dir = control if better.objective == CONTROL else pretrained
     bundle = _export(better_dir, plan.export_task, demo)
     prediction = _predict(bundle, plan.example)
+    metrics = next((p.pretrain.get("metrics", {}) for p in points if p.objective != CONTROL), {})
     summary = {"plan": dataclasses.asdict(plan), "wall_time_s": time.monotonic() - clock.started,
+               "detector": {k: metrics[k] for k in ("disc_auc", "disc_auc_unigram") if k in metrics},
                "better": better.objective, "bundle": str(bundle), "prediction": prediction,
                "comparison": comparison, "diverged": str(diverged) if diverged else None}
     atomic.write_json(demo.output_dir / "demo.json", summary)

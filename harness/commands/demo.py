@@ -56,13 +56,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def detector_line(found: dict) -> list[str]:
+    """How well the pre-trained detector spots replaced tokens, against its generator and a fixed source."""
+    if "disc_auc_unigram" not in found:
+        return []
+    live = found.get("disc_auc", float("nan"))
+    return [f"end of pre-training: replaced-token AUC {found['disc_auc_unigram']:.3f} on a fixed unigram "
+            f"corruption (pretrain/probe.py; 0.5 = chance), {live:.3f} against its own generator's "
+            "samples", ""]
+
+
 def closing(demo, summary: dict) -> str:
     """The tables, the prediction, and where every output is."""
     from harness import mlflow_leaderboard
 
     out = demo.output_dir
     prediction = summary["prediction"]
-    lines = ["", "pre-trained vs random-init control (dev scores x100, median over seeds):", "",
+    lines = ["", *detector_line(summary.get("detector", {})),
+             "pre-trained vs random-init control (dev scores x100, median over seeds):", "",
              (out / "efficiency.md").read_text().rstrip(), "",
              "harness compare (A = pre-trained, B = control):",
              "", summary["comparison"], "",
