@@ -91,11 +91,13 @@ class SquadFinetuneTask:
     def example_outputs(self, output, batch) -> list[dict[str, np.ndarray]]:
         """Per window, its outputs by name (`SquadOutput`'s): per-token ones cut to the window's length."""
         lengths = batch["attention_mask"].sum(dim=1).tolist()
-        names = ["start_logits", *(squad_spans.JOINT_OUTPUTS if self.joint else ["end_logits"])]
+        per_token = ["start_logits"] if self.joint else ["start_logits", "end_logits"]
+        names = per_token + (list(squad_spans.JOINT_OUTPUTS) if self.joint else [])
         names += ["null_logits"] if self.uses_head else []
-        arrays = {name: output[name].float().cpu().numpy() if output[name].is_floating_point()
-                  else output[name].cpu().numpy() for name in names}
-        return [{name: values[row, :length] if name.endswith("_logits") and values.ndim == 2 else values[row]
+        # Floats as fp32 (bf16 under autocast has no numpy form); beam indices stay integers.
+        arrays = {name: (output[name].float() if output[name].is_floating_point() else output[name])
+                  .cpu().numpy() for name in names}
+        return [{name: values[row, :length] if name in per_token else values[row]
                  for name, values in arrays.items()} for row, length in enumerate(lengths)]
 
     def predictions(self, split: str, outputs: list[dict]) -> tuple[dict[str, str], dict[str, float]]:
