@@ -64,7 +64,7 @@ def squad_target(model: str, version: str, source: squad.SquadSource, settings: 
     def train(config: FinetuneConfig, on_epoch):
         config = dataclasses.replace(config, max_length=max_length)
         transformers.set_seed(config.seed)
-        model_ = squad.load_model(setup.model_path, built.uses_head, setup.attention).to(setup.device)
+        model_ = squad.load_model(setup.model_path, built, setup.attention).to(setup.device)
         return finetune(model_, built, config, collate, on_epoch=on_epoch, progress=False)
 
     defaults = as_dict(SquadConfig())

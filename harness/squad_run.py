@@ -115,7 +115,7 @@ def _run_task_seed(run: SquadRun, built: SquadFinetuneTask, config: FinetuneConf
                    progress: bool | None) -> dict:
     """Fine-tune one seed inside its own nested MLflow run; write its predictions (and null odds)."""
     transformers.set_seed(config.seed)
-    model = squad.load_model(setup.model_path, built.uses_head, setup.attention).to(setup.device)
+    model = squad.load_model(setup.model_path, built, setup.attention).to(setup.device)
     with run_records.nested_run(run.task.name, config, run.model,
                                 as_dict(run.settings) | run_records.as_run(setup, config)):
         result = finetune(model, built, config, batching.collator(setup.tokenizer),

@@ -35,18 +35,22 @@ class Checkpoint:
     architecture: str
     num_labels: int
     max_position_embeddings: int
-    answerability_head: bool  # `harness run squad`'s SQuAD 2.0 null classifier beside the HF files
+    answerability_head: bool  # `harness run squad`'s answerability classifier beside the HF files
+    joint_prediction: bool = False  # its joint end head beside them (ends come as beams, not logits)
 
     @property
     def output_names(self) -> tuple[str, ...]:
         if self.kind == CLASSIFICATION:
             return ("logits",)
-        return PER_TOKEN_OUTPUTS + (("null_logits",) if self.answerability_head else ())
+        from tasks.squad_spans import JOINT_OUTPUTS
+
+        spans = ("start_logits", *JOINT_OUTPUTS) if self.joint_prediction else PER_TOKEN_OUTPUTS
+        return spans + (("null_logits",) if self.answerability_head else ())
 
 
 def inspect_checkpoint(path: Path) -> Checkpoint:
     """The checkpoint's head, from config.json's architectures; UserError for anything not fine-tuned."""
-    from tasks.squad_model import HEAD_FILE
+    from tasks.squad_model import HEAD_FILE, JOINT_FILE
 
     config_path = path / "config.json"
     try:
@@ -64,7 +68,7 @@ def inspect_checkpoint(path: Path) -> Checkpoint:
                         "fine-tune it with `harness run glue` or `harness run squad` and export that run")
     num_labels = len(config.get("id2label") or {}) or 2  # 2: transformers' default when unset
     return Checkpoint(path, kind, architecture, num_labels, int(config.get("max_position_embeddings", 512)),
-                      (path / HEAD_FILE).is_file())
+                      (path / HEAD_FILE).is_file(), (path / JOINT_FILE).is_file())
 
 
 class _Outputs(torch.nn.Module):
@@ -82,14 +86,11 @@ class _Outputs(torch.nn.Module):
 def load_model(checkpoint: Checkpoint) -> torch.nn.Module:
     """The fine-tuned model in eval mode, eager attention (a plain graph onnxruntime can fuse)."""
     from tasks.loading import from_pretrained_quietly
-    from tasks.squad_model import QuestionAnsweringWithAnswerability
+    from tasks.squad_model import SquadModel
 
-    if checkpoint.kind == CLASSIFICATION:
-        model_class = transformers.AutoModelForSequenceClassification
-    elif checkpoint.answerability_head:
-        model_class = QuestionAnsweringWithAnswerability
-    else:
-        model_class = transformers.AutoModelForQuestionAnswering
+    # Span models always through SquadModel, heads as saved: its answer mask is part of prediction.
+    model_class = transformers.AutoModelForSequenceClassification if checkpoint.kind == CLASSIFICATION \
+        else SquadModel
     try:
         model = from_pretrained_quietly(model_class, checkpoint.path, attn_implementation="eager")
     except (OSError, ValueError) as error:
@@ -148,6 +149,8 @@ def parity(model: torch.nn.Module, onnx_path: Path, feeds: Sequence[dict[str, np
         actual = session.run(list(model.output_names), feed)
         real = feed["attention_mask"].astype(bool)
         for name, want, got in zip(model.output_names, expected, actual, strict=True):
+            if not want.is_floating_point():  # beam indices: their log-probabilities, compared, tell
+                continue
             difference = np.abs(want.float().numpy() - got)
             worst = max(worst, float((difference[real] if name in PER_TOKEN_OUTPUTS else difference).max()))
     return worst

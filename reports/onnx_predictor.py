@@ -50,6 +50,7 @@ class Encoded:
     encodings: list[Encoding]
     owners: list[int]
     notes: dict[int, str] = field(default_factory=dict)  # request index -> what was truncated
+    steps: list[int] = field(default_factory=list)  # SQuAD: context tokens between window starts, per request
 
 
 class Predictor:
@@ -83,6 +84,7 @@ class Predictor:
             self.truncating.enable_truncation(self.max_length, strategy="longest_first")
         self.session = _session(directory / MODEL_FILES[precision], threads)
         self.input_names = [i.name for i in self.session.get_inputs()]
+        self.output_names = [o.name for o in self.session.get_outputs()]
 
     def predict(self, requests: Sequence[Request]) -> list[dict]:
         """One result dict per request, in order; a "note" key says what was truncated."""
@@ -95,7 +97,9 @@ class Predictor:
         for i, (request, mine) in enumerate(zip(requests, by_request, strict=True)):
             if self.kind == "question-answering":
                 result = best_answer(request.text_pair, [encoded.encodings[k] for k in mine],
-                                     [[output[k] for k in mine] for output in outputs], self.manifest["qa"])
+                                     {name: [output[k] for k in mine]
+                                      for name, output in zip(self.output_names, outputs, strict=True)},
+                                     self.manifest["qa"], encoded.steps[i])
             else:
                 result = self._label(outputs[0][mine[0]])
             results.append(_finish(result, request, encoded.notes.get(i)))
@@ -138,10 +142,12 @@ class Predictor:
         step = qa.get("doc_stride_is_step", False)
         lengths = [len(e.ids) for e in self.tokenizer.encode_batch(questions, add_special_tokens=False)]
         by_overlap: dict[int, list[int]] = {}
+        steps = []
         for i, length in enumerate(lengths):
             overlap = squad_spans.window_overlap(self.max_length, length, qa["doc_stride"]) if step \
                 else qa["doc_stride"]
             by_overlap.setdefault(overlap, []).append(i)
+            steps.append(squad_spans.window_step(self.max_length, length, overlap))
         found: dict[int, list[Encoding]] = {}
         for overlap, members in by_overlap.items():
             self.truncating.enable_truncation(self.max_length, stride=overlap, strategy="only_second")
@@ -152,7 +158,7 @@ class Predictor:
         for i in range(len(pairs)):
             encodings += found[i]
             owners += [i] * len(found[i])
-        return Encoded(encodings, owners, notes)
+        return Encoded(encodings, owners, notes, steps)
 
     def _label(self, logits: np.ndarray) -> dict:
         if self.labels is None:  # regression (STS-B): the one output is the score
@@ -195,18 +201,24 @@ def pad_batch(encodings: Sequence[Encoding], pad_id: int) -> dict[str, np.ndarra
     return arrays
 
 
-def best_answer(context: str, windows: Sequence[Encoding], outputs: Sequence[Sequence[np.ndarray]],
-                qa: dict) -> dict:
+def best_answer(context: str, windows: Sequence[Encoding], outputs: dict[str, list[np.ndarray]],
+                qa: dict, step: int) -> dict:
     """The best context span over all windows, by `tasks.squad_spans.best_answer` as at fine-tuning.
 
-    outputs: start logits and end logits per window, then null logits where the bundle has
-    `harness run squad`'s answerability classifier.
+    outputs: the model's outputs by name, one array per window: start logits, then end logits or the
+    joint prediction's beams, and null logits where the bundle has the answerability classifier.
+    step: context tokens between window starts, for the max-context rule.
     """
     offsets = [squad_spans.context_offsets(w.offsets, w.sequence_ids) for w in windows]
+    joint = None
+    if squad_spans.JOINT_OUTPUTS[0] in outputs:
+        joint = [dict(zip(squad_spans.JOINT_OUTPUTS, beams, strict=True))
+                 for beams in zip(*(outputs[name] for name in squad_spans.JOINT_OUTPUTS), strict=True)]
     return squad_spans.best_answer(
-        context, outputs[0], outputs[1], offsets, n_best=qa["n_best"],
-        max_answer_length=qa["max_answer_length"], version_2=qa["version_2"],
-        null_threshold=qa["null_threshold"], null_logits=outputs[2] if len(outputs) > 2 else None)
+        context, outputs["start_logits"], outputs.get("end_logits", [None] * len(windows)), offsets,
+        n_best=qa["n_best"], max_answer_length=qa["max_answer_length"], version_2=qa["version_2"],
+        null_threshold=qa["null_threshold"], null_logits=outputs.get("null_logits"),
+        allowed=squad_spans.start_allowed(offsets, step), joint=joint)
 
 
 def _truncate_questions(tokenizer: Tokenizer, requests: Sequence[Request],

@@ -26,6 +26,8 @@ LEGACY = {"loss_reduction": "mean"}
 # SQuAD without a train file trains on some dev articles and scores the rest: never the paper's setup.
 HOLDOUT = ("holdout_fraction", "holdout_seed")
 SQUAD_BY_NAME = {task.name: task for task in SQUAD_TASKS.values()}
+# What a SQuAD setting was in runs recorded before it existed: they predicted with independent heads.
+SQUAD_BEFORE_SETTING = {"joint_prediction": False}
 
 
 def departures(results: Mapping, size: str | None) -> dict[str, object]:
@@ -66,7 +68,7 @@ def _squad(settings: Mapping, task, holdout: Mapping | None) -> dict[str, object
     found = {}
     for field in dataclasses.fields(SquadConfig):
         name = field.name
-        value = settings.get(name, getattr(recipe, name))
+        value = settings.get(name, SQUAD_BEFORE_SETTING.get(name, getattr(recipe, name)))
         if name in NOT_DEPARTURES or name in HOLDOUT:
             continue
         if value != getattr(recipe, name):

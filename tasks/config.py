@@ -9,7 +9,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from pretrain.errors import UserError
 from tasks.registry import SquadTask
 
 DOC_STRIDE = 128  # SQuAD: tokens between the starts of consecutive windows of a long context (ELECTRA's)
@@ -55,7 +54,7 @@ class FinetuneConfig:
     reinit_layers: int = 0
     batch_size: int = 32
     eval_batch_size: int = 128
-    max_length: int | None = None  # None: the task's default (128 for GLUE, 384 for SQuAD)
+    max_length: int | None = None  # None: the task's default (128 for GLUE, 512 for SQuAD)
     seed: int = 0
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 where the hardware has it
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile the model; auto: on for CUDA only
@@ -102,7 +101,12 @@ class SquadConfig:
     n_best: int = 20  # start and end candidates per window
     max_answer_length: int = 30  # tokens
     null_threshold: float | None = None  # v2.0: "" above these null odds; None: -2.75 with the head, else 0
-    answerability_head: bool | None = None  # ELECTRA's answerable classifier; None: on for v2.0, off for v1.1
+    # ELECTRA's answerable classifier (configure_finetuning.py: on, for v1.1 too, where it is trained to
+    # say "answerable" and its logit is not used); None: on
+    answerability_head: bool | None = None
+    # ELECTRA's joint start/end prediction (configure_finetuning.py: on); false: independent start and
+    # end heads (transformers' ElectraForQuestionAnswering)
+    joint_prediction: bool = True
     holdout_fraction: float = 0.2  # without a train file: this share of the dev articles is evaluated on
     holdout_seed: int = 0
     max_eval_examples: int | None = None  # evaluate on a seeded sample of the dev questions, for quick looks
@@ -124,8 +128,5 @@ class SquadConfig:
         return dataclasses.replace(self, answerability_head=head, null_threshold=threshold)
 
     def uses_head(self, task: SquadTask) -> bool:
-        """Whether the answerability classifier is on for this task."""
-        if self.answerability_head and not task.has_unanswerable:
-            raise UserError(f"answerability_head=true needs unanswerable questions, which SQuAD "
-                            f"{task.version} lacks; use --version 2.0 or drop the setting")
-        return task.has_unanswerable if self.answerability_head is None else self.answerability_head
+        """Whether the answerability classifier is on (ELECTRA's default: yes, for both versions)."""
+        return True if self.answerability_head is None else self.answerability_head

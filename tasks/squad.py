@@ -10,14 +10,13 @@ from pathlib import Path
 import numpy as np
 import torch
 from datasets import Dataset
-from transformers import AutoModelForQuestionAnswering
 
 from pretrain.errors import UserError
-from tasks import evaluate_metrics, squad_data, squad_features
+from tasks import evaluate_metrics, squad_data, squad_features, squad_spans
 from tasks.config import SquadConfig
 from tasks.loading import from_pretrained_quietly
 from tasks.registry import SquadTask
-from tasks.squad_model import QuestionAnsweringWithAnswerability
+from tasks.squad_model import SquadModel
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,8 @@ class SquadFinetuneTask:
 
     task: SquadTask
     settings: SquadConfig
-    uses_head: bool
+    uses_head: bool  # the answerability classifier
+    joint: bool  # joint start/end prediction
     train: Dataset  # windows with start/end token positions ([CLS] when the answer is not inside)
     evals: dict[str, Dataset]  # model inputs of the dev windows
     examples: dict[str, Dataset]  # the dev questions, for post-processing and scoring
@@ -88,26 +88,31 @@ class SquadFinetuneTask:
     num_train_examples: int  # questions (train holds their windows)
     num_misaligned: int  # training answers that do not start or end on a token boundary
 
-    def example_outputs(self, output, batch) -> list[np.ndarray]:
-        """Per window: rows of start and end logits and, with the classifier, its null logit repeated."""
-        rows = [output.start_logits, output.end_logits]
-        if self.uses_head:
-            rows.append(output.null_logits[:, None].expand_as(output.start_logits))
-        stacked = torch.stack(rows, dim=1).float().cpu().numpy()  # batch, rows, length
+    def example_outputs(self, output, batch) -> list[dict[str, np.ndarray]]:
+        """Per window, its outputs by name (`SquadOutput`'s): per-token ones cut to the window's length."""
         lengths = batch["attention_mask"].sum(dim=1).tolist()
-        return [window[:, :length] for window, length in zip(stacked, lengths, strict=True)]
+        per_token = ["start_logits"] if self.joint else ["start_logits", "end_logits"]
+        names = per_token + (list(squad_spans.JOINT_OUTPUTS) if self.joint else [])
+        names += ["null_logits"] if self.uses_head else []
+        # Floats as fp32 (bf16 under autocast has no numpy form); beam indices stay integers.
+        arrays = {name: (output[name].float() if output[name].is_floating_point() else output[name])
+                  .cpu().numpy() for name in names}
+        return [{name: values[row, :length] if name in per_token else values[row]
+                 for name, values in arrays.items()} for row, length in enumerate(lengths)]
 
-    def predictions(self, split: str, outputs: list[np.ndarray]) -> tuple[dict[str, str], dict[str, float]]:
+    def predictions(self, split: str, outputs: list[dict]) -> tuple[dict[str, str], dict[str, float]]:
         """Best non-null answer per question and, for v2.0, its null odds (the official na_prob file)."""
         # Spans are never blanked here (threshold inf): the null decision belongs to scoring, as in
         # ELECTRA's predictions.json, so evaluate-v2.0.py can tune the threshold from these files.
         return squad_features.postprocess(
-            self.examples[split], self.windows[split], [o[0] for o in outputs], [o[1] for o in outputs],
+            self.examples[split], self.windows[split], [o["start_logits"] for o in outputs],
+            [o.get("end_logits") for o in outputs],
             n_best=self.settings.n_best, max_answer_length=self.settings.max_answer_length,
             version_2=self.task.has_unanswerable, null_threshold=math.inf,
-            null_logits=[o[2, 0] for o in outputs] if self.uses_head else None)
+            null_logits=[o["null_logits"] for o in outputs] if self.uses_head else None,
+            joint=outputs if self.joint else None)
 
-    def score(self, split: str, outputs: list[np.ndarray]) -> dict[str, float]:
+    def score(self, split: str, outputs: list[dict]) -> dict[str, float]:
         """The official script's metrics (percent) plus `score`, the F1."""
         answers, null_odds = self.predictions(split, outputs)
         return evaluate_metrics.squad_scores(self.task, answers, self.examples[split], null_odds,
@@ -131,14 +136,15 @@ def build_task(task: SquadTask, splits: SquadSplits, tokenizer, max_length: int,
     dev = _sample(splits.dev, settings.max_eval_examples)
     dev_windows = squad_features.prepare_eval_features(dev, tokenizer, **windowing)
     return SquadFinetuneTask(
-        task=task, settings=settings, uses_head=settings.answerability_head, train=train,
-        evals={"validation": dev_windows.remove_columns(["example_id", "offset_mapping"])},
+        task=task, settings=settings, uses_head=settings.answerability_head,
+        joint=settings.joint_prediction, train=train,
+        evals={"validation": dev_windows.remove_columns(["example_id", "offset_mapping", "allowed"])},
         examples={"validation": dev.select_columns(["id", "context", "answers"])},
-        windows={"validation": dev_windows.select_columns(["example_id", "offset_mapping"])},
+        windows={"validation": dev_windows.select_columns(["example_id", "offset_mapping", "allowed"])},
         num_train_examples=len(train_examples), num_misaligned=num_misaligned)
 
 
-def load_model(model_path: str, uses_head: bool, attn_implementation: str) -> torch.nn.Module:
-    """The discriminator with a fresh span head (and answerability classifier)."""
-    model_class = QuestionAnsweringWithAnswerability if uses_head else AutoModelForQuestionAnswering
-    return from_pretrained_quietly(model_class, model_path, attn_implementation=attn_implementation)
+def load_model(model_path: str, built: SquadFinetuneTask, attn_implementation: str) -> torch.nn.Module:
+    """The discriminator with fresh SQuAD heads: span, answerability classifier, joint end as `built` says."""
+    return from_pretrained_quietly(SquadModel, model_path, answerability=built.uses_head, joint=built.joint,
+                                   attn_implementation=attn_implementation)

@@ -94,7 +94,7 @@ def _train_batch(batch: dict, tokenizer, max_length: int, doc_stride: int, max_q
     encoded = _tokenize(batch, tokenizer, max_length, doc_stride, max_query_length)
     sample_map = encoded.pop("overflow_to_sample_mapping")
     sequence_ids = encoded.pop("sequence_ids")
-    starts, ends, misaligned, flagged = [], [], [], set()
+    starts, ends, impossible, misaligned, flagged = [], [], [], [], set()
     for i, offsets in enumerate(encoded.pop("offset_mapping")):
         example = sample_map[i]
         answers = batch["answers"][example]
@@ -107,11 +107,15 @@ def _train_batch(batch: dict, tokenizer, max_length: int, doc_stride: int, max_q
             )
         starts.append(start)
         ends.append(end)
+        # ELECTRA's answerability target is the example's (`_is_impossible`): a window that misses the
+        # answer points its span at [CLS] but is still trained as answerable.
+        impossible.append(int(not answers["answer_start"]))
         # Windows overlap, so count an example once however many of its windows hold the answer.
         misaligned.append(off_boundary and example not in flagged)
         if off_boundary:
             flagged.add(example)
-    return {**encoded, "start_positions": starts, "end_positions": ends, "misaligned": misaligned}
+    return {**encoded, "start_positions": starts, "end_positions": ends, "is_impossible": impossible,
+            "misaligned": misaligned}
 
 
 def prepare_train_features(
@@ -135,11 +139,22 @@ def _eval_batch(batch: dict, tokenizer, max_length: int, doc_stride: int, max_qu
     encoded = _tokenize(batch, tokenizer, max_length, doc_stride, max_query_length)
     sample_map = encoded.pop("overflow_to_sample_mapping")
     sequence_ids = encoded.pop("sequence_ids")
-    example_ids, offset_mapping = [], []
+    example_ids, offset_mapping, allowed = [], [], []
     for i, offsets in enumerate(encoded.pop("offset_mapping")):
         example_ids.append(batch["id"][sample_map[i]])
         offset_mapping.append(squad_spans.context_offsets(offsets, sequence_ids[i]))
-    return {**encoded, "example_id": example_ids, "offset_mapping": offset_mapping}
+    # An example's windows are consecutive rows (`_tokenize`): mark the starts in their max-context window.
+    first = 0
+    while first < len(sample_map):
+        last = first
+        while last + 1 < len(sample_map) and sample_map[last + 1] == sample_map[first]:
+            last += 1
+        question_tokens = sequence_ids[first].count(0)
+        step = squad_spans.window_step(max_length, question_tokens,
+                                       squad_spans.window_overlap(max_length, question_tokens, doc_stride))
+        allowed += squad_spans.start_allowed(offset_mapping[first:last + 1], step)
+        first = last + 1
+    return {**encoded, "example_id": example_ids, "offset_mapping": offset_mapping, "allowed": allowed}
 
 
 def prepare_eval_features(
@@ -149,7 +164,8 @@ def prepare_eval_features(
     doc_stride: int = DOC_STRIDE,
     max_query_length: int = MAX_QUERY_LENGTH,
 ) -> datasets.Dataset:
-    """Eval windows keeping example_id and the context-only offset_mapping that `postprocess` needs."""
+    """Eval windows keeping example_id, the context-only offset_mapping and `allowed` (a start may be
+    there: a context token in its max-context window), which `postprocess` needs."""
     return _windows(examples, _eval_batch, tokenizer, max_length, doc_stride, max_query_length)
 
 
@@ -173,14 +189,16 @@ def postprocess(
     version_2: bool = False,
     null_threshold: float = 0.0,
     null_logits=None,
+    joint=None,
 ) -> tuple[dict[str, str], dict[str, float]]:
     """Best answer text per example id and, for SQuAD 2.0, null odds, by `squad_spans.best_answer`.
 
     examples: rows with "id" and "context"; features: `prepare_eval_features` output (or a mapping with
-    its example_id and offset_mapping columns); logits (and null_logits, one per feature, from an
-    answerability classifier): one row per feature, each at least as long as that feature (positions past
-    it, i.e. batch padding, are ignored). For 2.0 the answer is "" when null odds exceed null_threshold;
-    for 1.1 null_odds is empty because [CLS] is never trained as an answer there.
+    its example_id, offset_mapping and allowed columns; without allowed every context token may start);
+    logits (and null_logits, one per feature, from an answerability classifier, and joint, the joint
+    prediction's beams per feature: `squad_spans.window_spans`): one row per feature, each at least as
+    long as that feature (positions past it, i.e. batch padding, are ignored). For 2.0 the answer is ""
+    when null odds exceed null_threshold; for 1.1 null_odds is empty (every question has an answer).
     """
     rows = len(features)
     if len(start_logits) != rows or len(end_logits) != rows:
@@ -191,6 +209,8 @@ def postprocess(
     for i, example_id in enumerate(features["example_id"]):
         windows.setdefault(example_id, []).append(i)
     offset_mapping = list(features["offset_mapping"])  # one pass over the column, not a read per row
+    columns = getattr(features, "column_names", features)  # a Dataset's, or a mapping's keys
+    allowed = list(features["allowed"]) if "allowed" in columns else None
     predictions, null_odds = {}, {}
     for example in examples:
         qid = example["id"]
@@ -200,10 +220,13 @@ def postprocess(
         # Rows may differ in length when batches were padded separately, so no single 2-D array.
         answer = squad_spans.best_answer(
             example["context"], [np.asarray(start_logits[i]) for i in mine],
-            [np.asarray(end_logits[i]) for i in mine], [offset_mapping[i] for i in mine],
+            [None if end_logits[i] is None else np.asarray(end_logits[i]) for i in mine],
+            [offset_mapping[i] for i in mine],
             n_best=n_best, max_answer_length=max_answer_length, version_2=version_2,
             null_threshold=null_threshold,
-            null_logits=None if null_logits is None else [null_logits[i] for i in mine])
+            null_logits=None if null_logits is None else [null_logits[i] for i in mine],
+            allowed=None if allowed is None else [allowed[i] for i in mine],
+            joint=None if joint is None else [joint[i] for i in mine])
         predictions[qid] = answer["answer"]
         if version_2:
             null_odds[qid] = answer["null_odds"]

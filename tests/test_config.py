@@ -121,11 +121,12 @@ def test_squad_defaults_are_electras():
     from tasks.registry import SQUAD_TASKS
 
     # configure_finetuning.py: max_seq_length 512 for SQuAD, doc_stride 128, qa_na_threshold -2.75 on the
-    # answerable classifier's null odds (the classifier is on for v2.0 by default)
+    # answerable classifier's null odds; answerable_classifier and joint_prediction on, for v1.1 too
     assert SQUAD_TASKS["1.1"].max_length == SQUAD_TASKS["2.0"].max_length == 512
     v2 = SquadConfig().resolved(SQUAD_TASKS["2.0"])
     assert (v2.doc_stride, v2.answerability_head, v2.null_threshold) == (128, True, -2.75)
     # without the classifier the null odds are a [CLS]-minus-best-span difference, thresholded at 0
     assert SquadConfig(answerability_head=False).resolved(SQUAD_TASKS["2.0"]).null_threshold == 0.0
     assert SquadConfig(null_threshold=1.5).resolved(SQUAD_TASKS["2.0"]).null_threshold == 1.5
-    assert SquadConfig().resolved(SQUAD_TASKS["1.1"]).answerability_head is False
+    v1 = SquadConfig().resolved(SQUAD_TASKS["1.1"])
+    assert (v1.answerability_head, v1.joint_prediction, v2.joint_prediction) == (True, True, True)

@@ -309,22 +309,25 @@ def _squad_file(path, version):
     path.write_text(json.dumps({"version": version, "data": [{"title": "t", "paragraphs": paragraphs}]}))
 
 
-@pytest.mark.parametrize("version", ["1.1", "2.0"])
-def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, work, tmp_path, capsys):
+@pytest.mark.parametrize(("version", "joint"), [("1.1", False), ("1.1", True), ("2.0", True), ("2.0", False)])
+def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, joint, work, tmp_path, capsys):
     import torch
     import transformers
 
     from reports.onnx_predictor import Predictor, Request
-    from tasks import squad_data, squad_features
-    from tasks.squad_model import QuestionAnsweringWithAnswerability
+    from tasks import squad, squad_data, squad_features
+    from tasks.config import SquadConfig
+    from tasks.registry import SQUAD_TASKS
+    from tasks.squad_model import SquadModel
 
     task = "squad" if version == "1.1" else "squad_v2"
     _squad_file(tmp_path / "squad" / f"dev-v{version}.json", version)
     tokenizer = transformers.AutoTokenizer.from_pretrained(work["root"] / "tiny")
     transformers.set_seed(0)
-    model = transformers.ElectraForQuestionAnswering.from_pretrained(work["root"] / "tiny")
-    if version == "2.0":  # `harness run squad`'s SQuAD 2.0 model: span head plus answerability classifier
-        model = QuestionAnsweringWithAnswerability(model)
+    # `harness run squad`'s model: the answer mask always, the answerability classifier here for v2.0
+    # only (its null logits unused for v1.1), ends from the joint head or the independent one.
+    model = SquadModel(transformers.ElectraForQuestionAnswering.from_pretrained(work["root"] / "tiny"),
+                       answerability=version == "2.0", joint=joint)
     # v1.1 through a `harness run squad` directory, whose settings the bundle takes; v2.0 through --model.
     settings = {"doc_stride": 16, "max_query_length": 16, "n_best": 10 if version == "1.1" else 20,
                 "max_answer_length": 30, "null_threshold": 0.0}
@@ -345,22 +348,29 @@ def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, work, tmp
     if version == "2.0":  # through --model: ELECTRA's threshold on the answerability head's null odds
         expected["null_threshold"] = -2.75
     assert manifest["qa"] == expected
-    assert manifest["outputs"][-1] == ("null_logits" if version == "2.0" else "end_logits")
+    assert manifest["outputs"][-1] == ("null_logits" if version == "2.0" else
+                                       "end_top_index" if joint else "end_logits")
     examples, _ = squad_data.load_squad_json(tmp_path / "squad" / f"dev-v{version}.json", version)
     features = squad_features.prepare_eval_features(examples, tokenizer, 64, 16, 16)
     model.eval()
+    batch = tokenizer.pad(features.remove_columns(["example_id", "offset_mapping", "allowed"]).to_dict(),
+                          return_tensors="pt")
     with torch.inference_mode():
-        output = model(**tokenizer.pad(features.remove_columns(["example_id", "offset_mapping"]).to_dict(),
-                                       return_tensors="pt"))
-    # Cut off the batch padding, as the fine-tuning loop's example_outputs does (it competes for n_best).
-    lengths = [len(ids) for ids in features["input_ids"]]
-    starts, ends = ([row[:n] for row, n in zip(logits.numpy(), lengths, strict=True)]
-                    for logits in (output.start_logits, output.end_logits))
+        output = model(**batch)
+    # The fine-tuning loop's own reading of the outputs (cut to each window, beams kept whole).
+    built = squad.SquadFinetuneTask(SQUAD_TASKS[version], SquadConfig(), version == "2.0", joint, None, {}, {},
+                                    {}, 0, 0)
+    outputs = built.example_outputs(output, batch)
     # The span search is shared (tasks/squad_spans.py, pinned in tests/test_squad_spans.py); what this
-    # compares is the rest: tokenizer.json windows and question truncation, and the exported graphs' logits.
+    # compares is the rest: tokenizer.json windows, question truncation, max-context marks and the
+    # exported graphs' logits and beams.
     answers, null_odds = squad_features.postprocess(
-        examples, features, starts, ends, n_best=settings["n_best"], version_2=version == "2.0",
-        null_threshold=expected["null_threshold"], null_logits=output.null_logits.numpy() if version == "2.0" else None)
+        examples, features, [o["start_logits"] for o in outputs], [o.get("end_logits") for o in outputs],
+        n_best=settings["n_best"], version_2=version == "2.0", null_threshold=expected["null_threshold"],
+        null_logits=[o["null_logits"] for o in outputs] if version == "2.0" else None,
+        joint=outputs if joint else None)
+    assert any(not all(flag for flag, o in zip(window, offsets, strict=True) if o is not None)
+               for window, offsets in zip(features["allowed"], features["offset_mapping"], strict=True))
     predictor = Predictor(tmp_path / "bundle", "fp32")
     requests = [Request(row["question"], row["context"], row["id"]) for row in examples]
     assert len(predictor.encode(requests).encodings) == len(features) > len(examples)  # several windows

@@ -308,12 +308,16 @@ def test_departures_from_the_recipe_are_named_and_recipe_values_are_not(tmp_path
         "double_unordered=false, head=hf")
     squad = {"tasks": ["squad_v2"], "config": {},
              "settings": {"answerability_head": True, "null_threshold": -2.75, "max_eval_examples": 500,
-                          "holdout_fraction": 0.2, "holdout_seed": 0},
+                          "holdout_fraction": 0.2, "holdout_seed": 0, "joint_prediction": True},
              "data": {"holdout": {"fraction": 0.2, "seed": 0, "train_articles": 28, "dev_articles": 7}}}
     assert describe(departures(squad, "small")) == (
         "holdout_fraction=0.2, holdout_seed=0, max_eval_examples=500")
-    squad |= {"settings": {"answerability_head": True, "null_threshold": -2.75}, "data": {"holdout": None}}
+    squad |= {"settings": {"answerability_head": True, "null_threshold": -2.75, "joint_prediction": True},
+              "data": {"holdout": None}}
     assert departures(squad, "small") == {}
+    # Runs from before joint_prediction existed used independent heads; v1.1 ones had no classifier.
+    old_v1 = squad | {"tasks": ["squad"], "settings": {"answerability_head": False, "null_threshold": 0.0}}
+    assert describe(departures(old_v1, "small")) == "answerability_head=false, joint_prediction=false, null_threshold=0"
 
 
 def test_a_quick_run_gets_its_own_marked_row_and_never_replaces_the_full_recipe(tmp_path):

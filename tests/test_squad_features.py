@@ -207,3 +207,33 @@ def test_postprocess_rejects_mismatched_inputs(tokenizer):
     other = _examples(("other", "Who?", SENTENCE, "fox", 16))
     with pytest.raises(ValueError, match="example 'other' has no features"):
         postprocess(other, features, start, end)
+
+
+def test_answerability_target_is_the_examples_not_the_windows(tokenizer):
+    # ELECTRA's `_is_impossible` is per example: the long example's first two windows miss the answer
+    # and point at [CLS], yet are trained as answerable; an unanswerable question is 1 in every window.
+    train, _ = prepare_train_features(_long_example(), tokenizer, **SMALL)
+    assert list(train["start_positions"]) == [0, 0, 61, 19]
+    assert list(train["is_impossible"]) == [0, 0, 0, 0]
+    none = _examples(("none", "Who won?", SENTENCE * 10 + "Denver Broncos won the game.", None, None))
+    train, _ = prepare_train_features(none, tokenizer, **SMALL)
+    assert (list(train["start_positions"]), list(train["is_impossible"])) == ([0] * 4, [1] * 4)
+
+
+def test_eval_windows_mark_starts_in_their_max_context_window(tokenizer):
+    # Windows cover context tokens 0-57, 42-99, 84-141, 126-145 (step 42). A token's score in a window is
+    # min(left, right) + 0.01 * length: token 49 scores min(49, 8) = 8.58 in the first, min(7, 50) = 7.58
+    # in the second, so it starts answers only in the first; token 50: 7.58 vs 8.58, only in the second.
+    # Tokens 91 / 92 split the second and third alike (8 vs 7, 7 vs 8). The last window is short:
+    # token 133 scores min(49, 8) + 0.58 = 8.58 in the third, min(7, 12) + 0.2 = 7.2 in the fourth;
+    # token 134 7.58 vs 8.2. Position in a window = 5 ([CLS], 3 question tokens, [SEP]) + token - start.
+    allowed = prepare_eval_features(_long_example(), tokenizer, **SMALL)["allowed"]
+    owners = {}
+    for window, start in enumerate([0, 42, 84, 126]):
+        for position, flag in enumerate(allowed[window]):
+            if flag:
+                owners.setdefault(start + position - 5, []).append(window)
+    assert sorted(owners) == list(range(146))  # every context token starts answers in exactly one window
+    assert all(len(windows) == 1 for windows in owners.values())
+    assert [owners[t][0] for t in (49, 50, 91, 92, 133, 134)] == [0, 1, 1, 2, 2, 3]
+    assert allowed[0][:5] == [False] * 5 and allowed[3][-1] is False  # [CLS], question, [SEP]s never

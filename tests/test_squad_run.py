@@ -197,28 +197,29 @@ def test_v2_with_train_file_writes_null_odds_and_resumes(tiny_model, tmp_path, c
         "-2.75 -> 1.0); resume it with the same settings, or pass a new --output-dir")
 
 
-def test_answerability_classifier_saves_and_loads(tiny_model, tmp_path):
-    from tasks.squad_model import QuestionAnsweringWithAnswerability
+@pytest.mark.parametrize("joint", [True, False])
+def test_squad_heads_save_and_load(joint, tiny_model, tmp_path):
+    from tasks.squad_model import HEAD_FILE, JOINT_FILE, SquadModel
 
     torch.manual_seed(0)
-    model = QuestionAnsweringWithAnswerability.from_pretrained(tiny_model).eval()
+    model = SquadModel.from_pretrained(tiny_model, answerability=True, joint=joint).eval()
     batch = {"input_ids": torch.tensor([[2, 5, 7, 3, 9, 11, 12, 3]]),
-             "attention_mask": torch.ones(1, 8, dtype=torch.long)}
+             "attention_mask": torch.ones(1, 8, dtype=torch.long),
+             "token_type_ids": torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]])}
     with torch.no_grad():
         before = model(**batch)
     model.save_pretrained(tmp_path / "saved")
-    again = QuestionAnsweringWithAnswerability.from_pretrained(tmp_path / "saved").eval()
+    assert [(tmp_path / "saved" / name).is_file() for name in (HEAD_FILE, JOINT_FILE)] == [True, joint]
+    again = SquadModel.from_pretrained(tmp_path / "saved").eval()  # the heads as saved
     with torch.no_grad():
         after = again(**batch)
-    torch.testing.assert_close(after.null_logits, before.null_logits)
-    torch.testing.assert_close(after.start_logits, before.start_logits)
-    # Training output: the span loss plus half the null-logit cross-entropy ("no answer" when start is 0).
-    output = model(**batch, start_positions=torch.tensor([0]), end_positions=torch.tensor([0]))
-    span_loss = model.qa(**batch, start_positions=torch.tensor([0]), end_positions=torch.tensor([0])).loss
-    null_loss = torch.nn.functional.softplus(-output.null_logits).mean()  # -log sigmoid(logit), target 1
-    torch.testing.assert_close(output.loss, span_loss + 0.5 * null_loss)
+    assert set(after.keys()) == set(before.keys())
+    for name in before.keys():
+        torch.testing.assert_close(after[name], before[name])
     with torch.autocast("cpu", dtype=torch.bfloat16):  # as the loop runs it where bf16 is fast
-        assert model(**batch, start_positions=torch.tensor([3]), end_positions=torch.tensor([4])).loss > 0
+        loss = model(**batch, start_positions=torch.tensor([4]), end_positions=torch.tensor([5]),
+                     is_impossible=torch.tensor([0])).loss
+    assert loss.dtype == torch.float32 and loss > 0
 
 
 def test_settings_go_to_their_configs(tiny_model, tmp_path, capsys, monkeypatch):
@@ -272,7 +273,6 @@ BAD_INPUTS = {
                         "doc_stride"),
     "two bad settings": (None, ["doc_strid=3", "batch_size=0"], "; batch_size must be positive (got 0)"),
     "bad setting": (None, ["holdout_fraction=1"], "holdout_fraction must be between 0 and 1"),
-    "classifier on v1.1": (None, ["answerability_head=true"], "answerability_head=true needs unanswerable"),
     "no room for context": (None, ["max_query_length=61"], "raise max_length or lower max_query_length"),
     "train without dev": (None, ["--train-file", "t.json"], "--train-file 't.json' needs a --dev-file"),
     "no dev file": (lambda p: p.unlink(), [], "dev-v1.1.json not found (JSON files there: none)"),
