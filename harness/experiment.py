@@ -129,7 +129,7 @@ def diverged_error(arms: list[Arm]) -> UserError | None:
 def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
                 announce: Callable[[str], None], progress: bool | None) -> dict:
     """The finished run's meta: kept if OUT already holds it, else trained (or resumed) now."""
-    from harness.pretrain_run import run_pretrain
+    from harness.pretrain_run import run_pretrain, time_stop_note
     from pretrain.checkpoint import finished_meta
 
     out = Path(config.output_dir)
@@ -137,6 +137,9 @@ def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
     if meta is not None:
         announce(f"{step} pre-trained {out.name}: kept ({meta['steps']} steps, "
                  f"{meta['train_flops']:.3g} FLOPs)")
+        note = time_stop_note(meta, out)
+        if note:
+            announce(note)
         return meta
     announce(f"{step} pre-train {config.objective} to {config.max_flops:g} FLOPs -> {out}")
     return run_pretrain(config, tracking_uri=tracking_uri, progress=progress)
@@ -169,7 +172,10 @@ def _glue_dirs(arms: list[Arm]) -> list[str]:
 
 def _pretrain_summary(meta: dict) -> dict:
     keys = ("steps", "tokens_seen", "wall_time_s", "train_flops")
-    return {k: meta[k] for k in keys} | {"metrics": meta.get("metrics", {})}
+    # stopped_by / schedule_completed say whether a time stop cut the budget short (absent before them)
+    return {k: meta[k] for k in keys} | {"metrics": meta.get("metrics", {}),
+                                         "stopped_by": meta.get("stopped_by"),
+                                         "schedule_completed": meta.get("schedule_completed")}
 
 
 def scored_points(arms: list[Arm], tasks: list[str]) -> tuple[list[efficiency.Point], list[str]]:

@@ -47,7 +47,23 @@ def run_pretrain(config: PretrainConfig, experiment: str = "pretrain", tracking_
 
         meta = train.pretrain(config, on_log)
         tracking.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
+        tracking.log_metrics({"schedule_completed": meta["schedule_completed"]}, step=meta["steps"])
+    note = time_stop_note(meta, config.output_dir)
+    if note:
+        print(note)
     return meta
+
+
+def time_stop_note(meta: dict, out) -> str | None:
+    """A line saying that max_time_s ended the run before its steps, tokens or FLOPs budget, else None."""
+    done = meta.get("schedule_completed")
+    if meta.get("stopped_by") != "max_time_s" or done is None or done >= 1.0:
+        return None
+    limit = checkpoint.budget_value(meta["config"]["max_time_s"])
+    return (f"note: max_time_s={limit} stopped {out} at step {meta['steps']}, {100 * done:.0f}% of the way "
+            "through its budget: its learning rate had not decayed to 0 and it is not the model that "
+            "budget gives (pretrain_meta.json: stopped_by, schedule_completed); run it again with a larger "
+            "max_time_s to finish it")
 
 
 def summary(step: int, metrics: dict[str, float]) -> str:

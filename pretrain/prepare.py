@@ -10,6 +10,7 @@ import torch
 from pretrain import device as placement
 from pretrain import distributed as dist
 from pretrain.atomic import atomic_dir
+from pretrain.budget import schedule_fraction, stopped_by
 from pretrain.checkpoint import export_models
 from pretrain.config import PretrainConfig
 from pretrain.corpus import corpus_files, tokenized_paragraphs
@@ -106,6 +107,10 @@ class Run:
             "discriminator_head_trained": config.objective in ("electra", "electra-15", "two-stage",
                                                                "all-tokens-mlm"),
             "metrics": metrics, "config": asdict(config), "extended": self.extended,
+            # Which budget ended the run (None in a mid-run checkpoint), and how far the schedule got:
+            # below 1 when max_time_s cut a steps, tokens or FLOPs budget short (rate not decayed to 0).
+            "stopped_by": stopped_by(config, progress),
+            "schedule_completed": min(1.0, schedule_fraction(config, progress)),
         }
 
 
