@@ -9,7 +9,7 @@ from pathlib import Path
 
 import transformers
 
-from harness import mlflow_leaderboard, run_records, tracking
+from harness import mlflow_leaderboard, results_file, run_records, tracking
 from harness.run_records import Setup
 from pretrain import atomic
 from pretrain.errors import UserError
@@ -49,8 +49,8 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
     data = {task.name: load_glue(task, data_dir) for task in run.tasks}
     fresh = run_records.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,
                                       [t.name for t in run.tasks], run.seeds)
-    results = run_records.resume(run.output_dir, fresh)
-    earlier_s = results.get("wall_time_s", 0.0)  # the invocations before this one
+    results = results_file.resume(run.output_dir, fresh)
+    store = results_file.ResultsFile(run.output_dir, started)
     results["precision"] = setup.precision
     resolved = {t.name: run.config.resolved(setup.size, t.num_epochs, t.max_length)
                 for t in run.tasks if t.predicted_by is None}
@@ -71,12 +71,13 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
             run_records.train_seeds(
                 results, task.name, config, range(run.config.seed, run.config.seed + run.seeds),
                 functools.partial(_run_task_seed, run, built, setup=setup, progress=progress),
-                lambda: run_records.write_results(run.output_dir, results, earlier_s, started))
-        results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
-        mlflow_leaderboard.log_flops(results["flops"])
-        _summarize(run.output_dir, results)
-    results["submission"] = _write_submission(run.output_dir, results, run.config.predict_test)
-    run_records.write_results(run.output_dir, results, earlier_s, started)
+                lambda: store.save(results))
+        # Seeds run side by side into this folder are merged in first: the summary covers them all.
+        with store.merged(results):
+            results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
+            mlflow_leaderboard.log_flops(results["flops"])
+            _summarize(run.output_dir, results)
+            results["submission"] = _write_submission(run.output_dir, results, run.config.predict_test)
     mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
     return results
 

@@ -30,13 +30,27 @@ def setup(experiment: str, uri: str | None = None) -> None:
 
     resolved = tracking_uri(uri)
     mlflow.set_tracking_uri(resolved)
-    if mlflow.get_experiment_by_name(experiment) is None:
-        location = None
-        if resolved.startswith("sqlite:///"):
-            db_dir = Path(resolved.removeprefix("sqlite:///")).parent
-            location = (db_dir / "mlartifacts").resolve().as_uri()
-        mlflow.create_experiment(experiment, artifact_location=location)
+    with store_lock(resolved):
+        if mlflow.get_experiment_by_name(experiment) is None:
+            location = None
+            if resolved.startswith("sqlite:///"):
+                db_dir = Path(resolved.removeprefix("sqlite:///")).parent
+                location = (db_dir / "mlartifacts").resolve().as_uri()
+            mlflow.create_experiment(experiment, artifact_location=location)
     mlflow.set_experiment(experiment)
+
+
+def store_lock(uri: str) -> contextlib.AbstractContextManager:
+    """A lock file beside a SQLite store, held while a process first opens it (a no-op for servers).
+
+    Opening a store that does not exist yet creates and migrates its schema; two runs started together
+    on a new machine raced that migration (`duplicate column name: step`) and the experiment's creation.
+    """
+    if not uri.startswith("sqlite:///"):
+        return contextlib.nullcontext()
+    from filelock import FileLock
+
+    return FileLock(uri.removeprefix("sqlite:///") + ".lock")
 
 
 @contextlib.contextmanager

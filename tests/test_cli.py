@@ -182,7 +182,7 @@ def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_
 
 
 def test_setting_differences_name_the_model_blocks_and_keys_an_older_version_lacked():
-    from harness.run_records import setting_differences
+    from harness.results_file import setting_differences
 
     previous = {"format": "f/1", "model": {"name": "a", "path": "/m/a"}, "config": {"seed": 0},
                 "data": {"num_dev_windows": 10}, "tasks": ["squad"]}
