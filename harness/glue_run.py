@@ -55,10 +55,12 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
     resolved = {t.name: run.config.resolved(setup.size, t.num_epochs, t.max_length)
                 for t in run.tasks if t.predicted_by is None}
     tracking.setup("glue", run.tracking_uri)
+    run_records.close_orphans("glue", run.output_dir)
     with tracking.run(f"{Path(run.model).name} glue",
                       params=run_records.parent_params(run.config, resolved,
                                                        run_records.as_run(setup, run.config)),
-                      tags={"model": run.model, "tasks": ",".join(t.name for t in run.tasks)}):
+                      tags={"model": run.model, "tasks": ",".join(t.name for t in run.tasks),
+                            "output_dir": str(run.output_dir.resolve())}):
         for task in (t for t in run.tasks if t.predicted_by is None):
             config = resolved[task.name]
             splits = {s: d for s, d in data[task.name].items()

@@ -66,11 +66,13 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     store = results_file.ResultsFile(run.output_dir, started, same)
     results["precision"] = setup.precision
     tracking.setup("squad", run.tracking_uri)
+    run_records.close_orphans("squad", run.output_dir)
     params = run_records.parent_params(run.config, {run.task.name: config},
                                        run_records.as_run(setup, run.config)) \
         | as_dict(run.settings)
     with tracking.run(f"{Path(run.model).name} {run.task.name}", params=params,
-                      tags={"model": run.model, "tasks": run.task.name}):
+                      tags={"model": run.model, "tasks": run.task.name,
+                            "output_dir": str(run.output_dir.resolve())}):
         run_records.train_seeds(
             results, run.task.name, config, range(run.config.seed, run.config.seed + run.seeds),
             functools.partial(_run_task_seed, run, built, setup=setup, progress=progress),

@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 DEFAULT_TRACKING_URI = "sqlite:///runs/mlflow.db"
+PID_TAG, HOST_TAG = "harness.pid", "harness.host"  # the process that opened a run, and where
 
 
 def tracking_uri(explicit: str | None = None) -> str:
@@ -76,7 +78,8 @@ def run(name: str, params: Mapping[str, Any] = (), tags: Mapping[str, str] = (),
     import mlflow
 
     with _sigterm_as_interrupt():
-        active = mlflow.start_run(run_name=name, nested=nested, tags=dict(tags))
+        owner = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}  # for close_orphans
+        active = mlflow.start_run(run_name=name, nested=nested, tags=dict(tags) | owner)
         try:
             if params:
                 mlflow.log_params({k: _param(v) for k, v in params.items()})
@@ -89,6 +92,43 @@ def run(name: str, params: Mapping[str, Any] = (), tags: Mapping[str, str] = (),
             raise
         else:
             mlflow.end_run(status="FINISHED")
+
+
+def close_orphans(experiment: str, tags: Mapping[str, str]) -> int:
+    """End KILLED `experiment`'s RUNNING runs tagged `tags` whose process is gone (and their
+    nested runs); how many. `kill -9` leaves no chance to end a run, so the next invocation on the same
+    output does it. Runs of live processes (seeds side by side) and of other hosts are left alone."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return 0
+    running = client.search_runs([found.experiment_id], "attributes.status = 'RUNNING'", max_results=5000)
+    dead = {run.info.run_id for run in running
+            if all(run.data.tags.get(key) == value for key, value in tags.items()) and _gone(run.data.tags)}
+    orphans = [run for run in running
+               if run.info.run_id in dead or run.data.tags.get("mlflow.parentRunId") in dead]
+    for run in orphans:
+        client.set_tag(run.info.run_id, "error", "its process ended without closing it (killed)")
+        client.set_terminated(run.info.run_id, status="KILLED")
+    return len(orphans)
+
+
+def _gone(tags: Mapping[str, str]) -> bool:
+    """Whether the run's process has ended: on this host and no such process (a reaped one)."""
+    if tags.get(HOST_TAG) != socket.gethostname() or not tags.get(PID_TAG, "").isdigit():
+        return False
+    pid = int(tags[PID_TAG])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # someone else's live process
+        return False
+    return False
 
 
 def _param(value: Any) -> str:

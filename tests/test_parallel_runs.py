@@ -64,3 +64,34 @@ def test_runs_started_together_share_a_new_mlflow_store(tmp_path):
     assert [(c, o.strip().splitlines()[-1]) for c, o in finished] == [(0, "ok")] * 4, finished
     experiments = [e.name for e in mlflow_runs.client(tmp_path / "store" / "mlflow.db").search_experiments()]
     assert sorted(experiments) == ["Default", "glue"]
+
+
+@pytest.mark.slow
+def test_a_resume_ends_killed_the_runs_a_kill_9_left_running(tiny_model, glue_data, tmp_path, capsys):
+    import signal
+    import time
+
+    from harness.cli import main
+
+    store = tmp_path / "mlflow.db"
+    args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte",
+            "--seeds", "2", "--output-dir", str(tmp_path / "out"), "--tracking-uri", f"sqlite:///{store}",
+            "num_epochs=40", "save_models=false", "predict_test=false"]
+    killed = start(["-m", "harness.cli", *args], tmp_path)
+    deadline = time.monotonic() + 300
+    while not (store.is_file() and mlflow_runs.runs(store, "tags.seed = '1'", experiment="glue")):
+        assert killed.poll() is None and time.monotonic() < deadline, killed.stdout.read()
+        time.sleep(0.5)
+    killed.send_signal(signal.SIGKILL)  # no handler runs: its parent and seed-1 runs stay RUNNING
+    killed.wait()
+    killed.stdout.close()
+    assert sorted(mlflow_runs.statuses(store, experiment="glue").values()) == ["FINISHED", "RUNNING", "RUNNING"]
+
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"note: 2 MLflow runs of {tmp_path / 'out'} left RUNNING by a killed invocation now marked KILLED" \
+        in out
+    ended = sorted((run.info.run_name, run.info.status)
+                   for run in mlflow_runs.runs(store, experiment="glue"))
+    assert ended == [("rte seed 0", "FINISHED"), ("rte seed 1", "FINISHED"), ("rte seed 1", "KILLED"),
+                     ("tiny glue", "FINISHED"), ("tiny glue", "KILLED")]
