@@ -181,6 +181,17 @@ def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_
         "--output-dir\n")
 
 
+@pytest.mark.parametrize("body", [b'{"runs": [', b"\xff\xfe not text", b'["a list"]'])
+def test_a_corrupt_results_json_on_resume_is_one_line(body, tiny_model, glue_data, tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "results.json").write_bytes(body)
+    code, _, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte"), capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"harness: error: {str(tmp_path / 'out' / 'results.json')!r} is not a")
+    assert "move it away to start this run directory afresh, or pass a new --output-dir" in err
+    assert (tmp_path / "out" / "results.json").read_bytes() == body  # left for the user to look at
+
+
 def test_setting_differences_name_the_model_blocks_and_keys_an_older_version_lacked():
     from harness.results_file import setting_differences
 
