@@ -36,7 +36,7 @@ from reports.leaderboard import (
     published_rows,
 )
 
-EXPERIMENT = "leaderboard"
+EXPERIMENT = tracking.LEADERBOARD_EXPERIMENT
 KEY_TAG = "leaderboard_key"
 ROW_TAGS = ("source", "recipe", "model", "model_id", "reference", "notes")
 NOTE_TAG, RUN_NAME_TAG = "mlflow.note.content", "mlflow.runName"

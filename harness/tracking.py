@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_TRACKING_URI = "sqlite:///runs/mlflow.db"
+# Experiment names here, where `harness --help` can read them without the leaderboard's imports
+LEADERBOARD_EXPERIMENT, REPORTS_EXPERIMENT = "leaderboard", "leaderboard-reports"
 PID_TAG, HOST_TAG = "harness.pid", "harness.host"  # the process that opened a run, and where
 
 

@@ -126,6 +126,39 @@ def test_predict_in_a_process_without_torch(work, tmp_path):
     assert {r["label"] for r in results} <= {"entailment", "not_entailment"}
 
 
+def minimal_environment(root):
+    """A virtualenv holding only onnxruntime, tokenizers and numpy (linked from this one, with their
+    vendored .libs folders) and the project's source: what README promises `harness predict` needs."""
+    import importlib
+    from pathlib import Path
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "env")], check=True, timeout=120)
+    lib = root / "lib"
+    lib.mkdir()
+    for name in ("onnxruntime", "tokenizers", "numpy"):
+        folder = Path(importlib.import_module(name).__file__).parent
+        for found in (folder, folder.with_name(f"{name}.libs")):
+            if found.exists():
+                (lib / found.name).symlink_to(found)
+    for package in ("harness", "pretrain", "reports", "tasks"):
+        (lib / package).symlink_to(REPO / package)
+    (site,) = (root / "env").glob("lib/python*/site-packages")
+    (site / "only-these.pth").write_text(f"{lib}\n")
+    return root / "env" / "bin" / "python"
+
+
+@pytest.mark.slow
+def test_predict_runs_in_an_environment_with_only_onnxruntime_tokenizers_and_numpy(work, tmp_path):
+    python = minimal_environment(tmp_path)
+    for absent in ("torch", "scipy", "transformers", "mlflow"):  # the environment is what it claims
+        assert subprocess.run([python, "-I", "-c", f"import {absent}"], capture_output=True).returncode != 0
+    done = subprocess.run([python, "-I", "-m", "harness.cli", "predict", "--bundle", str(work["bundle"]),
+                           "the cat was happy .", "the cat is happy ."],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["label"] in ("entailment", "not_entailment")
+
+
 def test_a_pair_for_a_single_sentence_task_is_refused(work):
     from reports.onnx_predictor import Predictor, Request
 
