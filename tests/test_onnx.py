@@ -267,6 +267,32 @@ def test_predict_bad_batch_input(content, work, tmp_path, capsys, monkeypatch):
     assert code == 2 and BAD_LINES[content] in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_predict_non_utf8_and_lone_surrogates_are_one_line(work, tmp_path, capsys, monkeypatch):
+    import io
+
+    monkeypatch.chdir(tmp_path)
+    pair = '{"text": "a cat", "text_pair": "a dog"}\n'
+    (tmp_path / "latin1.jsonl").write_bytes(pair.encode() + '{"text": "caf\u00e9", "text_pair": "x"}'.encode("latin-1"))
+    code, out, err = run(["predict", "--bundle", work["bundle"], "--input", "latin1.jsonl"], capsys)
+    assert (code, out) == (2, "") and err == ("harness: error: latin1.jsonl line 2: not UTF-8 text (byte 0xe9); "
+                                              "save or send the requests as UTF-8\n")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"\xff\xfe" + pair.encode("utf-16-le"))))
+    code, _, err = run(["predict", "--bundle", work["bundle"]], capsys)
+    assert code == 2 and err.startswith("harness: error: stdin line 1: not UTF-8 text (byte 0xff)"), err
+    (tmp_path / "surrogate.jsonl").write_text(pair + '{"text": "a \\ud800 cat", "text_pair": "a dog"}\n')
+    code, _, err = run(["predict", "--bundle", work["bundle"], "--input", "surrogate.jsonl"], capsys)
+    assert code == 2 and err == ("harness: error: surrogate.jsonl line 2: text holds U+D800 at character 2, a "
+                                 "lone surrogate, not text (from an escape such as \\ud800 or undecodable "
+                                 "bytes); send valid Unicode\n"), err
+    # argv: bytes that are not UTF-8 reach Python as surrogate escapes
+    code, _, err = run(["predict", "--bundle", work["bundle"], "a cat", "caf\udce9"], capsys)
+    assert code == 2 and err.startswith("harness: error: TEXT: text_pair holds U+DCE9 at character 3"), err
+    with_bom = tmp_path / "bom.jsonl"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + pair.encode())  # what Windows editors write: accepted
+    code, out, err = run(["predict", "--bundle", work["bundle"], "--input", str(with_bom)], capsys)
+    assert code == 0 and json.loads(out)["label"] in ("entailment", "not_entailment"), err
+
+
 def test_broken_bundles(work, tmp_path, capsys):
     no_manifest = shutil.copytree(work["bundle"], tmp_path / "a")
     (no_manifest / "manifest.json").unlink()
