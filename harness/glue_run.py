@@ -9,7 +9,7 @@ from pathlib import Path
 
 import transformers
 
-from harness import mlflow_leaderboard, results_file, run_records, tracking
+from harness import mlflow_leaderboard, preflight, results_file, run_records, tracking
 from harness.run_records import Setup
 from pretrain import atomic
 from pretrain.errors import UserError
@@ -54,6 +54,7 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
     results["precision"] = setup.precision
     resolved = {t.name: run.config.resolved(setup.size, t.num_epochs, t.max_length)
                 for t in run.tasks if t.predicted_by is None}
+    preflight.check_run_outputs(run.output_dir, tracking.chosen_uri(run.tracking_uri))  # before training
     tracking.setup("glue", run.tracking_uri)
     run_records.close_orphans("glue", run.output_dir)
     with tracking.run(f"{Path(run.model).name} glue",

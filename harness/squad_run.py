@@ -12,7 +12,7 @@ from pathlib import Path
 
 import transformers
 
-from harness import mlflow_leaderboard, results_file, run_records, tracking
+from harness import mlflow_leaderboard, preflight, results_file, run_records, tracking
 from harness.config import as_dict
 from harness.run_records import Setup
 from pretrain import atomic
@@ -65,6 +65,7 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     results = results_file.resume(run.output_dir, fresh, same)
     store = results_file.ResultsFile(run.output_dir, started, same)
     results["precision"] = setup.precision
+    preflight.check_run_outputs(run.output_dir, tracking.chosen_uri(run.tracking_uri))  # before training
     tracking.setup("squad", run.tracking_uri)
     run_records.close_orphans("squad", run.output_dir)
     params = run_records.parent_params(run.config, {run.task.name: config},

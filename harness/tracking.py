@@ -22,10 +22,15 @@ PID_TAG, HOST_TAG = "harness.pid", "harness.host"  # the process that opened a r
 
 def tracking_uri(explicit: str | None = None) -> str:
     """The URI to log to: the flag, then MLFLOW_TRACKING_URI, then the local SQLite default."""
-    uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    uri = chosen_uri(explicit)
     if uri.startswith("sqlite:///"):
         Path(uri.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
     return uri
+
+
+def chosen_uri(explicit: str | None = None) -> str:
+    """The flag, then MLFLOW_TRACKING_URI, then the local SQLite default; nothing created."""
+    return explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
 
 def setup(experiment: str, uri: str | None = None) -> None:
