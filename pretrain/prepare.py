@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from pretrain import console
 from pretrain import device as placement
 from pretrain import distributed as dist
 from pretrain.atomic import atomic_dir
@@ -39,6 +40,11 @@ def prepare_examples(config: PretrainConfig, context: dist.Context):
     dist.barrier(context)
     if not context.is_main:
         result = _prepare(config)
+    count = len(result[1])
+    if context.is_main and count < config.batch_size:  # every batch holds the same few sequences
+        console.line(f"note: the corpus gives {count} sequence{'s' if count != 1 else ''} of up to "
+                     f"{config.seq_len} tokens, fewer than a batch ({config.batch_size}): every step "
+                     "trains on the same text repeated; pass a larger corpus for a meaningful run")
     return result
 
 

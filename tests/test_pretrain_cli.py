@@ -142,6 +142,31 @@ def test_empty_corpus_is_a_user_error(tmp_path, micro, capsys, text):
     assert not (tmp_path / "mlflow.db").exists()
 
 
+@pytest.mark.parametrize("content,reason", [
+    (b"PK\x03\x04\x14\x00\x00\x00\x08\x00 a zip archive", "is binary (NUL bytes at offset 5), not text; "
+     "remove it from the corpus or pass only text files"),
+    ("caf\u00e9 au lait\n".encode("latin-1"), "is not UTF-8 text (byte 0xe9 at offset 3); convert it to UTF-8 "
+     "or remove it from the corpus"),
+])
+def test_a_corpus_file_that_is_not_utf8_text_is_named(tmp_path, micro, capsys, content, reason):
+    (tmp_path / "books").mkdir()
+    (tmp_path / "books" / "a.txt").write_text("the cat sat on the mat.\n")
+    (tmp_path / "books" / "b.txt").write_bytes(content)
+    code = main(cli_args(tmp_path, tmp_path / "books", "max_steps=1"))
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"harness: error: corpus file {str(tmp_path / 'books' / 'b.txt')!r} {reason}\n"
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_corpus_smaller_than_a_batch_says_it_repeats(tmp_path, micro, capsys):
+    (tmp_path / "one.txt").write_text("the cat sat on mats.\n")
+    code = main(cli_args(tmp_path, tmp_path / "one.txt", "max_steps=1"))
+    out = capsys.readouterr().out
+    assert code == 0
+    assert ("note: the corpus gives 1 sequence of up to 32 tokens, fewer than a batch (8): every step trains "
+            "on the same text repeated; pass a larger corpus for a meaningful run") in out, out
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
