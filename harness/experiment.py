@@ -60,6 +60,12 @@ class Efficiency:
     command: str = ""  # as typed, recorded for the reader
     # prints each stage's headline; `harness demo` adds its elapsed time and ETA
     announce: Callable[[str], None] = print
+    later_stages: int = 0  # stages a caller runs after these (the demo's compare/export/predict)
+
+
+def stage_count(exp: Efficiency) -> int:
+    """Stages numbered [i/N]: each pre-training and each arm's fine-tuning, then the caller's own."""
+    return 2 * len(set(exp.budgets)) * len(set(exp.objectives)) + exp.control + exp.later_stages
 
 
 def arm_name(objective: str, budget: float) -> str:
@@ -93,7 +99,7 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[Arm]:
         load_glue(task, glue_dir(exp.data_dir))
     _check_manifest(exp)
     arms: list[Arm] = []
-    total = 2 * len(configs) + exp.control  # stages: each pre-training and each arm's fine-tuning
+    total = stage_count(exp)
     numbers = iter(range(1, total + 1))
 
     def stage() -> str:
