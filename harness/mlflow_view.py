@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 NOTE_TAG = "mlflow.note.content"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
@@ -84,4 +85,23 @@ def browse_hint(uri: str, experiment_id: str) -> str:
     if uri.startswith(("http://", "https://")):
         return runs_url(uri, experiment_id)
     return (f"{runs_url('http://127.0.0.1:5000', experiment_id)} after `MLFLOW_SERVER_ENABLE_JOB_EXECUTION="
-            f"false mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000`")
+            f"false {mlflow_command()} ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000`")
+
+
+def mlflow_command() -> str:
+    """`mlflow` where the shell finds this environment's; else this interpreter's `python -m mlflow`.
+
+    After `tox -e demo` the mlflow script lives in .tox/demo/bin, not on the user's PATH.
+    """
+    import shlex
+    import shutil
+    import sys
+
+    beside = Path(sys.executable).parent / "mlflow"
+    found = shutil.which("mlflow")
+    if found and beside.exists() and Path(found).resolve() == beside.resolve():
+        return "mlflow"
+    python = Path(sys.executable)
+    if python.is_relative_to(Path.cwd()):
+        python = python.relative_to(Path.cwd())  # .tox/demo/bin/python: short, and it runs from here
+    return f"{shlex.quote(str(python))} -m mlflow"

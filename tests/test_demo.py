@@ -68,7 +68,7 @@ def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, cap
     assert "/ARM/" not in printed  # the run folders by name
     for arm in ("electra-2e+08", "random-init"):
         assert f"  {out / 'glue' / arm}/results.json   every seed's scores" in printed
-    assert f"mlflow ui --backend-store-uri sqlite:///{tmp_path / 'mlflow.db'}" in printed
+    assert f" ui --backend-store-uri sqlite:///{tmp_path / 'mlflow.db'}" in printed
     assert "/runs?viewStateShareKey=leaderboard" in printed
     assert str(out / "demo.json") in printed
 
