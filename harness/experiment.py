@@ -169,7 +169,7 @@ def _control(exp: Efficiency, like: Path, progress, stage: str) -> Arm:
 def _finetune(exp: Efficiency, model: str, name: str, progress) -> dict:
     return run_glue(GlueRun(model=model, tasks=exp.tasks, output_dir=exp.output_dir / "glue" / name,
                             config=exp.finetune, seeds=exp.seeds, data_dir=exp.data_dir,
-                            tracking_uri=exp.tracking_uri), progress)
+                            tracking_uri=exp.tracking_uri, leaderboard=False), progress)  # see write_report
 
 
 def _glue_dirs(arms: list[Arm]) -> list[str]:

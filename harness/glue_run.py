@@ -35,6 +35,8 @@ class GlueRun:
     seeds: int = 1
     data_dir: str | None = None
     tracking_uri: str | None = None
+    # False where the caller adds the run to the leaderboard itself (an experiment's report stage)
+    leaderboard: bool = True
 
 
 @quiet_libraries()  # the loop's own bar or lines cover tokenising, loading and saving
@@ -81,7 +83,8 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
             mlflow_leaderboard.log_flops(results["flops"])
             _summarize(run.output_dir, results)
             results["submission"] = _write_submission(run.output_dir, results, run.config.predict_test)
-    mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
+    if run.leaderboard:
+        mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
     return results
 
 

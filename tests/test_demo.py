@@ -66,6 +66,8 @@ def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, cap
     assert [line.split("]")[0] for line in printed.splitlines() if " elapsed, about " in line] == [
         "[1/4", "[2/4", "[3/4", "[4/4"]  # every stage numbered, the demo's own last one too
     assert "/ARM/" not in printed  # the run folders by name
+    # under the temp dir, as a checkout in /tmp: no "not added" line, since the report stage adds them
+    assert "leaderboard: not added" not in printed
     for arm in ("electra-2e+08", "random-init"):
         assert f"  {out / 'glue' / arm}/results.json   every seed's scores" in printed
     assert f" ui --backend-store-uri sqlite:///{tmp_path / 'mlflow.db'}" in printed
