@@ -107,6 +107,11 @@ def train_seeds(results: dict, task: str, config: FinetuneConfig, seeds: range,
     """Each seed of `task` not done yet, trained by `train` (config with that seed -> its run record):
     the record goes to results["runs"], or to results["diverged"] when its loss went non-finite (its
     MLflow run ends FAILED; the other seeds go on). `save` is called after every seed."""
+    kept = [seed for seed in seeds if is_done(results, task, seed)]
+    if kept:  # a resume: say what it keeps, so the user knows what this invocation will (not) train
+        left = [seed for seed in seeds if seed not in kept]
+        rest = f"training {_seeds(left)}" if left else "nothing left to train"
+        print(f"resume {task}: kept {_seeds(kept)} from results.json; {rest}")
     for seed in seeds:
         if is_done(results, task, seed):
             continue
@@ -116,6 +121,10 @@ def train_seeds(results: dict, task: str, config: FinetuneConfig, seeds: range,
         except FloatingPointError as error:
             results.setdefault("diverged", []).append(diverged_record(task, seed_config, error))
         save()
+
+
+def _seeds(seeds: list[int]) -> str:
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
 
 
 def is_done(results: dict, task: str, seed: int) -> bool:

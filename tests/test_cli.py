@@ -151,7 +151,8 @@ def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, m
         raise AssertionError("a finished (task, seed) was trained again")
 
     monkeypatch.setattr(harness.glue_run, "finetune", must_not_train)
-    assert run(args, capsys)[0] == 0
+    code, out, _ = run(args, capsys)
+    assert code == 0 and "resume rte: kept seed 0 from results.json; nothing left to train" in out
     code, _, err = run([a for a in args if a != "num_epochs=1"] + ["num_epochs=2"], capsys)
     assert code == 2 and "with other settings (num_epochs: 1.0 -> 2.0); resume it with the same" in err
 
