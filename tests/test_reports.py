@@ -331,6 +331,14 @@ def test_a_quick_run_gets_its_own_marked_row_and_never_replaces_the_full_recipe(
     assert "47.3" not in measured and "| runs/pretrain/a [departs: max_train_examples=100, num_epochs=1] |" \
         in departing
     assert "departing" not in markdown(rows[:1])  # no such section without such rows
+    # Only departing rows (a demo's subsampled runs): the measured section does not say "no rows yet"
+    only_quick = markdown(rows[1:])
+    assert "No rows yet: run" not in only_quick
+    assert "No row follows the ELECTRA recipe; every measured row departs from it (next section)." in only_quick
+    assert "No rows yet: run `harness run glue`" in markdown([])
+    from reports.render import to_html
+
+    assert "No rows yet: run" not in to_html(rows[1:], None)
 
 
 def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_view(two_runs, tmp_path, capsys):
