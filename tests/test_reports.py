@@ -406,3 +406,21 @@ def test_the_plot_leaves_out_untrained_controls_and_off_recipe_rows():
     control = Row("b", "b", MEASURED, "", {"pretrain_flops": 0.0, "glue_score": 30.0})  # 0 has no log position
     quick = Row("c", "c", MEASURED, "", {"pretrain_flops": 1e14, "glue_score": 50.0}, departures="num_epochs=1")
     assert plottable([pretrained, control, quick]) == ([pretrained], [control, quick])
+
+
+def test_the_plot_footnote_stays_inside_the_figure():
+    """After the demo the footnote names rows with long recipe tags; all of it must be on the image."""
+    from reports.leaderboard import MEASURED, Row
+    from reports.plot import flops_vs_glue_figure
+
+    tag = "max_train_examples=1500, num_epochs=3, learning_rate=0.0003, batch_size=32"
+    rows = [Row("a", "a", MEASURED, "", {"pretrain_flops": 1e14, "glue_score": 40.0}),
+            *(Row(name, f"runs/demo/{name} [departs: {tag}]", MEASURED, "",
+                  {"pretrain_flops": 1e14, "glue_score": 41.0}, departures=tag)
+              for name in ("electra-1e+14", "random-init"))]
+    figure = flops_vs_glue_figure(rows)
+    figure.canvas.draw()
+    note = figure._supxlabel
+    box, page = note.get_window_extent(), figure.bbox
+    assert "random-init" in note.get_text()
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0, (box, page)
