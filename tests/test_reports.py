@@ -152,7 +152,7 @@ def test_published_rows_keep_their_sources_apart():
     assert {r.source for r in rows.values()} == {PUBLISHED} and len(rows) == 18
     table1 = rows[("ELECTRA-Small", "ELECTRA paper Table 1")]
     assert table1.values == {"num_params": 14e6, "pretrain_flops": 1.4e18, "inference_flops": 3.7e9,
-                             "glue_score": 79.9}
+                             "glue_score": 79.9, "glue_tasks": 8.0}  # Table 1 averages the eight tasks
     readme = rows[("ELECTRA-Small (Small++)", "google-research/electra README")]
     assert readme.values["squad20_em"] == 70.1 and readme.values["glue_score"] == pytest.approx(81.1375)
     assert "pretrain_flops" not in readme.values  # Small++ is not Table 1's model
@@ -182,7 +182,7 @@ def test_markdown_and_csv_exactly(two_runs):
         ",,,,,/m/a",
         f"electra-small,measured,electra,{b / 'results.json'},,,,,,,,,,,50,50,1,,,,,{note_b},"
         "google/electra-small-discriminator",
-        "ELECTRA-Small,published,as published,ELECTRA paper Table 1,14000000,1.4e+18,3700000000,,,,,,,,,79.9,,,,,,"
+        "ELECTRA-Small,published,as published,ELECTRA paper Table 1,14000000,1.4e+18,3700000000,,,,,,,,,79.9,8,,,,,"
         "trained 4d on 1 V100 GPU; per-task scores not in Table 1; train FLOPs as printed: a 128-wide generator "
         "(official script: 1.424e18); with its 64-wide default (our electra-small) 1.294e18,"
         "ELECTRA-Small @ ELECTRA paper Table 1"]]
@@ -358,7 +358,7 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
     assert full.data.tags["recipe"] == "electra"
     assert by_name["runs/pretrain/a [departs: max_train_examples=100] · GLUE 47.3 (1/8) · 1.29e18 FLOPs"].data \
         .tags["recipe"] == "departs: max_train_examples=100"
-    assert "ELECTRA-Small (ELECTRA paper Table 1) · GLUE 79.9 · 1.4e18 FLOPs" in by_name
+    assert "ELECTRA-Small (ELECTRA paper Table 1) · GLUE 79.9 (8/8) · 1.4e18 FLOPs" in by_name
     note = full.data.tags["mlflow.note.content"]
     assert "| recipe | electra |" in note and "| GLUE | 62.5 (3/8) |" in note and "| pre-train FLOPs | 1.29e18 |" \
         in note
@@ -373,10 +373,18 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
     assert experiment.tags["mlflow.note.content"] == mlflow_view.DESCRIPTION
     view = json.loads(experiment.tags["mlflow.sharedViewState.leaderboard"])
     state = json.loads(view["state"])
-    assert view["name"] == "Leaderboard" and state["orderByKey"] == "metrics.`glue_score`"
+    # newest first, and the published rows were created before the user's, so the user's lead
+    assert view["name"] == "Leaderboard" and (state["orderByKey"], state["orderByAsc"]) == (
+        "attributes.start_time", False)
+    newest = sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id), reverse=True)
+    assert [r.data.tags["source"] for r in newest[:2]] == ["measured", "measured"]
+    assert max(r.info.start_time for r in runs if r.data.tags["source"] == "published") <= \
+        min(r.info.start_time for r in runs if r.data.tags["source"] == "measured")
     assert state["selectedColumns"][:3] == ["metrics.`glue_score`", "metrics.`glue_tasks`",
                                             "metrics.`pretrain_flops_1e18`"]
-    assert renamed.data.metrics["pretrain_flops_1e18"] == pytest.approx(1.294)
+    # what the UI prints as stored: scores to 2 decimals (66.666...), FLOPs / 1e18 without float noise
+    assert renamed.data.metrics["glue_score"] == 66.67 and renamed.data.metrics["rte"] == 75.0
+    assert renamed.data.metrics["pretrain_flops_1e18"] == 1.294
     assert f"#/experiments/{experiment.experiment_id}/runs?viewStateShareKey=leaderboard" in \
         capsys.readouterr().out
 
