@@ -25,8 +25,9 @@ SCALED_FLOPS = "pretrain_flops_1e18"
 METRIC_COLUMNS = ("glue_score", "glue_tasks", SCALED_FLOPS)
 TAG_COLUMNS = ("source", "recipe")
 DESCRIPTION = """\
-**ELECTRA harness leaderboard**: a run per model and recipe, named `model · GLUE (tasks/8) · FLOPs`;
-click a run for its whole row.
+**ELECTRA harness leaderboard**, newest first: compare `glue_score` only between rows with the same
+`glue_tasks` and `recipe`. A run per model and recipe, named `model · GLUE (tasks/8) · FLOPs`; click a
+run for its whole row.
 
 - Runs table in the saved view "Leaderboard" (Views menu, top right): `glue_score`, `glue_tasks`,
   `pretrain_flops_1e18` (pre-training FLOPs / 1e18), `source`, `recipe`, newest first (click
