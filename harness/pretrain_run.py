@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -11,6 +13,7 @@ from harness import tracking
 from harness.config import as_dict
 from pretrain import checkpoint, console, train
 from pretrain.config import PretrainConfig
+from pretrain.errors import UserError
 from pretrain.quiet import quiet_libraries
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining}{postfix}]"
@@ -21,10 +24,44 @@ def run_pretrain(config: PretrainConfig, experiment: str = "pretrain", tracking_
                  progress: bool | None = None) -> dict | None:
     """Pre-train with progress (console.progress_mode) and an MLflow run; pretrain_meta.json's dict
     (None off rank 0)."""
-    resolved = train.preflight(config)  # bad input fails here, before an MLflow run is opened
-    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports (and locks)
+        train.preflight(config)
         train.pretrain(config)
         return None
+    train.preflight(config)  # bad settings fail before the lock creates OUT
+    with output_lock(config.output_dir):
+        return _run_pretrain(config, experiment, tracking_uri, progress)
+
+
+@contextlib.contextmanager
+def output_lock(output_dir: str | None) -> Iterator[None]:
+    """Held while a run writes OUT; a second `harness pretrain` into it is refused in one line.
+
+    Two runs writing one folder's checkpoints would resume from and overwrite each other's steps.
+    """
+    from filelock import FileLock, Timeout
+
+    if not output_dir:
+        yield
+        return
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(out / ".pretrain.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise UserError(f"another `harness pretrain` is writing to {str(out)!r}; wait for it to finish "
+                        "(then rerun to resume or extend it) or choose another --output") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _run_pretrain(config: PretrainConfig, experiment: str, tracking_uri: str | None,
+                  progress: bool | None) -> dict:
+    resolved = train.preflight(config)  # again, now that no other run can change OUT
+
     note = extension_note(resolved)
     if note:
         print(note)

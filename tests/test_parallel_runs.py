@@ -95,3 +95,28 @@ def test_a_resume_ends_killed_the_runs_a_kill_9_left_running(tiny_model, glue_da
                    for run in mlflow_runs.runs(store, experiment="glue"))
     assert ended == [("rte seed 0", "FINISHED"), ("rte seed 1", "FINISHED"), ("rte seed 1", "KILLED"),
                      ("tiny glue", "FINISHED"), ("tiny glue", "KILLED")]
+
+
+@pytest.mark.slow
+def test_a_second_pretrain_into_a_busy_output_is_refused_in_one_line(tmp_path):
+    """Two `harness pretrain` runs into one --output would overwrite each other's checkpoints: the one
+    that finds the folder taken exits 2 with one line, the other finishes."""
+    from tests.test_pretrain_train import write_corpus
+
+    corpus = write_corpus(tmp_path / "corpus.txt")
+
+    def pretrain(store: str) -> subprocess.Popen:
+        return start(["-m", "harness.cli", "pretrain", "--preset", "electra-tiny", "--corpus", str(corpus),
+                      "--output", str(tmp_path / "out"), "--tracking-uri", f"sqlite:///{tmp_path / store}",
+                      "max_steps=40", "batch_size=4", "seq_len=32", "tokenizer=train", "train_vocab_size=200",
+                      "precision=fp32", f"cache_dir={tmp_path / 'cache'}"], tmp_path)
+
+    finished = finish([pretrain("a.db"), pretrain("b.db")])  # two stores: only the output is shared
+    codes = sorted(code for code, _ in finished)
+    assert codes == [0, 2], finished
+    refused = next(output for code, output in finished if code == 2)
+    assert refused.strip().splitlines()[-1] == (
+        f"harness: error: another `harness pretrain` is writing to {str(tmp_path / 'out')!r}; wait for it to "
+        "finish (then rerun to resume or extend it) or choose another --output")
+    assert len([line for line in refused.splitlines() if line.startswith("harness: error")]) == 1
+    assert json.loads((tmp_path / "out" / "pretrain_meta.json").read_text())["steps"] == 40
