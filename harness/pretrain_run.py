@@ -84,7 +84,8 @@ def _run_pretrain(config: PretrainConfig, experiment: str, tracking_uri: str | N
 
         meta = train.pretrain(config, on_log)
         tracking.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
-        tracking.log_metrics({"schedule_completed": meta["schedule_completed"]}, step=meta["steps"])
+        if meta.get("schedule_completed") is not None:
+            tracking.log_metrics({"schedule_completed": meta["schedule_completed"]}, step=meta["steps"])
     note = time_stop_note(meta, config.output_dir)
     if note:
         print(note)
