@@ -58,7 +58,7 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
                 for t in run.tasks if t.predicted_by is None}
     preflight.check_run_outputs(run.output_dir, tracking.chosen_uri(run.tracking_uri))  # before training
     tracking.setup("glue", run.tracking_uri)
-    run_records.close_orphans("glue", run.output_dir)
+    tracking.end_orphans("glue", {"output_dir": str(run.output_dir.resolve())}, run.output_dir)
     with tracking.run(f"{Path(run.model).name} glue",
                       params=run_records.parent_params(run.config, resolved,
                                                        run_records.as_run(setup, run.config)),

@@ -66,6 +66,7 @@ def _run_pretrain(config: PretrainConfig, experiment: str, tracking_uri: str | N
     if note:
         print(note)
     tracking.setup(experiment, tracking_uri)
+    tracking.end_orphans(experiment, {"output_dir": str(config.output_dir)}, config.output_dir)
     name = Path(config.output_dir).name if config.output_dir else "pretrain"
     tags = {"command": "pretrain", "objective": config.objective, "preset": config.preset,
             "output_dir": str(config.output_dir)}

@@ -94,14 +94,6 @@ def fresh_results(results_format: str, model: str, model_path: str, config: Fine
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
 
 
-def close_orphans(experiment: str, output_dir: Path) -> None:
-    """End KILLED the MLflow runs a killed invocation into output_dir left RUNNING, saying so."""
-    closed = tracking.close_orphans(experiment, {"output_dir": str(Path(output_dir).resolve())})
-    if closed:
-        print(f"note: {closed} MLflow run{'s' if closed > 1 else ''} of {output_dir} left RUNNING by a "
-              f"killed invocation now marked KILLED")
-
-
 def train_seeds(results: dict, task: str, config: FinetuneConfig, seeds: range,
                 train: Callable[[FinetuneConfig], dict], save: Callable[[], None]) -> None:
     """Each seed of `task` not done yet, trained by `train` (config with that seed -> its run record):

@@ -67,7 +67,7 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     results["precision"] = setup.precision
     preflight.check_run_outputs(run.output_dir, tracking.chosen_uri(run.tracking_uri))  # before training
     tracking.setup("squad", run.tracking_uri)
-    run_records.close_orphans("squad", run.output_dir)
+    tracking.end_orphans("squad", {"output_dir": str(run.output_dir.resolve())}, run.output_dir)
     params = run_records.parent_params(run.config, {run.task.name: config},
                                        run_records.as_run(setup, run.config)) \
         | as_dict(run.settings)

@@ -122,6 +122,14 @@ def close_orphans(experiment: str, tags: Mapping[str, str]) -> int:
     return len(orphans)
 
 
+def end_orphans(experiment: str, tags: Mapping[str, str], output_dir) -> None:
+    """close_orphans, with a note naming what it ended."""
+    closed = close_orphans(experiment, tags)
+    if closed:
+        print(f"note: {closed} MLflow run{'s' if closed > 1 else ''} of {output_dir} left RUNNING by a "
+              "killed invocation now marked KILLED")
+
+
 def _gone(tags: Mapping[str, str]) -> bool:
     """Whether the run's process has ended: on this host and no such process (a reaped one)."""
     if tags.get(HOST_TAG) != socket.gethostname() or not tags.get(PID_TAG, "").isdigit():

@@ -190,3 +190,24 @@ def test_ddp_with_two_cpu_processes_matches_one_process(tmp_path, micro, corpus,
     single = json.loads((tmp_path / "single" / "pretrain_meta.json").read_text())
     # The global batch order does not depend on the process count: same tokens, same FLOPs.
     assert ddp["tokens_seen"] == single["tokens_seen"] and ddp["train_flops"] == single["train_flops"]
+
+
+def test_a_rerun_ends_killed_the_run_a_dead_process_left_running(tmp_path, micro, corpus, capsys):
+    from harness import tracking
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # reaped: its pid names no process, as after a kill -9
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking.setup("pretrain", uri)
+    client = mlflow_runs.client(tmp_path / "mlflow.db")
+    experiment = client.get_experiment_by_name("pretrain").experiment_id
+    left = client.create_run(experiment, run_name="out", tags={
+        "output_dir": str(tmp_path / "out"), tracking.PID_TAG: str(dead.pid), tracking.HOST_TAG: socket.gethostname()})
+    other = client.create_run(experiment, run_name="elsewhere", tags={  # another output: not ours to end
+        "output_dir": str(tmp_path / "other"), tracking.PID_TAG: str(dead.pid),
+        tracking.HOST_TAG: socket.gethostname()})
+    assert main(cli_args(tmp_path, corpus, "max_steps=2")) == 0
+    assert f"note: 1 MLflow run of {tmp_path / 'out'} left RUNNING by a killed invocation now marked KILLED" \
+        in capsys.readouterr().out
+    assert client.get_run(left.info.run_id).info.status == "KILLED"
+    assert client.get_run(other.info.run_id).info.status == "RUNNING"
