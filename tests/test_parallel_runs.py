@@ -71,12 +71,14 @@ def test_a_resume_ends_killed_the_runs_a_kill_9_left_running(tiny_model, glue_da
     import signal
     import time
 
+    from harness import tracking
     from harness.cli import main
 
     store = tmp_path / "mlflow.db"
     args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte",
             "--seeds", "2", "--output-dir", str(tmp_path / "out"), "--tracking-uri", f"sqlite:///{store}",
             "num_epochs=40", "save_models=false", "predict_test=false"]
+    tracking.setup("glue", f"sqlite:///{store}")  # created here, so this test's reads never race its creation
     killed = start(["-m", "harness.cli", *args], tmp_path)
     deadline = time.monotonic() + 300
     while not (store.is_file() and mlflow_runs.runs(store, "tags.seed = '1'", experiment="glue")):
