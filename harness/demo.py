@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config import load_config
-from harness.experiment import Efficiency, arm_name, diverged_error, run_efficiency, scored_points
+from harness.experiment import (
+    Efficiency,
+    arm_name,
+    diverged_error,
+    run_efficiency,
+    scored_points,
+    stage_count,
+)
 from pretrain import atomic
 from pretrain.errors import UserError
 from pretrain.vocab import shared_dir
@@ -151,33 +158,43 @@ def run_demo(demo: Demo) -> dict:
         tasks=tuple(parse_tasks(plan.tasks)), output_dir=demo.output_dir, seeds=plan.seeds,
         pretrain_settings=plan.pretrain_settings,
         finetune=plan.finetune(), data_dir=demo.data_dir,
-        tracking_uri=demo.tracking_uri, command=f"harness demo --output {demo.output_dir}", announce=clock)
+        tracking_uri=demo.tracking_uri, command=f"harness demo --output {demo.output_dir}", announce=clock,
+        later_stages=1)
     arms = run_efficiency(exp)
     diverged = diverged_error(arms)
     points, unscored = scored_points(arms, [t.name for t in exp.tasks])
     if diverged and unscored:
         raise diverged  # an arm without one whole seed: nothing to compare or export
-    clock("compare the pre-trained model with the control, export the better one, predict")
+    last = stage_count(exp)
+    clock(f"[{last}/{last}] compare the pre-trained model with the control, export the better one, predict")
     pretrained = demo.output_dir / "glue" / arm_name("electra", plan.budget_flops)
     control = demo.output_dir / "glue" / CONTROL
-    comparison = _compare(pretrained, control)
-    better = max(points, key=lambda p: p.glue_median)
-    better_dir = control if better.objective == CONTROL else pretrained
-    bundle = _export(better_dir, plan.export_task, demo)
+    glue_row, comparison = _compare(pretrained, control)
+    # "Better" only where harness compare finds a difference; else the higher median is exported, and
+    # the summary says it is not detectably better.
+    higher = max(points, key=lambda p: p.glue_median).objective
+    verdict = glue_row.get("verdict")
+    better = {"A better": "electra", "B better": CONTROL}.get(verdict)
+    exported = better or higher
+    bundle = _export(control if exported == CONTROL else pretrained, plan.export_task, demo)
     prediction = _predict(bundle, plan.example)
     metrics = next((p.pretrain.get("metrics", {}) for p in points if p.objective != CONTROL), {})
     summary = {"plan": dataclasses.asdict(plan), "wall_time_s": time.monotonic() - clock.started,
                "detector": {k: metrics[k] for k in ("disc_auc", "disc_auc_unigram") if k in metrics},
-               "better": better.objective, "bundle": str(bundle), "prediction": prediction,
-               "comparison": comparison, "diverged": str(diverged) if diverged else None}
+               "better": better, "exported": exported, "glue_verdict": verdict,
+               "glue_p_value": glue_row.get("p_value"), "bundle": str(bundle), "prediction": prediction,
+               "comparison": comparison, "diverged": str(diverged) if diverged else None,
+               "glue_dirs": sorted(str(p.parent) for p in (demo.output_dir / "glue").glob("*/results.json"))}
     atomic.write_json(demo.output_dir / "demo.json", summary)
     return summary
 
 
-def _compare(a: Path, b: Path) -> str:
-    from harness.compare_runs import compare, load_run, table
+def _compare(a: Path, b: Path) -> tuple[dict, str]:
+    """harness compare's GLUE row and its whole table."""
+    from harness.compare_runs import GLUE_ROW, compare, load_run, table
 
-    return table(compare(load_run(a), load_run(b)))
+    result = compare(load_run(a), load_run(b))
+    return next((r for r in result["rows"] if r["task"] == GLUE_ROW), {}), table(result)
 
 
 def _export(run_dir: Path, task: str, demo: Demo) -> Path:

@@ -60,6 +60,12 @@ class Efficiency:
     command: str = ""  # as typed, recorded for the reader
     # prints each stage's headline; `harness demo` adds its elapsed time and ETA
     announce: Callable[[str], None] = print
+    later_stages: int = 0  # stages a caller runs after these (the demo's compare/export/predict)
+
+
+def stage_count(exp: Efficiency) -> int:
+    """Stages numbered [i/N]: each pre-training and each arm's fine-tuning, then the caller's own."""
+    return 2 * len(set(exp.budgets)) * len(set(exp.objectives)) + exp.control + exp.later_stages
 
 
 def arm_name(objective: str, budget: float) -> str:
@@ -93,7 +99,7 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[Arm]:
         load_glue(task, glue_dir(exp.data_dir))
     _check_manifest(exp)
     arms: list[Arm] = []
-    total = 2 * len(configs) + exp.control  # stages: each pre-training and each arm's fine-tuning
+    total = stage_count(exp)
     numbers = iter(range(1, total + 1))
 
     def stage() -> str:
@@ -129,7 +135,7 @@ def diverged_error(arms: list[Arm]) -> UserError | None:
 def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
                 announce: Callable[[str], None], progress: bool | None) -> dict:
     """The finished run's meta: kept if OUT already holds it, else trained (or resumed) now."""
-    from harness.pretrain_run import run_pretrain
+    from harness.pretrain_run import run_pretrain, time_stop_note
     from pretrain.checkpoint import finished_meta
 
     out = Path(config.output_dir)
@@ -137,6 +143,9 @@ def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
     if meta is not None:
         announce(f"{step} pre-trained {out.name}: kept ({meta['steps']} steps, "
                  f"{meta['train_flops']:.3g} FLOPs)")
+        note = time_stop_note(meta, out)
+        if note:
+            announce(note)
         return meta
     announce(f"{step} pre-train {config.objective} to {config.max_flops:g} FLOPs -> {out}")
     return run_pretrain(config, tracking_uri=tracking_uri, progress=progress)
@@ -160,7 +169,7 @@ def _control(exp: Efficiency, like: Path, progress, stage: str) -> Arm:
 def _finetune(exp: Efficiency, model: str, name: str, progress) -> dict:
     return run_glue(GlueRun(model=model, tasks=exp.tasks, output_dir=exp.output_dir / "glue" / name,
                             config=exp.finetune, seeds=exp.seeds, data_dir=exp.data_dir,
-                            tracking_uri=exp.tracking_uri), progress)
+                            tracking_uri=exp.tracking_uri, leaderboard=False), progress)  # see write_report
 
 
 def _glue_dirs(arms: list[Arm]) -> list[str]:
@@ -169,7 +178,10 @@ def _glue_dirs(arms: list[Arm]) -> list[str]:
 
 def _pretrain_summary(meta: dict) -> dict:
     keys = ("steps", "tokens_seen", "wall_time_s", "train_flops")
-    return {k: meta[k] for k in keys} | {"metrics": meta.get("metrics", {})}
+    # stopped_by / schedule_completed say whether a time stop cut the budget short (absent before them)
+    return {k: meta[k] for k in keys} | {"metrics": meta.get("metrics", {}),
+                                         "stopped_by": meta.get("stopped_by"),
+                                         "schedule_completed": meta.get("schedule_completed")}
 
 
 def scored_points(arms: list[Arm], tasks: list[str]) -> tuple[list[efficiency.Point], list[str]]:

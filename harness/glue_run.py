@@ -9,7 +9,7 @@ from pathlib import Path
 
 import transformers
 
-from harness import mlflow_leaderboard, run_records, tracking
+from harness import mlflow_leaderboard, preflight, results_file, run_records, tracking
 from harness.run_records import Setup
 from pretrain import atomic
 from pretrain.errors import UserError
@@ -35,6 +35,8 @@ class GlueRun:
     seeds: int = 1
     data_dir: str | None = None
     tracking_uri: str | None = None
+    # False where the caller adds the run to the leaderboard itself (an experiment's report stage)
+    leaderboard: bool = True
 
 
 @quiet_libraries()  # the loop's own bar or lines cover tokenising, loading and saving
@@ -49,16 +51,19 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
     data = {task.name: load_glue(task, data_dir) for task in run.tasks}
     fresh = run_records.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,
                                       [t.name for t in run.tasks], run.seeds)
-    results = run_records.resume(run.output_dir, fresh)
-    earlier_s = results.get("wall_time_s", 0.0)  # the invocations before this one
+    results = results_file.resume(run.output_dir, fresh)
+    store = results_file.ResultsFile(run.output_dir, started)
     results["precision"] = setup.precision
     resolved = {t.name: run.config.resolved(setup.size, t.num_epochs, t.max_length)
                 for t in run.tasks if t.predicted_by is None}
+    preflight.check_run_outputs(run.output_dir, tracking.chosen_uri(run.tracking_uri))  # before training
     tracking.setup("glue", run.tracking_uri)
+    tracking.end_orphans("glue", {"output_dir": str(run.output_dir.resolve())}, run.output_dir)
     with tracking.run(f"{Path(run.model).name} glue",
                       params=run_records.parent_params(run.config, resolved,
                                                        run_records.as_run(setup, run.config)),
-                      tags={"model": run.model, "tasks": ",".join(t.name for t in run.tasks)}):
+                      tags={"model": run.model, "tasks": ",".join(t.name for t in run.tasks),
+                            "output_dir": str(run.output_dir.resolve())}):
         for task in (t for t in run.tasks if t.predicted_by is None):
             config = resolved[task.name]
             splits = {s: d for s, d in data[task.name].items()
@@ -71,13 +76,15 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
             run_records.train_seeds(
                 results, task.name, config, range(run.config.seed, run.config.seed + run.seeds),
                 functools.partial(_run_task_seed, run, built, setup=setup, progress=progress),
-                lambda: run_records.write_results(run.output_dir, results, earlier_s, started))
-        results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
-        mlflow_leaderboard.log_flops(results["flops"])
-        _summarize(run.output_dir, results)
-    results["submission"] = _write_submission(run.output_dir, results, run.config.predict_test)
-    run_records.write_results(run.output_dir, results, earlier_s, started)
-    mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
+                lambda: store.save(results))
+        # Seeds run side by side into this folder are merged in first: the summary covers them all.
+        with store.merged(results):
+            results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
+            mlflow_leaderboard.log_flops(results["flops"])
+            _summarize(run.output_dir, results)
+            results["submission"] = _write_submission(run.output_dir, results, run.config.predict_test)
+    if run.leaderboard:
+        mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
     return results
 
 

@@ -27,6 +27,7 @@ from pretrain.errors import UserError
 from reports import render
 from reports.leaderboard import (
     DEPARTS,
+    PUBLISHED,
     VALUE_COLUMNS,
     Row,
     load_results,
@@ -36,10 +37,13 @@ from reports.leaderboard import (
     published_rows,
 )
 
-EXPERIMENT = "leaderboard"
+EXPERIMENT = tracking.LEADERBOARD_EXPERIMENT
 KEY_TAG = "leaderboard_key"
 ROW_TAGS = ("source", "recipe", "model", "model_id", "reference", "notes")
 NOTE_TAG, RUN_NAME_TAG = "mlflow.note.content", "mlflow.runName"
+SCORE_COLUMNS = frozenset(c for c in VALUE_COLUMNS if c not in ("num_params", "pretrain_flops",
+                                                                "inference_flops", "glue_tasks"))
+SCORE_DECIMALS = 2
 MAX_TAG_CHARS = 5000  # MLflow caps tag values at 8000 characters
 
 
@@ -126,9 +130,12 @@ def _write(client, run_id: str, row: Row, stored_values: Mapping[str, float],
     from mlflow.entities import Metric, RunTag
 
     now = int(time.time() * 1000)
-    values = dict(row.values)
+    # Scores (x100) to 2 decimals and the view's FLOPs to 4 significant digits: the UI prints a metric
+    # as stored, so 43.4226618... and 0.000100000... filled its narrow columns. results.json keeps
+    # the exact figures, and pretrain_flops stays exact.
+    values = {k: round(v, SCORE_DECIMALS) if k in SCORE_COLUMNS else v for k, v in row.values.items()}
     if "pretrain_flops" in values:  # for the saved view's narrow column (mlflow_view.py)
-        values[mlflow_view.SCALED_FLOPS] = values["pretrain_flops"] / 1e18
+        values[mlflow_view.SCALED_FLOPS] = float(f"{values['pretrain_flops'] / 1e18:.4g}")
     metrics = [Metric(k, float(v), now, 0) for k, v in values.items() if stored_values.get(k) != v]
     tags = [RunTag(k, v) for k, v in _tags(row).items() if stored_tags.get(k) != v]
     if metrics or tags:
@@ -138,21 +145,25 @@ def _write(client, run_id: str, row: Row, stored_values: Mapping[str, float],
 def upsert(rows: list[Row], uri: str | None = None) -> list[Row]:
     """Create or update one run per row key; returns the rows as now stored."""
     client, experiment_id, resolved = _open(uri)
-    stored = []
+    stored: list[Row | None] = [None] * len(rows)
+    # Published rows are created first: the saved view lists the newest runs first, so a user's own
+    # rows sit above the paper's from the first run on.
+    order = sorted(range(len(rows)), key=lambda i: rows[i].source != PUBLISHED)
     with tracking_errors(resolved, "updating the leaderboard"):
         existing = _stored(client, experiment_id)
-        for row in rows:
+        for index in order:
+            row = rows[index]
             run = existing.get(key_hash(row.row_id))
             if run is None:
                 created = client.create_run(experiment_id, run_name=render.title(row),
                                             tags={KEY_TAG: key_hash(row.row_id)})
                 _write(client, created.info.run_id, row, {}, created.data.tags)
                 client.set_terminated(created.info.run_id, "FINISHED")
-                stored.append(row)
+                stored[index] = row
             else:
                 new = merge(_row_of(run), row)
                 _write(client, run.info.run_id, new, run.data.metrics, run.data.tags)
-                stored.append(new)
+                stored[index] = new
     return stored
 
 

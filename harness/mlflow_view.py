@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 NOTE_TAG = "mlflow.note.content"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
@@ -24,11 +25,13 @@ SCALED_FLOPS = "pretrain_flops_1e18"
 METRIC_COLUMNS = ("glue_score", "glue_tasks", SCALED_FLOPS)
 TAG_COLUMNS = ("source", "recipe")
 DESCRIPTION = """\
-**ELECTRA harness leaderboard**: a run per model and recipe, named `model · GLUE (tasks/8) · FLOPs`;
-click a run for its whole row.
+**ELECTRA harness leaderboard**, newest first: compare `glue_score` only between rows with the same
+`glue_tasks` and `recipe`. A run per model and recipe, named `model · GLUE (tasks/8) · FLOPs`; click a
+run for its whole row.
 
 - Runs table in the saved view "Leaderboard" (Views menu, top right): `glue_score`, `glue_tasks`,
-  `pretrain_flops_1e18` (pre-training FLOPs / 1e18), `source`, `recipe`, best GLUE first;
+  `pretrain_flops_1e18` (pre-training FLOPs / 1e18), `source`, `recipe`, newest first (click
+  `glue_score` to rank);
   `#/experiments/<this id>/runs?viewStateShareKey=leaderboard` opens it.
 
 - `source`: `measured` (this harness) or `published` (paper and READMEs, not measured here).
@@ -42,10 +45,13 @@ click a run for its whole row.
 
 
 def view_state() -> dict:
-    """The runs table's state for the saved view: leaderboard columns, best GLUE score first."""
+    """The runs table's state for the saved view: leaderboard columns, newest runs first."""
     columns = [f"metrics.`{name}`" for name in METRIC_COLUMNS] + [f"tags.`{name}`" for name in TAG_COLUMNS]
-    return {"searchFilter": "", "orderByKey": "metrics.`glue_score`", "orderByAsc": False, "startTime": "ALL",
-            "lifecycleFilter": "Active", "modelVersionFilter": "All Runs", "datasetsFilter": [],
+    # Newest first: the rows a user just made lead, above the paper's (created before them); click
+    # the glue_score header to rank by score.
+    return {"searchFilter": "", "orderByKey": "attributes.start_time", "orderByAsc": False,
+            "startTime": "ALL", "lifecycleFilter": "Active", "modelVersionFilter": "All Runs",
+            "datasetsFilter": [],
             "selectedColumns": columns, "runsExpanded": {}, "runsPinned": [], "runsHidden": [],
             "runsHiddenMode": "SHOW_ALL", "runListHidden": False, "viewMaximized": False}
 
@@ -84,4 +90,23 @@ def browse_hint(uri: str, experiment_id: str) -> str:
     if uri.startswith(("http://", "https://")):
         return runs_url(uri, experiment_id)
     return (f"{runs_url('http://127.0.0.1:5000', experiment_id)} after `MLFLOW_SERVER_ENABLE_JOB_EXECUTION="
-            f"false mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000`")
+            f"false {mlflow_command()} ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000`")
+
+
+def mlflow_command() -> str:
+    """`mlflow` where the shell finds this environment's; else this interpreter's `python -m mlflow`.
+
+    After `tox -e demo` the mlflow script lives in .tox/demo/bin, not on the user's PATH.
+    """
+    import shlex
+    import shutil
+    import sys
+
+    beside = Path(sys.executable).parent / "mlflow"
+    found = shutil.which("mlflow")
+    if found and beside.exists() and Path(found).resolve() == beside.resolve():
+        return "mlflow"
+    python = Path(sys.executable)
+    if python.is_relative_to(Path.cwd()):
+        python = python.relative_to(Path.cwd())  # .tox/demo/bin/python: short, and it runs from here
+    return f"{shlex.quote(str(python))} -m mlflow"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -11,6 +13,7 @@ from harness import tracking
 from harness.config import as_dict
 from pretrain import checkpoint, console, train
 from pretrain.config import PretrainConfig
+from pretrain.errors import UserError
 from pretrain.quiet import quiet_libraries
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining}{postfix}]"
@@ -21,14 +24,49 @@ def run_pretrain(config: PretrainConfig, experiment: str = "pretrain", tracking_
                  progress: bool | None = None) -> dict | None:
     """Pre-train with progress (console.progress_mode) and an MLflow run; pretrain_meta.json's dict
     (None off rank 0)."""
-    resolved = train.preflight(config)  # bad input fails here, before an MLflow run is opened
-    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports (and locks)
+        train.preflight(config)
         train.pretrain(config)
         return None
+    train.preflight(config)  # bad settings fail before the lock creates OUT
+    with output_lock(config.output_dir):
+        return _run_pretrain(config, experiment, tracking_uri, progress)
+
+
+@contextlib.contextmanager
+def output_lock(output_dir: str | None) -> Iterator[None]:
+    """Held while a run writes OUT; a second `harness pretrain` into it is refused in one line.
+
+    Two runs writing one folder's checkpoints would resume from and overwrite each other's steps.
+    """
+    from filelock import FileLock, Timeout
+
+    if not output_dir:
+        yield
+        return
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(out / ".pretrain.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise UserError(f"another `harness pretrain` is writing to {str(out)!r}; wait for it to finish "
+                        "(then rerun to resume or extend it) or choose another --output") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _run_pretrain(config: PretrainConfig, experiment: str, tracking_uri: str | None,
+                  progress: bool | None) -> dict:
+    resolved = train.preflight(config)  # again, now that no other run can change OUT
+
     note = extension_note(resolved)
     if note:
         print(note)
     tracking.setup(experiment, tracking_uri)
+    tracking.end_orphans(experiment, {"output_dir": str(config.output_dir)}, config.output_dir)
     name = Path(config.output_dir).name if config.output_dir else "pretrain"
     tags = {"command": "pretrain", "objective": config.objective, "preset": config.preset,
             "output_dir": str(config.output_dir)}
@@ -47,7 +85,24 @@ def run_pretrain(config: PretrainConfig, experiment: str = "pretrain", tracking_
 
         meta = train.pretrain(config, on_log)
         tracking.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
+        if meta.get("schedule_completed") is not None:
+            tracking.log_metrics({"schedule_completed": meta["schedule_completed"]}, step=meta["steps"])
+    note = time_stop_note(meta, config.output_dir)
+    if note:
+        print(note)
     return meta
+
+
+def time_stop_note(meta: dict, out) -> str | None:
+    """A line saying that max_time_s ended the run before its steps, tokens or FLOPs budget, else None."""
+    done = meta.get("schedule_completed")
+    if meta.get("stopped_by") != "max_time_s" or done is None or done >= 1.0:
+        return None
+    limit = checkpoint.budget_value(meta["config"]["max_time_s"])
+    return (f"note: max_time_s={limit} stopped {out} at step {meta['steps']}, {100 * done:.0f}% of the way "
+            "through its budget: its learning rate had not decayed to 0 and it is not the model that "
+            "budget gives (pretrain_meta.json: stopped_by, schedule_completed); run it again with a larger "
+            "max_time_s to finish it")
 
 
 def summary(step: int, metrics: dict[str, float]) -> str:

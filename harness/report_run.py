@@ -9,7 +9,7 @@ from pretrain import atomic
 from reports import plot, render
 from reports.leaderboard import MEASURED, published_rows, rows_from_results
 
-REPORTS_EXPERIMENT = "leaderboard-reports"
+REPORTS_EXPERIMENT = tracking.REPORTS_EXPERIMENT
 FILES = ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "flops_vs_glue.png")
 
 

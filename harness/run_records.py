@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import platform
 import statistics
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -95,58 +94,16 @@ def fresh_results(results_format: str, model: str, model_path: str, config: Fine
             "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
 
 
-def resume(output_dir: Path, fresh: dict, same: Sequence[str] = ("format", "config")) -> dict:
-    """`fresh`, or output_dir's results.json when it has the same model and the same `same` keys."""
-    path = output_dir / "results.json"
-    if not path.is_file():
-        return fresh
-    previous = json.loads(path.read_text())
-    differences = setting_differences(previous, fresh, same)
-    if differences:
-        raise UserError(f"{str(output_dir)!r} holds results made with other settings "
-                        f"({'; '.join(differences)}); resume it with the same settings, or pass a new "
-                        "--output-dir")
-    return previous | {"tasks": fresh["tasks"], "seeds": fresh["seeds"]}
-
-
-_ABSENT = object()  # a key one of the two results.json bodies lacks (one written by another version)
-
-
-def setting_differences(previous: dict, fresh: dict, same: Sequence[str]) -> list[str]:
-    """'key: old -> new' for the model path and each differing key of `same`; keys of the config and
-    settings blocks by their own names (as key=value sets them), of other blocks as `block.key`."""
-    pairs = [("model", previous.get("model", {}).get("path", _ABSENT), fresh["model"]["path"])]
-    for block in same:
-        old, new = previous.get(block, _ABSENT), fresh[block]
-        if isinstance(old, dict) and isinstance(new, dict):
-            prefix = "" if block in ("config", "settings") else f"{block}."
-            pairs += [(prefix + key, old.get(key, _ABSENT), new.get(key, _ABSENT))
-                      for key in [*new, *(key for key in old if key not in new)]]
-        else:
-            pairs.append((block, old, new))
-    return [f"{key}: {_shown(old)} -> {_shown(new)}" for key, old, new in pairs if old != new]
-
-
-def _shown(value) -> str:
-    return "(absent)" if value is _ABSENT else repr(value)
-
-
-def write_results(output_dir: Path, results: dict, earlier_s: float, started: float) -> None:
-    """Write results.json with `wall_time_s`: the earlier invocations' seconds plus this one's so far.
-
-    Written after every seed, so a killed invocation still adds its time up to its last finished seed;
-    only the seed it was training is lost (nothing is written mid-seed, and a resume trains that seed
-    again in full, so the total still holds one complete training of every seed).
-    """
-    results["wall_time_s"] = earlier_s + time.perf_counter() - started
-    atomic.write_json(output_dir / "results.json", results)
-
-
 def train_seeds(results: dict, task: str, config: FinetuneConfig, seeds: range,
                 train: Callable[[FinetuneConfig], dict], save: Callable[[], None]) -> None:
     """Each seed of `task` not done yet, trained by `train` (config with that seed -> its run record):
     the record goes to results["runs"], or to results["diverged"] when its loss went non-finite (its
     MLflow run ends FAILED; the other seeds go on). `save` is called after every seed."""
+    kept = [seed for seed in seeds if is_done(results, task, seed)]
+    if kept:  # a resume: say what it keeps, so the user knows what this invocation will (not) train
+        left = [seed for seed in seeds if seed not in kept]
+        rest = f"training {_seeds(left)}" if left else "nothing left to train"
+        print(f"resume {task}: kept {_seeds(kept)} from results.json; {rest}")
     for seed in seeds:
         if is_done(results, task, seed):
             continue
@@ -156,6 +113,10 @@ def train_seeds(results: dict, task: str, config: FinetuneConfig, seeds: range,
         except FloatingPointError as error:
             results.setdefault("diverged", []).append(diverged_record(task, seed_config, error))
         save()
+
+
+def _seeds(seeds: list[int]) -> str:
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
 
 
 def is_done(results: dict, task: str, seed: int) -> bool:

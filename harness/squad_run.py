@@ -12,7 +12,7 @@ from pathlib import Path
 
 import transformers
 
-from harness import mlflow_leaderboard, run_records, tracking
+from harness import mlflow_leaderboard, preflight, results_file, run_records, tracking
 from harness.config import as_dict
 from harness.run_records import Setup
 from pretrain import atomic
@@ -61,25 +61,29 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     built, data = _build(run, setup, config)
     fresh = run_records.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,
                                       [run.task.name], run.seeds, settings=as_dict(run.settings), data=data)
-    results = run_records.resume(run.output_dir, fresh, ("format", "config", "settings", "data", "tasks"))
-    earlier_s = results.get("wall_time_s", 0.0)  # the invocations before this one
+    same = ("format", "config", "settings", "data", "tasks")
+    results = results_file.resume(run.output_dir, fresh, same)
+    store = results_file.ResultsFile(run.output_dir, started, same)
     results["precision"] = setup.precision
+    preflight.check_run_outputs(run.output_dir, tracking.chosen_uri(run.tracking_uri))  # before training
     tracking.setup("squad", run.tracking_uri)
+    tracking.end_orphans("squad", {"output_dir": str(run.output_dir.resolve())}, run.output_dir)
     params = run_records.parent_params(run.config, {run.task.name: config},
                                        run_records.as_run(setup, run.config)) \
         | as_dict(run.settings)
     with tracking.run(f"{Path(run.model).name} {run.task.name}", params=params,
-                      tags={"model": run.model, "tasks": run.task.name}):
+                      tags={"model": run.model, "tasks": run.task.name,
+                            "output_dir": str(run.output_dir.resolve())}):
         run_records.train_seeds(
             results, run.task.name, config, range(run.config.seed, run.config.seed + run.seeds),
             functools.partial(_run_task_seed, run, built, setup=setup, progress=progress),
-            lambda: run_records.write_results(run.output_dir, results, earlier_s, started))
-        results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
-        mlflow_leaderboard.log_flops(results["flops"])
-    results["summary"] = run_records.summarize(results["runs"], {run.task.name: run.task.metrics},
-                                               results.get("diverged", ()))
-    run_records.add_intervals(run.output_dir, results)
-    run_records.write_results(run.output_dir, results, earlier_s, started)
+            lambda: store.save(results))
+        with store.merged(results):  # seeds run side by side into this folder are summarised too
+            results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
+            mlflow_leaderboard.log_flops(results["flops"])
+            results["summary"] = run_records.summarize(results["runs"], {run.task.name: run.task.metrics},
+                                                       results.get("diverged", ()))
+            run_records.add_intervals(run.output_dir, results)
     mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
     return results
 

@@ -9,19 +9,28 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 DEFAULT_TRACKING_URI = "sqlite:///runs/mlflow.db"
+# Experiment names here, where `harness --help` can read them without the leaderboard's imports
+LEADERBOARD_EXPERIMENT, REPORTS_EXPERIMENT = "leaderboard", "leaderboard-reports"
+PID_TAG, HOST_TAG = "harness.pid", "harness.host"  # the process that opened a run, and where
 
 
 def tracking_uri(explicit: str | None = None) -> str:
     """The URI to log to: the flag, then MLFLOW_TRACKING_URI, then the local SQLite default."""
-    uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    uri = chosen_uri(explicit)
     if uri.startswith("sqlite:///"):
         Path(uri.removeprefix("sqlite:///")).expanduser().parent.mkdir(parents=True, exist_ok=True)
     return uri
+
+
+def chosen_uri(explicit: str | None = None) -> str:
+    """The flag, then MLFLOW_TRACKING_URI, then the local SQLite default; nothing created."""
+    return explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
 
 def setup(experiment: str, uri: str | None = None) -> None:
@@ -30,13 +39,27 @@ def setup(experiment: str, uri: str | None = None) -> None:
 
     resolved = tracking_uri(uri)
     mlflow.set_tracking_uri(resolved)
-    if mlflow.get_experiment_by_name(experiment) is None:
-        location = None
-        if resolved.startswith("sqlite:///"):
-            db_dir = Path(resolved.removeprefix("sqlite:///")).parent
-            location = (db_dir / "mlartifacts").resolve().as_uri()
-        mlflow.create_experiment(experiment, artifact_location=location)
+    with store_lock(resolved):
+        if mlflow.get_experiment_by_name(experiment) is None:
+            location = None
+            if resolved.startswith("sqlite:///"):
+                db_dir = Path(resolved.removeprefix("sqlite:///")).parent
+                location = (db_dir / "mlartifacts").resolve().as_uri()
+            mlflow.create_experiment(experiment, artifact_location=location)
     mlflow.set_experiment(experiment)
+
+
+def store_lock(uri: str) -> contextlib.AbstractContextManager:
+    """A lock file beside a SQLite store, held while a process first opens it (a no-op for servers).
+
+    Opening a store that does not exist yet creates and migrates its schema; two runs started together
+    on a new machine raced that migration (`duplicate column name: step`) and the experiment's creation.
+    """
+    if not uri.startswith("sqlite:///"):
+        return contextlib.nullcontext()
+    from filelock import FileLock
+
+    return FileLock(uri.removeprefix("sqlite:///") + ".lock")
 
 
 @contextlib.contextmanager
@@ -62,7 +85,8 @@ def run(name: str, params: Mapping[str, Any] = (), tags: Mapping[str, str] = (),
     import mlflow
 
     with _sigterm_as_interrupt():
-        active = mlflow.start_run(run_name=name, nested=nested, tags=dict(tags))
+        owner = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}  # for close_orphans
+        active = mlflow.start_run(run_name=name, nested=nested, tags=dict(tags) | owner)
         try:
             if params:
                 mlflow.log_params({k: _param(v) for k, v in params.items()})
@@ -75,6 +99,51 @@ def run(name: str, params: Mapping[str, Any] = (), tags: Mapping[str, str] = (),
             raise
         else:
             mlflow.end_run(status="FINISHED")
+
+
+def close_orphans(experiment: str, tags: Mapping[str, str]) -> int:
+    """End KILLED `experiment`'s RUNNING runs tagged `tags` whose process is gone (and their
+    nested runs); how many. `kill -9` leaves no chance to end a run, so the next invocation on the same
+    output does it. Runs of live processes (seeds side by side) and of other hosts are left alone."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return 0
+    running = client.search_runs([found.experiment_id], "attributes.status = 'RUNNING'", max_results=5000)
+    dead = {run.info.run_id for run in running
+            if all(run.data.tags.get(key) == value for key, value in tags.items()) and _gone(run.data.tags)}
+    orphans = [run for run in running
+               if run.info.run_id in dead or run.data.tags.get("mlflow.parentRunId") in dead]
+    for run in orphans:
+        client.set_tag(run.info.run_id, "error", "its process ended without closing it (killed)")
+        client.set_terminated(run.info.run_id, status="KILLED")
+    return len(orphans)
+
+
+def end_orphans(experiment: str, tags: Mapping[str, str], output_dir) -> None:
+    """close_orphans, with a note naming what it ended."""
+    closed = close_orphans(experiment, tags)
+    if closed:
+        print(f"note: {closed} MLflow run{'s' if closed > 1 else ''} of {output_dir} left RUNNING by a "
+              "killed invocation now marked KILLED")
+
+
+def _gone(tags: Mapping[str, str]) -> bool:
+    """Whether the run's process has ended: on this host and no such process (a reaped one)."""
+    if tags.get(HOST_TAG) != socket.gethostname() or not tags.get(PID_TAG, "").isdigit():
+        return False
+    pid = int(tags[PID_TAG])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # someone else's live process
+        return False
+    return False
 
 
 def _param(value: Any) -> str:

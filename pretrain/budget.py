@@ -2,8 +2,11 @@
 
 A run stops at the first budget reached (steps, tokens, wall time, FLOPs). The schedule is a
 function of the fraction of the budget used, so warmup and decay scale with the run whatever
-the budget's unit. With `optimizer=electra`, ELECTRA's: linear decay to zero (polynomial decay of
-power 1) multiplied by a linear warmup over `warmup_fraction`; with `adamw`, warmup then decay.
+the budget's unit. Wall time counts towards the schedule only when it is the sole budget: beside a
+steps, tokens or FLOPs budget it is a safety stop, since a schedule following the clock would make
+the same seed and settings train a different model on a busier machine. With `optimizer=electra`,
+ELECTRA's: linear decay to zero (polynomial decay of power 1) multiplied by a linear warmup over
+`warmup_fraction`; with `adamw`, warmup then decay.
 Two-stage runs give each stage its own warmup and decay.
 """
 
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from pretrain.config import PretrainConfig
+from pretrain.config import BUDGETS, PretrainConfig
 from pretrain.electra_adam import electra_lr_factor
 from pretrain.flops import TRAIN_TO_FORWARD_RATIO, train_step_flops
 
@@ -37,6 +40,29 @@ def budget_fraction(config: PretrainConfig, progress: Progress) -> float:
             progress.elapsed_s / config.max_time_s if config.max_time_s else 0.0,
             progress.flops / config.max_flops if config.max_flops else 0.0]
     return max(used)
+
+
+def schedule_fraction(config: PretrainConfig, progress: Progress) -> float:
+    """Fraction the schedule follows: the largest over the budgets other than time, or time alone."""
+    work = [progress.step / config.max_steps if config.max_steps else None,
+            progress.tokens / config.max_tokens if config.max_tokens else None,
+            progress.flops / config.max_flops if config.max_flops else None]
+    work = [used for used in work if used is not None]
+    if work:
+        return max(work)
+    return progress.elapsed_s / config.max_time_s if config.max_time_s else 0.0
+
+
+def stopped_by(config: PretrainConfig, progress: Progress) -> str | None:
+    """The budget that ended the run (the first spent, in BUDGETS order), or None while it goes on."""
+    used = {"max_steps": progress.step / config.max_steps if config.max_steps else 0.0,
+            "max_tokens": progress.tokens / config.max_tokens if config.max_tokens else 0.0,
+            "max_time_s": progress.elapsed_s / config.max_time_s if config.max_time_s else 0.0,
+            "max_flops": progress.flops / config.max_flops if config.max_flops else 0.0}
+    spent = [key for key in BUDGETS if used[key] >= 1.0]
+    if "max_time_s" in spent and len(spent) > 1:  # the work budget was met; the clock did not cut it
+        spent.remove("max_time_s")
+    return spent[0] if spent else None
 
 
 def stage_fraction(config: PretrainConfig, fraction: float, stage: int) -> float:

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from pretrain.atomic import atomic_dir, save_pretrained, write_bytes, write_json
-from pretrain.budget import Progress, budget_fraction, learning_rate, stage_fraction
+from pretrain.budget import Progress, budget_fraction, learning_rate, schedule_fraction, stage_fraction
 from pretrain.config import BUDGETS, RESUMABLE_CHANGES, PretrainConfig, config_differences
 from pretrain.errors import UserError
 from pretrain.models import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
@@ -94,7 +94,7 @@ def budget_change(checkpoint: Path, config: PretrainConfig) -> dict | None:
         raise UserError(f"{out!r} holds a run at step {progress.step}, where {' and '.join(spent)} "
                         f"{'is' if one else 'are'} already spent; raise {'it' if one else 'them'} to "
                         "continue that run, or choose a new --output")
-    fraction = budget_fraction(config, progress)
+    fraction = schedule_fraction(config, progress)
     if config.objective == "two-stage" and progress.stage == 2 and fraction < config.two_stage_switch:
         raise UserError(f"{out!r} holds a two-stage run past its switch to the discriminator (step "
                         f"{progress.step}); the new budget would put the switch (two_stage_switch="
@@ -124,7 +124,7 @@ def _only(config: PretrainConfig, budget: str) -> PretrainConfig:
 
 def _rate(config: PretrainConfig, progress: Progress) -> float:
     """The learning rate of the next step under config's budgets."""
-    return learning_rate(config, stage_fraction(config, budget_fraction(config, progress), progress.stage))
+    return learning_rate(config, stage_fraction(config, schedule_fraction(config, progress), progress.stage))
 
 
 def finished_meta(out: Path, config: PretrainConfig) -> dict | None:

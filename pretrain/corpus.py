@@ -37,10 +37,38 @@ def corpus_files(paths: tuple[str, ...] | list[str]) -> list[Path]:
             files.extend(found)
         else:
             raise UserError(f"corpus path {name!r} does not exist; pass text files or folders")
+    for path in files:
+        check_text(path)
     if next(iter_paragraphs(files), None) is None:  # reads up to the first non-blank line
         raise UserError(f"corpus {', '.join(map(repr, paths))} holds no text (every file is empty or blank); "
                         "pass files with one paragraph per line")
     return files
+
+
+SNIFF_BYTES = 1 << 20  # the head of each file; reading a large corpus whole would cost minutes
+
+
+def check_text(path: Path) -> None:
+    """A UserError for a file whose head is not UTF-8 text (a binary file named .txt, another encoding).
+
+    Decoding replaces bad bytes, so such a file would otherwise be trained on as noise without a word.
+    """
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as handle:
+            head = handle.read(SNIFF_BYTES)
+    except (OSError, EOFError) as error:  # gzip.BadGzipFile is an OSError
+        raise UserError(f"corpus file {str(path)!r} cannot be read ({error}); fix or remove it") from None
+    if b"\0" in head:
+        raise UserError(f"corpus file {str(path)!r} is binary (NUL bytes at offset {head.index(0)}), not "
+                        "text; remove it from the corpus or pass only text files")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if error.start < len(head) - 3:  # not merely a character cut at the end of the head
+            raise UserError(f"corpus file {str(path)!r} is not UTF-8 text (byte 0x{head[error.start]:02x} "
+                            f"at offset {error.start}); convert it to UTF-8 or remove it from the corpus") \
+                from None
 
 
 def _is_text(path: Path) -> bool:

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import torch
 
+from pretrain import console
 from pretrain import device as placement
 from pretrain import distributed as dist
 from pretrain.atomic import atomic_dir
+from pretrain.budget import schedule_fraction, stopped_by
 from pretrain.checkpoint import export_models
 from pretrain.config import PretrainConfig
 from pretrain.corpus import corpus_files, tokenized_paragraphs
@@ -38,6 +40,11 @@ def prepare_examples(config: PretrainConfig, context: dist.Context):
     dist.barrier(context)
     if not context.is_main:
         result = _prepare(config)
+    count = len(result[1])
+    if context.is_main and count < config.batch_size:  # every batch holds the same few sequences
+        console.line(f"note: the corpus gives {count} sequence{'s' if count != 1 else ''} of up to "
+                     f"{config.seq_len} tokens, fewer than a batch ({config.batch_size}): every step "
+                     "trains on the same text repeated; pass a larger corpus for a meaningful run")
     return result
 
 
@@ -106,6 +113,10 @@ class Run:
             "discriminator_head_trained": config.objective in ("electra", "electra-15", "two-stage",
                                                                "all-tokens-mlm"),
             "metrics": metrics, "config": asdict(config), "extended": self.extended,
+            # Which budget ended the run (None in a mid-run checkpoint), and how far the schedule got:
+            # below 1 when max_time_s cut a steps, tokens or FLOPs budget short (rate not decayed to 0).
+            "stopped_by": stopped_by(config, progress),
+            "schedule_completed": min(1.0, schedule_fraction(config, progress)),
         }
 
 

@@ -19,7 +19,14 @@ from pretrain import checkpoint as ckpt
 from pretrain import device as placement
 from pretrain import distributed as dist
 from pretrain import probe
-from pretrain.budget import Progress, budget_fraction, learning_rate, stage_fraction, step_flops
+from pretrain.budget import (
+    Progress,
+    budget_fraction,
+    learning_rate,
+    schedule_fraction,
+    stage_fraction,
+    step_flops,
+)
 from pretrain.config import PretrainConfig, check_runnable, resolve
 from pretrain.corpus import corpus_files
 from pretrain.data import BatchStream
@@ -87,11 +94,12 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
     fraction = budget_fraction(config, progress)
     while fraction < 1.0:
         # Stage switch (two-stage only): discriminator starts as a copy of the trained generator.
-        if config.objective == "two-stage" and progress.stage == 1 and fraction >= config.two_stage_switch:
+        scheduled = schedule_fraction(config, progress)  # wall time only if it is the sole budget
+        if config.objective == "two-stage" and progress.stage == 1 and scheduled >= config.two_stage_switch:
             run.model.start_second_stage()
             progress.stage = 2
         # Learning rate from the fraction of the budget used.
-        lr = learning_rate(config, stage_fraction(config, fraction, progress.stage))
+        lr = learning_rate(config, stage_fraction(config, scheduled, progress.stage))
         for group in run.optimizer.param_groups:
             group["lr"] = lr
         # Batch, then forward, backward, clip, step.

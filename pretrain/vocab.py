@@ -16,10 +16,20 @@ DEFAULT_TOKENIZER = "models/electra-small-discriminator"  # under the shared dir
 
 
 def shared_dir() -> Path:
-    """The shared data folder: $SHARED_DIR, else ../shared beside the repository."""
+    """The shared data folder: $SHARED_DIR, else ../shared beside the repository.
+
+    The repository is this file's own checkout when it runs from one (an editable install); an installed
+    copy (site-packages, e.g. `.tox/demo/bin/harness`) has none beside it, so the first `shared/` with a
+    `data/` folder in the working directory or above it, else ../shared beside the working directory.
+    """
     if os.environ.get("SHARED_DIR"):
         return Path(os.environ["SHARED_DIR"]).expanduser()
-    return Path(__file__).resolve().parents[2] / "shared"
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "pyproject.toml").is_file():
+        return checkout.parent / "shared"
+    here = Path.cwd()
+    found = [folder / "shared" for folder in (here, *here.parents) if (folder / "shared" / "data").is_dir()]
+    return found[0] if found else here.parent / "shared"
 
 
 def load_tokenizer(spec: str | None, corpus_files: list[Path], cache_dir: Path, vocab_size: int):

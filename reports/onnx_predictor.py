@@ -241,6 +241,13 @@ def _finish(result: dict, request: Request, note: str | None) -> dict:
 
 def _check_request(request: Request, kind: str) -> None:
     first, second = REQUEST_KEYS[kind]
+    for key, text in ((first, request.text), (second, request.text_pair)):
+        try:
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError as error:  # the tokenizer would raise a TypeError on it
+            raise UserError(f"{request.where}: {key} holds U+{ord(text[error.start]):04X} at character "
+                            f"{error.start}, a lone surrogate, not text (from an escape such as \\ud800 "
+                            "or undecodable bytes); send valid Unicode") from None
     if not request.text.strip():
         raise UserError(f"{request.where}: empty {first}; give some text")
     if kind == "question-answering" and (request.text_pair is None or not request.text_pair.strip()):

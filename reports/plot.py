@@ -24,6 +24,15 @@ def plottable(rows: list[Row]) -> tuple[list[Row], list[Row]]:
 
 def flops_vs_glue_png(rows: list[Row]) -> bytes:
     """A PNG (Agg canvas, no pyplot state): one point per row, labelled with its model."""
+    buffer = io.BytesIO()
+    flops_vs_glue_figure(rows).savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def flops_vs_glue_figure(rows: list[Row]):
+    """The plot's matplotlib Figure (on an Agg canvas)."""
+    import textwrap
+
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -68,12 +77,11 @@ def flops_vs_glue_png(rows: list[Row]) -> bytes:
     if missing:
         names = ", ".join(r.label for r in missing[:4]) + (" ..." if len(missing) > 4 else "")
         # supxlabel, unlike figure.text, gets its own room from the constrained layout.
-        figure.supxlabel("not plotted (pre-training FLOPs or GLUE unknown, no pre-training, or off the "
-                         f"recipe): {names}",
-                         x=0.01, ha="left", fontsize=7.5, color="#555")
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
+        # Wrapped: recipe tags make the names long, and one line ran off the figure's right edge.
+        note = textwrap.fill("not plotted (pre-training FLOPs or GLUE unknown, no pre-training, or off the "
+                             f"recipe): {names}", width=150)
+        figure.supxlabel(note, x=0.01, ha="left", fontsize=7.5, color="#555")
+    return figure
 
 
 def _base(row: Row, rows: list[Row]) -> Row | None:

@@ -83,7 +83,9 @@ def published_entries() -> list[dict]:
     for row in _rows(PAPER_TABLE1):
         item = entry(row["model"], PAPER_TABLE1_SOURCE)
         item["values"] |= {"num_params": _count(row["params"]), "pretrain_flops": float(row["train_flops"]),
-                           "inference_flops": float(row["infer_flops"]), "glue_score": float(row["glue_dev"])}
+                           "inference_flops": float(row["infer_flops"]), "glue_score": float(row["glue_dev"]),
+                           # Table 1's GLUE dev score averages the eight tasks (WNLI left out), as ours
+                           "glue_tasks": 8.0}
         item["notes"] = f"trained {row['train_time_hardware']}; per-task scores not in Table 1"
         if row["model"].startswith("ELECTRA-Small"):
             item["notes"] += f"; {SMALL_FLOPS_NOTE}"

@@ -26,6 +26,8 @@ SECTIONS = ((MEASURED, "Measured (this harness)"),
             (PUBLISHED, "Published (reference figures, not measured here)"))
 EMPTY = {MEASURED: "No rows yet: run `harness run glue` (or `harness report --runs RUN_DIR`).",
          DEPARTING: None, PUBLISHED: "No rows yet."}  # None: the section is left out when empty
+# The measured section when every measured row departs from the recipe (a demo's subsampled runs)
+ALL_DEPART = "No row follows the ELECTRA recipe; every measured row departs from it (next section)."
 # Display columns: glue_tasks folds into the GLUE cell.
 SHOWN = ("num_params", "pretrain_flops", "inference_flops", *GLUE_COLUMNS, "glue_score", *SQUAD_COLUMNS)
 FLOPS_COLUMNS = ("pretrain_flops", "inference_flops")
@@ -78,6 +80,13 @@ def _sections(rows: list[Row]) -> list[tuple[str, list[Row], list[str]]]:
     return found
 
 
+def _empty(section: str, rows: list[Row]) -> str:
+    """What an empty section says: 'no rows yet' only when there are none, not when all depart."""
+    if section == MEASURED and any(_section(r) == DEPARTING for r in rows):
+        return ALL_DEPART
+    return EMPTY[section]
+
+
 def _section(row: Row) -> str:
     return DEPARTING if row.departures else row.source
 
@@ -124,7 +133,7 @@ def markdown(rows: list[Row]) -> str:
     for section, title, mine, columns in _sections(rows):
         lines += ["", f"## {title}", ""]
         if not mine:
-            lines.append(EMPTY[section])
+            lines.append(_empty(section, rows))
             continue
         extra = ["source"] if section == PUBLISHED else []
         header = ["model", *extra, *map(_header, columns), "notes"]
@@ -183,7 +192,7 @@ def to_html(rows: list[Row], plot_png: bytes | None) -> str:
     for section, title, mine, columns in _sections(rows):
         parts.append(f"<h2>{esc(title)}</h2>")
         if not mine:
-            parts.append(f"<p>{esc(EMPTY[section])}</p>")
+            parts.append(f"<p>{esc(_empty(section, rows))}</p>")
             continue
         extra = ["source"] if section == PUBLISHED else []
         head = "".join(f"<th>{esc(h)}</th>" for h in ["model", *extra, *map(_header, columns), "notes"])

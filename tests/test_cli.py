@@ -1,6 +1,9 @@
 """`harness` end to end on a tiny model and tiny data; every bad input is one line and exit 2."""
 
 import json
+import os
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -8,7 +11,7 @@ import pytest
 from harness.cli import main
 from pretrain.errors import UserError
 from tests import mlflow_runs
-from tests.conftest import check_wall_time_over_a_kill, write_tiny_model
+from tests.conftest import REPO, check_wall_time_over_a_kill, write_tiny_model
 
 
 def run(args, capsys):
@@ -148,7 +151,8 @@ def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, m
         raise AssertionError("a finished (task, seed) was trained again")
 
     monkeypatch.setattr(harness.glue_run, "finetune", must_not_train)
-    assert run(args, capsys)[0] == 0
+    code, out, _ = run(args, capsys)
+    assert code == 0 and "resume rte: kept seed 0 from results.json; nothing left to train" in out
     code, _, err = run([a for a in args if a != "num_epochs=1"] + ["num_epochs=2"], capsys)
     assert code == 2 and "with other settings (num_epochs: 1.0 -> 2.0); resume it with the same" in err
 
@@ -181,8 +185,69 @@ def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_
         "--output-dir\n")
 
 
+@pytest.mark.parametrize("body", [b'{"runs": [', b"\xff\xfe not text", b'["a list"]'])
+def test_a_corrupt_results_json_on_resume_is_one_line(body, tiny_model, glue_data, tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "results.json").write_bytes(body)
+    code, _, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte"), capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"harness: error: {str(tmp_path / 'out' / 'results.json')!r} is not a")
+    assert "move it away to start this run directory afresh, or pass a new --output-dir" in err
+    assert (tmp_path / "out" / "results.json").read_bytes() == body  # left for the user to look at
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A read-only view (bind mount) of a folder holding `mlflow.db`, a real store, and `hf/`, where this
+    process may mount (root here); else a path under a regular file, which nobody, root included, can
+    write to."""
+    from harness import tracking
+
+    source, folder = tmp_path / "rw", tmp_path / "ro"
+    (source / "hf").mkdir(parents=True)
+    folder.mkdir()
+    if subprocess.run(["mount", "--bind", str(source), str(folder)], capture_output=True).returncode != 0:
+        (tmp_path / "a-file").write_text("")
+        yield tmp_path / "a-file" / "ro"
+        return
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True)
+        tracking.setup("glue", f"sqlite:///{source / 'mlflow.db'}")
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_unwritable_mlflow_store_or_hf_home_is_one_line_before_training(read_only_dir, tiny_model, glue_data,
+                                                                        tmp_path, capsys, monkeypatch):
+    import harness.glue_run
+
+    def must_not_train(*a, **k):
+        raise AssertionError("trained before finding that its outputs cannot be written")
+
+    monkeypatch.setattr(harness.glue_run, "finetune", must_not_train)
+    args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte",
+            "--output-dir", str(tmp_path / "out")]
+    code, _, err = run([*args, "--tracking-uri", f"sqlite:///{read_only_dir / 'mlflow.db'}"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "is not writable (" in err and "; pass --tracking-uri sqlite:///A/WRITABLE/mlflow.db" in err, err
+    # HF_HOME is read when the Hugging Face libraries are imported: set it for a fresh process
+    env = {k: v for k, v in os.environ.items() if k != "HF_MODULES_CACHE"} | {
+        "HF_HOME": str(read_only_dir / "hf"), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "harness.cli", *args, "--tracking-uri",
+                           f"sqlite:///{tmp_path / 'mlflow.db'}"], env=env, capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    code, err = done.returncode, done.stderr
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out" / "results.json").exists()
+    assert err.startswith("harness: error: the Hugging Face modules cache (HF_HOME/modules, where `evaluate` "
+                          f"keeps the metric modules) {str(read_only_dir / 'hf' / 'modules')!r} is not "
+                          "writable ("), err
+    assert err.rstrip().endswith("; set HF_HOME (or HF_MODULES_CACHE) to a writable folder"), err
+
+
 def test_setting_differences_name_the_model_blocks_and_keys_an_older_version_lacked():
-    from harness.run_records import setting_differences
+    from harness.results_file import setting_differences
 
     previous = {"format": "f/1", "model": {"name": "a", "path": "/m/a"}, "config": {"seed": 0},
                 "data": {"num_dev_windows": 10}, "tasks": ["squad"]}
@@ -438,9 +503,9 @@ def test_listings(capsys):
 def test_init_writes_loadable_checkpoint(tiny_model, tmp_path, capsys):
     import transformers
 
-    code, out, _ = run(["init", "--preset", "electra-tiny", "--tokenizer", str(tiny_model), "--output",
-                        str(tmp_path / "init")], capsys)
-    assert code == 0
+    code, out, err = run(["init", "--preset", "electra-tiny", "--tokenizer", str(tiny_model), "--output",
+                          str(tmp_path / "init")], capsys)
+    assert code == 0 and err == ""  # no "Writing model shards" bar
     model = transformers.ElectraForSequenceClassification.from_pretrained(tmp_path / "init")
     assert model.config.hidden_size == 128 and model.config.vocab_size == len(
         transformers.AutoTokenizer.from_pretrained(tmp_path / "init"))

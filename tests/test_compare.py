@@ -70,6 +70,12 @@ def test_a_run_against_itself_shows_no_difference(runs, capsys):
     _, good, _ = runs
     code, out, err = compare(capsys, good, good, "--json", "--tasks", "rte")
     assert code == 0, err
+    assert err == (f"harness: warning: RUN_A and RUN_B are the same run ({good}): every difference is 0 and "
+                   "'detectable' is only the noise floor; pass two different run directories\n")
+    _, _, err = compare(capsys, good, good / "results.json", "--tasks", "rte")
+    assert err.startswith("harness: warning: RUN_A and RUN_B are the same run")
+    _, _, err = compare(capsys, good, runs[2], "--tasks", "rte")
+    assert err == ""  # two different runs: no warning
     [row] = json.loads(out)["rows"][:1]
     assert row["p_value"] == 1.0 and row["difference"] == 0
     assert row["verdict"] == "no detectable difference at this sample size"

@@ -52,14 +52,29 @@ def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, cap
     # The side-by-side table, harness compare's verdict, the export and one real prediction.
     assert "| random-init |" in printed and "| electra |" in printed
     assert "harness compare (A = pre-trained, B = control):" in printed and "verdict" in printed
-    bundle = out / "onnx" / f"{'random-init' if summary['better'] == 'random-init' else 'electra-2e+08'}-stsb"
+    bundle = out / "onnx" / f"{'random-init' if summary['exported'] == 'random-init' else 'electra-2e+08'}-stsb"
+    # "better" only as harness compare's GLUE verdict has it; else neither, and the higher median exported
+    glue_row = next(line for line in summary["comparison"].splitlines() if line.startswith("GLUE"))
+    assert summary["glue_verdict"] in glue_row
+    if summary["glue_verdict"].startswith("no detectable"):
+        assert summary["better"] is None
+        assert "better model: neither (no detectable difference at this sample size, p = " in printed
+    else:
+        assert summary["better"] == summary["exported"] and f"better model: {summary['better']} (" in printed
     assert summary["bundle"] == str(bundle) and (bundle / "manifest.json").is_file()
     assert isinstance(summary["prediction"]["output"]["score"], float)
     assert summary["prediction"]["command"].startswith(f"harness predict --bundle {bundle} ")
     assert (out / "report" / "leaderboard.html").is_file() and (out / "efficiency.png").is_file()
     # Each stage says how long the demo has run and how long is left; the end says where things are.
     assert printed.count(" elapsed, about ") == 4
-    assert f"mlflow ui --backend-store-uri sqlite:///{tmp_path / 'mlflow.db'}" in printed
+    assert [line.split("]")[0] for line in printed.splitlines() if " elapsed, about " in line] == [
+        "[1/4", "[2/4", "[3/4", "[4/4"]  # every stage numbered, the demo's own last one too
+    assert "/ARM/" not in printed  # the run folders by name
+    # under the temp dir, as a checkout in /tmp: no "not added" line, since the report stage adds them
+    assert "leaderboard: not added" not in printed
+    for arm in ("electra-2e+08", "random-init"):
+        assert f"  {out / 'glue' / arm}/results.json   every seed's scores" in printed
+    assert f" ui --backend-store-uri sqlite:///{tmp_path / 'mlflow.db'}" in printed
     assert "/runs?viewStateShareKey=leaderboard" in printed
     assert str(out / "demo.json") in printed
 

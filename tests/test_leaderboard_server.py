@@ -109,3 +109,19 @@ def test_glue_runs_fill_the_leaderboard_on_a_server(server, tiny_model, glue_dat
     (report,) = client.search_runs([client.get_experiment_by_name("leaderboard-reports").experiment_id])
     assert {f.path for f in client.list_artifacts(report.info.run_id)} == {
         "leaderboard.md", "leaderboard.csv", "leaderboard.html", "flops_vs_glue.png"}
+
+
+def test_the_browse_command_runs_where_mlflow_is_not_on_the_path(tmp_path, monkeypatch):
+    """After `tox -e demo` the mlflow script is in .tox/demo/bin, not on PATH: the printed command must
+    still start the UI from where the user is."""
+    import shlex
+
+    from harness import mlflow_view
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no mlflow (nor anything else) on it
+    hint = mlflow_view.browse_hint(f"sqlite:///{tmp_path / 'mlflow.db'}", "1")
+    command = shlex.split(hint.split("`")[1])
+    assert command[0] == "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false" and command[1] != "mlflow"
+    done = subprocess.run([*command[1:command.index("ui") + 1], "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "--backend-store-uri" in done.stdout, done.stderr

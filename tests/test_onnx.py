@@ -126,6 +126,39 @@ def test_predict_in_a_process_without_torch(work, tmp_path):
     assert {r["label"] for r in results} <= {"entailment", "not_entailment"}
 
 
+def minimal_environment(root):
+    """A virtualenv holding only onnxruntime, tokenizers and numpy (linked from this one, with their
+    vendored .libs folders) and the project's source: what README promises `harness predict` needs."""
+    import importlib
+    from pathlib import Path
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "env")], check=True, timeout=120)
+    lib = root / "lib"
+    lib.mkdir()
+    for name in ("onnxruntime", "tokenizers", "numpy"):
+        folder = Path(importlib.import_module(name).__file__).parent
+        for found in (folder, folder.with_name(f"{name}.libs")):
+            if found.exists():
+                (lib / found.name).symlink_to(found)
+    for package in ("harness", "pretrain", "reports", "tasks"):
+        (lib / package).symlink_to(REPO / package)
+    (site,) = (root / "env").glob("lib/python*/site-packages")
+    (site / "only-these.pth").write_text(f"{lib}\n")
+    return root / "env" / "bin" / "python"
+
+
+@pytest.mark.slow
+def test_predict_runs_in_an_environment_with_only_onnxruntime_tokenizers_and_numpy(work, tmp_path):
+    python = minimal_environment(tmp_path)
+    for absent in ("torch", "scipy", "transformers", "mlflow"):  # the environment is what it claims
+        assert subprocess.run([python, "-I", "-c", f"import {absent}"], capture_output=True).returncode != 0
+    done = subprocess.run([python, "-I", "-m", "harness.cli", "predict", "--bundle", str(work["bundle"]),
+                           "the cat was happy .", "the cat is happy ."],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["label"] in ("entailment", "not_entailment")
+
+
 def test_a_pair_for_a_single_sentence_task_is_refused(work):
     from reports.onnx_predictor import Predictor, Request
 
@@ -232,6 +265,32 @@ def test_predict_bad_batch_input(content, work, tmp_path, capsys, monkeypatch):
     (tmp_path / "requests.jsonl").write_text(content)
     code, _, err = run(["predict", "--bundle", work["bundle"], "--input", "requests.jsonl"], capsys)
     assert code == 2 and BAD_LINES[content] in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_predict_non_utf8_and_lone_surrogates_are_one_line(work, tmp_path, capsys, monkeypatch):
+    import io
+
+    monkeypatch.chdir(tmp_path)
+    pair = '{"text": "a cat", "text_pair": "a dog"}\n'
+    (tmp_path / "latin1.jsonl").write_bytes(pair.encode() + '{"text": "caf\u00e9", "text_pair": "x"}'.encode("latin-1"))
+    code, out, err = run(["predict", "--bundle", work["bundle"], "--input", "latin1.jsonl"], capsys)
+    assert (code, out) == (2, "") and err == ("harness: error: latin1.jsonl line 2: not UTF-8 text (byte 0xe9); "
+                                              "save or send the requests as UTF-8\n")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"\xff\xfe" + pair.encode("utf-16-le"))))
+    code, _, err = run(["predict", "--bundle", work["bundle"]], capsys)
+    assert code == 2 and err.startswith("harness: error: stdin line 1: not UTF-8 text (byte 0xff)"), err
+    (tmp_path / "surrogate.jsonl").write_text(pair + '{"text": "a \\ud800 cat", "text_pair": "a dog"}\n')
+    code, _, err = run(["predict", "--bundle", work["bundle"], "--input", "surrogate.jsonl"], capsys)
+    assert code == 2 and err == ("harness: error: surrogate.jsonl line 2: text holds U+D800 at character 2, a "
+                                 "lone surrogate, not text (from an escape such as \\ud800 or undecodable "
+                                 "bytes); send valid Unicode\n"), err
+    # argv: bytes that are not UTF-8 reach Python as surrogate escapes
+    code, _, err = run(["predict", "--bundle", work["bundle"], "a cat", "caf\udce9"], capsys)
+    assert code == 2 and err.startswith("harness: error: TEXT: text_pair holds U+DCE9 at character 3"), err
+    with_bom = tmp_path / "bom.jsonl"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + pair.encode())  # what Windows editors write: accepted
+    code, out, err = run(["predict", "--bundle", work["bundle"], "--input", str(with_bom)], capsys)
+    assert code == 0 and json.loads(out)["label"] in ("entailment", "not_entailment"), err
 
 
 def test_broken_bundles(work, tmp_path, capsys):

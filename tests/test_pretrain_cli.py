@@ -142,6 +142,31 @@ def test_empty_corpus_is_a_user_error(tmp_path, micro, capsys, text):
     assert not (tmp_path / "mlflow.db").exists()
 
 
+@pytest.mark.parametrize("content,reason", [
+    (b"PK\x03\x04\x14\x00\x00\x00\x08\x00 a zip archive", "is binary (NUL bytes at offset 5), not text; "
+     "remove it from the corpus or pass only text files"),
+    ("caf\u00e9 au lait\n".encode("latin-1"), "is not UTF-8 text (byte 0xe9 at offset 3); convert it to UTF-8 "
+     "or remove it from the corpus"),
+])
+def test_a_corpus_file_that_is_not_utf8_text_is_named(tmp_path, micro, capsys, content, reason):
+    (tmp_path / "books").mkdir()
+    (tmp_path / "books" / "a.txt").write_text("the cat sat on the mat.\n")
+    (tmp_path / "books" / "b.txt").write_bytes(content)
+    code = main(cli_args(tmp_path, tmp_path / "books", "max_steps=1"))
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"harness: error: corpus file {str(tmp_path / 'books' / 'b.txt')!r} {reason}\n"
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_corpus_smaller_than_a_batch_says_it_repeats(tmp_path, micro, capsys):
+    (tmp_path / "one.txt").write_text("the cat sat on mats.\n")
+    code = main(cli_args(tmp_path, tmp_path / "one.txt", "max_steps=1"))
+    out = capsys.readouterr().out
+    assert code == 0
+    assert ("note: the corpus gives 1 sequence of up to 32 tokens, fewer than a batch (8): every step trains "
+            "on the same text repeated; pass a larger corpus for a meaningful run") in out, out
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -165,3 +190,24 @@ def test_ddp_with_two_cpu_processes_matches_one_process(tmp_path, micro, corpus,
     single = json.loads((tmp_path / "single" / "pretrain_meta.json").read_text())
     # The global batch order does not depend on the process count: same tokens, same FLOPs.
     assert ddp["tokens_seen"] == single["tokens_seen"] and ddp["train_flops"] == single["train_flops"]
+
+
+def test_a_rerun_ends_killed_the_run_a_dead_process_left_running(tmp_path, micro, corpus, capsys):
+    from harness import tracking
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # reaped: its pid names no process, as after a kill -9
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking.setup("pretrain", uri)
+    client = mlflow_runs.client(tmp_path / "mlflow.db")
+    experiment = client.get_experiment_by_name("pretrain").experiment_id
+    left = client.create_run(experiment, run_name="out", tags={
+        "output_dir": str(tmp_path / "out"), tracking.PID_TAG: str(dead.pid), tracking.HOST_TAG: socket.gethostname()})
+    other = client.create_run(experiment, run_name="elsewhere", tags={  # another output: not ours to end
+        "output_dir": str(tmp_path / "other"), tracking.PID_TAG: str(dead.pid),
+        tracking.HOST_TAG: socket.gethostname()})
+    assert main(cli_args(tmp_path, corpus, "max_steps=2")) == 0
+    assert f"note: 1 MLflow run of {tmp_path / 'out'} left RUNNING by a killed invocation now marked KILLED" \
+        in capsys.readouterr().out
+    assert client.get_run(left.info.run_id).info.status == "KILLED"
+    assert client.get_run(other.info.run_id).info.status == "RUNNING"

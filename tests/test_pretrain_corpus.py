@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import random
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -138,3 +140,23 @@ def test_processes_share_a_global_batch_without_overlap():
              for r in range(2)]
     assert torch.equal(torch.cat([p[0]["input_ids"] for p in parts]), whole["input_ids"])
     assert parts[0][1] == parts[1][1] == tokens == 12
+
+
+def test_an_installed_copy_finds_the_shared_data_from_the_working_directory(tmp_path, monkeypatch):
+    """`.tox/demo/bin/harness` runs pretrain/vocab.py from site-packages: no checkout beside it."""
+    import importlib.util
+
+    from pretrain import vocab
+
+    installed = tmp_path / "env" / "lib" / "site-packages" / "pretrain"
+    installed.mkdir(parents=True)
+    shutil.copy(vocab.__file__, installed / "vocab.py")
+    spec = importlib.util.spec_from_file_location("installed_vocab", installed / "vocab.py")
+    copy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copy)
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    (tmp_path / "checkout" / "runs").mkdir(parents=True)
+    monkeypatch.delenv("SHARED_DIR", raising=False)
+    monkeypatch.chdir(tmp_path / "checkout" / "runs")
+    assert copy.shared_dir() == tmp_path / "shared"
+    assert vocab.shared_dir() == Path(vocab.__file__).resolve().parents[2] / "shared"  # from a checkout

@@ -189,6 +189,56 @@ def test_wall_time_adds_up_over_a_kill_and_its_resume(tmp_path, micro, corpus, m
     assert pretrain(config)["wall_time_s"] == 5.0 + 7.0
 
 
+def slow_clock(monkeypatch, reads):
+    """Replaces the loop's clock with one returning `reads` in turn (then the last one for ever)."""
+    import types
+
+    from pretrain import train as loop
+
+    values = iter(reads)
+    last = [0.0]
+
+    def perf_counter() -> float:
+        last[0] = float(next(values, last[0]))
+        return last[0]
+
+    monkeypatch.setattr(loop, "time", types.SimpleNamespace(perf_counter=perf_counter))
+
+
+def test_a_time_stop_beside_a_step_budget_does_not_change_the_model(tmp_path, micro, corpus, monkeypatch):
+    """A busy machine: the first step takes 60% of max_time_s, so the clock's share of its budget runs
+    ahead of the steps'. The schedule follows the steps, so the model is the one an unloaded run gives."""
+    unloaded = micro_config(tmp_path, corpus, "unloaded", max_steps=8, warmup_fraction=0.25)
+    pretrain(unloaded)
+    slow_clock(monkeypatch, [0.0, 60.0])  # loop start, then every later read: 60 s of 100
+    loaded = micro_config(tmp_path, corpus, "loaded", max_steps=8, warmup_fraction=0.25, max_time_s=100.0)
+    meta = pretrain(loaded)
+    expected, got = final_weights(Path(unloaded.output_dir)), final_weights(Path(loaded.output_dir))
+    assert [k for k in expected if not torch.equal(expected[k], got[k])] == []
+    assert meta["steps"] == 8 and meta["stopped_by"] == "max_steps" and meta["schedule_completed"] == 1.0
+
+
+def test_a_time_stop_that_cuts_the_budget_short_is_said_and_recorded(tmp_path, micro, corpus, monkeypatch):
+    from harness.pretrain_run import time_stop_note
+
+    slow_clock(monkeypatch, range(10_000))  # 1 s per step
+    config = micro_config(tmp_path, corpus, max_steps=10, max_time_s=4.0, log_every_steps=1)
+    logged = []
+    meta = pretrain(config, on_log=lambda step, metrics: logged.append(metrics["learning_rate"]))
+    assert meta["steps"] == 4 and meta["stopped_by"] == "max_time_s"
+    assert meta["schedule_completed"] == pytest.approx(0.4)
+    # the steps' schedule (ELECTRA's 2e-3 · (1 - done/10), warmup 1%), not the clock's (done/4)
+    assert logged == pytest.approx([0.0, 2e-3 * 0.9, 2e-3 * 0.8, 2e-3 * 0.7])
+    saved = json.loads((Path(config.output_dir) / "pretrain_meta.json").read_text())
+    assert (saved["stopped_by"], saved["schedule_completed"]) == ("max_time_s", pytest.approx(0.4))
+    assert time_stop_note(saved, config.output_dir) == (
+        f"note: max_time_s=4 stopped {config.output_dir} at step 4, 40% of the way through its budget: its "
+        "learning rate had not decayed to 0 and it is not the model that budget gives (pretrain_meta.json: "
+        "stopped_by, schedule_completed); run it again with a larger max_time_s to finish it")
+    whole = pretrain(micro_config(tmp_path, corpus, "whole", max_steps=3))
+    assert whole["stopped_by"] == "max_steps" and time_stop_note(whole, "whole") is None
+
+
 def test_resume_refuses_other_settings_and_foreign_directories(tmp_path, micro, corpus):
     pretrain(micro_config(tmp_path, corpus, max_steps=2))
     with pytest.raises(UserError, match=r"learning_rate: 0.002 -> 0.001"):

@@ -154,7 +154,7 @@ def test_published_rows_keep_their_sources_apart():
     assert {r.source for r in rows.values()} == {PUBLISHED} and len(rows) == 18
     table1 = rows[("ELECTRA-Small", "ELECTRA paper Table 1")]
     assert table1.values == {"num_params": 14e6, "pretrain_flops": 1.4e18, "inference_flops": 3.7e9,
-                             "glue_score": 79.9}
+                             "glue_score": 79.9, "glue_tasks": 8.0}  # Table 1 averages the eight tasks
     readme = rows[("ELECTRA-Small (Small++)", "google-research/electra README")]
     assert readme.values["squad20_em"] == 70.1 and readme.values["glue_score"] == pytest.approx(81.1375)
     assert "pretrain_flops" not in readme.values  # Small++ is not Table 1's model
@@ -184,7 +184,7 @@ def test_markdown_and_csv_exactly(two_runs):
         ",,,,,/m/a",
         f"electra-small,measured,electra,{b / 'results.json'},,,,,,,,,,,50,50,1,,,,,{note_b},"
         "google/electra-small-discriminator",
-        "ELECTRA-Small,published,as published,ELECTRA paper Table 1,14000000,1.4e+18,3700000000,,,,,,,,,79.9,,,,,,"
+        "ELECTRA-Small,published,as published,ELECTRA paper Table 1,14000000,1.4e+18,3700000000,,,,,,,,,79.9,8,,,,,"
         "trained 4d on 1 V100 GPU; per-task scores not in Table 1; train FLOPs as printed: a 128-wide generator "
         "(official script: 1.424e18); with its 64-wide default (our electra-small) 1.294e18,"
         "ELECTRA-Small @ ELECTRA paper Table 1"]]
@@ -341,6 +341,14 @@ def test_a_quick_run_gets_its_own_marked_row_and_never_replaces_the_full_recipe(
     assert "47.3" not in measured and "| runs/pretrain/a [departs: max_train_examples=100, num_epochs=1] |" \
         in departing
     assert "departing" not in markdown(rows[:1])  # no such section without such rows
+    # Only departing rows (a demo's subsampled runs): the measured section does not say "no rows yet"
+    only_quick = markdown(rows[1:])
+    assert "No rows yet: run" not in only_quick
+    assert "No row follows the ELECTRA recipe; every measured row departs from it (next section)." in only_quick
+    assert "No rows yet: run `harness run glue`" in markdown([])
+    from reports.render import to_html
+
+    assert "No rows yet: run" not in to_html(rows[1:], None)
 
 
 def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_view(two_runs, tmp_path, capsys):
@@ -360,7 +368,7 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
     assert full.data.tags["recipe"] == "electra"
     assert by_name["runs/pretrain/a [departs: max_train_examples=100] · GLUE 47.3 (1/8) · 1.29e18 FLOPs"].data \
         .tags["recipe"] == "departs: max_train_examples=100"
-    assert "ELECTRA-Small (ELECTRA paper Table 1) · GLUE 79.9 · 1.4e18 FLOPs" in by_name
+    assert "ELECTRA-Small (ELECTRA paper Table 1) · GLUE 79.9 (8/8) · 1.4e18 FLOPs" in by_name
     note = full.data.tags["mlflow.note.content"]
     assert "| recipe | electra |" in note and "| GLUE | 62.5 (3/8) |" in note and "| pre-train FLOPs | 1.29e18 |" \
         in note
@@ -375,10 +383,18 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
     assert experiment.tags["mlflow.note.content"] == mlflow_view.DESCRIPTION
     view = json.loads(experiment.tags["mlflow.sharedViewState.leaderboard"])
     state = json.loads(view["state"])
-    assert view["name"] == "Leaderboard" and state["orderByKey"] == "metrics.`glue_score`"
+    # newest first, and the published rows were created before the user's, so the user's lead
+    assert view["name"] == "Leaderboard" and (state["orderByKey"], state["orderByAsc"]) == (
+        "attributes.start_time", False)
+    newest = sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id), reverse=True)
+    assert [r.data.tags["source"] for r in newest[:2]] == ["measured", "measured"]
+    assert max(r.info.start_time for r in runs if r.data.tags["source"] == "published") <= \
+        min(r.info.start_time for r in runs if r.data.tags["source"] == "measured")
     assert state["selectedColumns"][:3] == ["metrics.`glue_score`", "metrics.`glue_tasks`",
                                             "metrics.`pretrain_flops_1e18`"]
-    assert renamed.data.metrics["pretrain_flops_1e18"] == pytest.approx(1.294)
+    # what the UI prints as stored: scores to 2 decimals (66.666...), FLOPs / 1e18 without float noise
+    assert renamed.data.metrics["glue_score"] == 66.67 and renamed.data.metrics["rte"] == 75.0
+    assert renamed.data.metrics["pretrain_flops_1e18"] == 1.294
     assert f"#/experiments/{experiment.experiment_id}/runs?viewStateShareKey=leaderboard" in \
         capsys.readouterr().out
 
@@ -408,3 +424,21 @@ def test_the_plot_leaves_out_untrained_controls_and_off_recipe_rows():
     control = Row("b", "b", MEASURED, "", {"pretrain_flops": 0.0, "glue_score": 30.0})  # 0 has no log position
     quick = Row("c", "c", MEASURED, "", {"pretrain_flops": 1e14, "glue_score": 50.0}, departures="num_epochs=1")
     assert plottable([pretrained, control, quick]) == ([pretrained], [control, quick])
+
+
+def test_the_plot_footnote_stays_inside_the_figure():
+    """After the demo the footnote names rows with long recipe tags; all of it must be on the image."""
+    from reports.leaderboard import MEASURED, Row
+    from reports.plot import flops_vs_glue_figure
+
+    tag = "max_train_examples=1500, num_epochs=3, learning_rate=0.0003, batch_size=32"
+    rows = [Row("a", "a", MEASURED, "", {"pretrain_flops": 1e14, "glue_score": 40.0}),
+            *(Row(name, f"runs/demo/{name} [departs: {tag}]", MEASURED, "",
+                  {"pretrain_flops": 1e14, "glue_score": 41.0}, departures=tag)
+              for name in ("electra-1e+14", "random-init"))]
+    figure = flops_vs_glue_figure(rows)
+    figure.canvas.draw()
+    note = figure._supxlabel
+    box, page = note.get_window_extent(), figure.bbox
+    assert "random-init" in note.get_text()
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0, (box, page)

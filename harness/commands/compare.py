@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 EPILOG = """what it does:
@@ -46,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.target < float("inf"):  # nan too
         raise UserError(f"--target must be a positive, finite number of points (got {args.target})")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    result = compare(load_run(args.run_a), load_run(args.run_b), tasks, args.target)
+    run_a, run_b = load_run(args.run_a), load_run(args.run_b)
+    if run_a.path.resolve() == run_b.path.resolve():  # legal, and a check of the tool, but rarely meant
+        print(f"harness: warning: RUN_A and RUN_B are the same run ({run_a.path}): every difference is 0 "
+              "and 'detectable' is only the noise floor; pass two different run directories", file=sys.stderr)
+    result = compare(run_a, run_b, tasks, args.target)
     print(to_json(result) if args.json else table(result))
     return 0

@@ -66,6 +66,16 @@ def detector_line(found: dict) -> list[str]:
             "samples", ""]
 
 
+def better_line(summary: dict) -> str:
+    """The better model as harness compare's GLUE row decides it, and which one was exported."""
+    if summary["better"]:
+        return f"better model: {summary['better']} (GLUE p = {summary['glue_p_value']:.3f}); ONNX bundle " \
+               f"{summary['bundle']}"
+    p_value = f", p = {summary['glue_p_value']:.3f}" if summary["glue_p_value"] is not None else ""
+    return (f"better model: neither ({summary['glue_verdict'] or 'no GLUE comparison'}{p_value}); exported "
+            f"the higher GLUE median, {summary['exported']}: ONNX bundle {summary['bundle']}")
+
+
 def closing(demo, summary: dict) -> str:
     """The tables, the prediction, and where every output is."""
     from harness import mlflow_leaderboard
@@ -77,13 +87,14 @@ def closing(demo, summary: dict) -> str:
              (out / "efficiency.md").read_text().rstrip(), "",
              "harness compare (A = pre-trained, B = control):",
              "", summary["comparison"], "",
-             f"better model: {summary['better']}; ONNX bundle {summary['bundle']}",
+             better_line(summary),
              f"$ {prediction['command']}", "  " + str(prediction["output"]).replace("'", '"')
              + f"   ({prediction['seconds']:.1f} s, a fresh process without torch)", "",
              f"demo finished in {summary['wall_time_s'] / 60:.1f} min (this invocation). Outputs:",
              f"  {out / 'efficiency.md'}, .csv, .png   the table and the GLUE-vs-FLOPs plot",
              f"  {out / 'pretrain'}/                 the pre-trained generator and discriminator",
-             f"  {out / 'glue'}/ARM/results.json     every seed's scores; predictions/ and models/ beside it",
+             *(f"  {run_dir}/results.json   every seed's scores; predictions/ and models/ beside it"
+               for run_dir in summary["glue_dirs"]),
              f"  {out / 'report' / 'leaderboard.html'}   the leaderboard with the paper's published rows",
              f"  {summary['bundle']}/   the ONNX bundle (harness predict --bundle ...)",
              f"  {out / 'demo.json'}   this summary",

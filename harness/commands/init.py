@@ -27,6 +27,7 @@ def run(args) -> int:
 
     from pretrain.errors import UserError
     from pretrain.models import discriminator_config, get_preset, has_weights
+    from pretrain.quiet import quiet_transformers
     from pretrain.random_init import write_random_init
 
     preset = get_preset(args.preset)
@@ -41,6 +42,7 @@ def run(args) -> int:
         raise UserError(f"could not load tokenizer {args.tokenizer!r} ({type(error).__name__}); pass a "
                         "directory with vocab.txt/tokenizer.json as --tokenizer") from error
     model_config = discriminator_config(preset, len(tokenizer))
-    model = write_random_init(model_config, tokenizer, args.output, args.seed)
+    with quiet_transformers():  # its "Writing model shards" bar is noise for one small file
+        model = write_random_init(model_config, tokenizer, args.output, args.seed)
     print(f"wrote random-init {preset.name} ({model.num_parameters():,} parameters) to {args.output}")
     return 0

@@ -36,6 +36,18 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
+def utf8_lines(data: bytes, source: str) -> list[str]:
+    """The lines of UTF-8 input (a byte-order mark allowed), or a UserError naming the first bad line."""
+    from pretrain.errors import UserError
+
+    try:
+        return data.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise UserError(f"{source} line {line}: not UTF-8 text (byte 0x{data[error.start]:02x}); save or "
+                        "send the requests as UTF-8") from None
+
+
 def run(args) -> int:
     import json
 
@@ -55,13 +67,12 @@ def run(args) -> int:
     elif args.input in (None, "-"):
         if args.input is None and sys.stdin.isatty():
             raise UserError("no input: pass a text, --input FILE, or pipe JSON Lines to stdin")
-        requests = read_requests(sys.stdin, predictor.kind, "stdin")
+        requests = read_requests(utf8_lines(sys.stdin.buffer.read(), "stdin"), predictor.kind, "stdin")
     else:
         path = Path(args.input)
         if not path.is_file():
             raise UserError(f"--input file {args.input!r} does not exist")
-        with path.open(encoding="utf-8") as handle:
-            requests = read_requests(handle, predictor.kind, args.input)
+        requests = read_requests(utf8_lines(path.read_bytes(), args.input), predictor.kind, args.input)
     for result in predictor.predict(requests):
         if "note" in result:
             print(f"harness: note: {result['note']}", file=sys.stderr)

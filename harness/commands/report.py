@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness import mlflow_leaderboard
-from harness.report_run import REPORTS_EXPERIMENT
+# Not harness.mlflow_leaderboard: building the CLI must not import scipy and the rest (harness predict)
+from harness.tracking import LEADERBOARD_EXPERIMENT, REPORTS_EXPERIMENT
 
 
 def add_parser(subparsers) -> None:
@@ -18,7 +18,7 @@ def add_parser(subparsers) -> None:
                     "Results passed with --runs are also folded into the leaderboard experiment.")
     parser.add_argument("--runs", nargs="+", type=Path, metavar="RUN_DIR",
                         help="run directories or results.json files (default: every row of the MLflow "
-                             f"experiment {mlflow_leaderboard.EXPERIMENT!r})")
+                             f"experiment {LEADERBOARD_EXPERIMENT!r})")
     parser.add_argument("--output", type=Path, default=Path("runs/report"),
                         help="directory for the four files (default: %(default)s)")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")

@@ -1,0 +1,124 @@
+"""Real processes side by side: seeds run in parallel into one --output-dir all land in its
+results.json, and runs started together on a new machine share one MLflow store's creation."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import mlflow_runs
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen:
+    env = os.environ | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+                        "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def finish(processes: list[subprocess.Popen]) -> list[tuple[int, str]]:
+    return [(p.wait(timeout=600), p.stdout.read()) for p in processes]
+
+
+@pytest.mark.slow
+def test_seeds_run_side_by_side_into_one_output_dir_all_land(tiny_model, glue_data, tmp_path):
+    out = tmp_path / "out"
+
+    def seed(number: int) -> subprocess.Popen:
+        return start(["-m", "harness.cli", "run", "glue", "--model", str(tiny_model), "--data-dir",
+                      str(glue_data), "--tasks", "rte,stsb", "--output-dir", str(out), "--tracking-uri",
+                      f"sqlite:///{tmp_path / 'mlflow.db'}", "num_epochs=2", "save_models=false",
+                      "predict_test=false", f"seed={number}"], tmp_path)
+
+    finished = finish([seed(0), seed(1)])
+    assert [code for code, _ in finished] == [0, 0], finished
+    results = json.loads((out / "results.json").read_text())
+    assert sorted((r["task"], r["seed"]) for r in results["runs"]) == [
+        ("rte", 0), ("rte", 1), ("stsb", 0), ("stsb", 1)]
+    # the invocation that finished last summarised both seeds
+    assert results["summary"]["rte"]["score"]["n"] == 2 and results["summary"]["stsb"]["score"]["n"] == 2
+    for task in ("rte", "stsb"):
+        for number in (0, 1):
+            assert (out / "predictions" / f"{task}-seed{number}" / "dev_outputs.json").is_file()
+    # a third invocation with other settings is refused in one line, not merged
+    code, output = finish([start(["-m", "harness.cli", "run", "glue", "--model", str(tiny_model),
+                                  "--data-dir", str(glue_data), "--tasks", "rte", "--output-dir", str(out),
+                                  "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "num_epochs=1",
+                                  "save_models=false", "predict_test=false", "seed=2"], tmp_path)])[0]
+    assert code == 2 and "holds results made with other settings (num_epochs: 2.0 -> 1.0)" in output
+
+
+@pytest.mark.slow
+def test_runs_started_together_share_a_new_mlflow_store(tmp_path):
+    """Four processes open a store that does not exist yet: one creates and migrates it, the rest wait."""
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    code = f"from harness import tracking; tracking.setup('glue', {uri!r}); print('ok')"
+    finished = finish([start(["-c", code], tmp_path) for _ in range(4)])
+    assert [(c, o.strip().splitlines()[-1]) for c, o in finished] == [(0, "ok")] * 4, finished
+    experiments = [e.name for e in mlflow_runs.client(tmp_path / "store" / "mlflow.db").search_experiments()]
+    assert sorted(experiments) == ["Default", "glue"]
+
+
+@pytest.mark.slow
+def test_a_resume_ends_killed_the_runs_a_kill_9_left_running(tiny_model, glue_data, tmp_path, capsys):
+    import signal
+    import time
+
+    from harness import tracking
+    from harness.cli import main
+
+    store = tmp_path / "mlflow.db"
+    args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte",
+            "--seeds", "2", "--output-dir", str(tmp_path / "out"), "--tracking-uri", f"sqlite:///{store}",
+            "num_epochs=40", "save_models=false", "predict_test=false"]
+    tracking.setup("glue", f"sqlite:///{store}")  # created here, so this test's reads never race its creation
+    killed = start(["-m", "harness.cli", *args], tmp_path)
+    deadline = time.monotonic() + 300
+    while not (store.is_file() and mlflow_runs.runs(store, "tags.seed = '1'", experiment="glue")):
+        assert killed.poll() is None and time.monotonic() < deadline, killed.stdout.read()
+        time.sleep(0.5)
+    killed.send_signal(signal.SIGKILL)  # no handler runs: its parent and seed-1 runs stay RUNNING
+    killed.wait()
+    killed.stdout.close()
+    assert sorted(mlflow_runs.statuses(store, experiment="glue").values()) == ["FINISHED", "RUNNING", "RUNNING"]
+
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"note: 2 MLflow runs of {tmp_path / 'out'} left RUNNING by a killed invocation now marked KILLED" \
+        in out
+    ended = sorted((run.info.run_name, run.info.status)
+                   for run in mlflow_runs.runs(store, experiment="glue"))
+    assert ended == [("rte seed 0", "FINISHED"), ("rte seed 1", "FINISHED"), ("rte seed 1", "KILLED"),
+                     ("tiny glue", "FINISHED"), ("tiny glue", "KILLED")]
+
+
+@pytest.mark.slow
+def test_a_second_pretrain_into_a_busy_output_is_refused_in_one_line(tmp_path):
+    """Two `harness pretrain` runs into one --output would overwrite each other's checkpoints: the one
+    that finds the folder taken exits 2 with one line, the other finishes."""
+    from tests.test_pretrain_train import write_corpus
+
+    corpus = write_corpus(tmp_path / "corpus.txt")
+
+    def pretrain(store: str) -> subprocess.Popen:
+        return start(["-m", "harness.cli", "pretrain", "--preset", "electra-tiny", "--corpus", str(corpus),
+                      "--output", str(tmp_path / "out"), "--tracking-uri", f"sqlite:///{tmp_path / store}",
+                      "max_steps=40", "batch_size=4", "seq_len=32", "tokenizer=train", "train_vocab_size=200",
+                      "precision=fp32", f"cache_dir={tmp_path / 'cache'}"], tmp_path)
+
+    finished = finish([pretrain("a.db"), pretrain("b.db")])  # two stores: only the output is shared
+    codes = sorted(code for code, _ in finished)
+    assert codes == [0, 2], finished
+    refused = next(output for code, output in finished if code == 2)
+    assert refused.strip().splitlines()[-1] == (
+        f"harness: error: another `harness pretrain` is writing to {str(tmp_path / 'out')!r}; wait for it to "
+        "finish (then rerun to resume or extend it) or choose another --output")
+    assert len([line for line in refused.splitlines() if line.startswith("harness: error")]) == 1
+    assert json.loads((tmp_path / "out" / "pretrain_meta.json").read_text())["steps"] == 40
