@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Issue 22 item 1: what makes the demo's pre-trained model stay at SST-2's majority class?
+set -u
+cd "$(dirname "$0")/../.."  # the repository root, with the harness installed
+export OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+T=sqlite:///runs/item1/mlflow.db
+G=../shared/data/glue
+harness pretrain --preset electra-tiny --corpus ../shared/data/corpus/gutenberg --output runs/item1/pretrain \
+  --max-flops 1e14 --tracking-uri $T optimizer=adamw cache_dir=runs/cache
+ft() {  # name model settings...
+  local name=$1 model=$2; shift 2
+  harness run glue --model $model --tasks sst2 --seeds 3 --data-dir $G --output-dir runs/item1/$name \
+    --tracking-uri $T max_train_examples=1500 predict_test=false save_models=false "$@"
+}
+ft pre-base runs/item1/pretrain/discriminator
+harness init --preset electra-tiny --tokenizer runs/item1/pretrain/discriminator --output runs/item1/random --keep-existing
+ft ctl-base runs/item1/random
+ft pre-mean runs/item1/pretrain/discriminator loss_reduction=mean
+ft ctl-mean runs/item1/random loss_reduction=mean
+ft pre-adamw runs/item1/pretrain/discriminator optimizer=adamw
+ft pre-reinit1 runs/item1/pretrain/discriminator reinit_layers=1
+ft pre-lr1e-3 runs/item1/pretrain/discriminator learning_rate=1e-3
+ft pre-lr1e-4 runs/item1/pretrain/discriminator learning_rate=1e-4
+ft pre-warm0 runs/item1/pretrain/discriminator warmup_fraction=0.0
+ft pre-hf runs/item1/pretrain/discriminator head=hf
+ft pre-ep10 runs/item1/pretrain/discriminator num_epochs=10
+ft ctl-ep10 runs/item1/random num_epochs=10
+ft pre-reinit2 runs/item1/pretrain/discriminator reinit_layers=2
+ft pre-reinit4 runs/item1/pretrain/discriminator reinit_layers=4
+echo ALL DONE
