@@ -53,7 +53,7 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
                                       [t.name for t in run.tasks], run.seeds)
     results = results_file.resume(run.output_dir, fresh)
     store = results_file.ResultsFile(run.output_dir, started)
-    results["precision"] = setup.precision
+    results |= run_records.as_run(setup, run.config) | {"accelerator": run_records.accelerator(setup.device)}
     resolved = {t.name: run.config.resolved(setup.size, t.num_epochs, t.max_length)
                 for t in run.tasks if t.predicted_by is None}
     preflight.check_run_outputs(run.output_dir, tracking.chosen_uri(run.tracking_uri))  # before training

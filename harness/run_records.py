@@ -147,6 +147,11 @@ def diverged_error(diverged: Sequence[dict], recorded_in: str = "results.json",
                      f"of {left_out_of}; {fix}")
 
 
+def accelerator(device: torch.device) -> str:
+    """What computed a run, for results.json: the GPU's name, or "cpu" (`device` names the host CPU)."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+
+
 def as_run(setup: Setup, config: FinetuneConfig) -> dict[str, str]:
     """The device-dependent settings as this run resolves them: precision and compile, never "auto"."""
     return {"precision": setup.precision,

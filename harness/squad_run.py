@@ -64,7 +64,7 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     same = ("format", "config", "settings", "data", "tasks")
     results = results_file.resume(run.output_dir, fresh, same)
     store = results_file.ResultsFile(run.output_dir, started, same)
-    results["precision"] = setup.precision
+    results |= run_records.as_run(setup, run.config) | {"accelerator": run_records.accelerator(setup.device)}
     preflight.check_run_outputs(run.output_dir, tracking.chosen_uri(run.tracking_uri))  # before training
     tracking.setup("squad", run.tracking_uri)
     tracking.end_orphans("squad", {"output_dir": str(run.output_dir.resolve())}, run.output_dir)

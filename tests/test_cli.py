@@ -44,6 +44,8 @@ def test_run_glue_end_to_end(tiny_model, glue_data, tmp_path, capsys):
     assert {r["task"]: (r["double_unordered"], r["num_train_examples"]) for r in results["runs"]} == {
         "cola": (False, 16), "stsb": (True, 32), "rte": (False, 16)}
     assert results["summary"]["rte"]["score"]["n"] == 2 and results["flops"]["pretrain_flops"] is None
+    # what computed it, as resolved: never "auto"
+    assert (results["precision"], results["compile"], results["accelerator"]) == ("fp32", "off", "cpu")
     assert set(results["flops"]["finetune_flops"]) == {"cola", "stsb", "rte"}
     # GLUE in the paper's convention: CoLA MCC, STS-B Spearman (not its Pearson/Spearman mean), RTE accuracy.
     scores = [results["summary"][t][m]["median"] for t, m in (("cola", "mcc"), ("stsb", "spearman"),
