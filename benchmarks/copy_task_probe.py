@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from harness.cli import main as harness
-from pretrain.models import PRESETS, ModelPreset, TransformerShape
+from pretrain.common.models import PRESETS, ModelPreset, TransformerShape
 
 PROBE = ModelPreset("copy-probe", "electra", "small",
                     TransformerShape(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128,

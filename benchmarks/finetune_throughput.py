@@ -30,8 +30,8 @@ import transformers
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pretrain import device as placement  # noqa: E402
-from pretrain.models import PRESETS, discriminator_config  # noqa: E402
+from pretrain.common import placement  # noqa: E402
+from pretrain.common.models import PRESETS, discriminator_config  # noqa: E402
 from tasks import batching, glue  # noqa: E402
 from tasks.config import FinetuneConfig  # noqa: E402
 from tasks.finetune import finetune, predict  # noqa: E402

@@ -31,7 +31,7 @@ import transformers
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pretrain.models import PRESETS, discriminator_config  # noqa: E402
+from pretrain.common.models import PRESETS, discriminator_config  # noqa: E402
 from reports import onnx_export  # noqa: E402
 from reports.bundle import INPUT_NAMES  # noqa: E402
 

@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pretrain.errors import UserError
+    from pretrain.common.errors import UserError
 
     args = build_parser().parse_args(argv)
     try:

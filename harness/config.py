@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pretrain.errors import UserError
+from pretrain.common.errors import UserError
 
 C = TypeVar("C")
 WIDTH = 100  # help text columns

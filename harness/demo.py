@@ -29,8 +29,8 @@ from harness.experiment import (
     scored_points,
     stage_count,
 )
-from pretrain import atomic
-from pretrain.errors import UserError
+from pretrain.common import atomic
+from pretrain.common.errors import UserError
 from pretrain.vocab import shared_dir
 from reports.efficiency import CONTROL
 from tasks.config import FinetuneConfig

@@ -26,11 +26,11 @@ from pathlib import Path
 from harness import run_records
 from harness.config import as_dict, load_config
 from harness.glue_run import GlueRun, run_glue
-from pretrain import atomic
+from pretrain.common import atomic
+from pretrain.common.errors import UserError
+from pretrain.common.models import DISCRIMINATOR_DIR
+from pretrain.common.quiet import quiet_libraries
 from pretrain.config import PretrainConfig, resolve
-from pretrain.errors import UserError
-from pretrain.models import DISCRIMINATOR_DIR
-from pretrain.quiet import quiet_libraries
 from reports import efficiency
 from reports.efficiency import CONTROL, Arm
 from tasks.config import FinetuneConfig
@@ -155,7 +155,7 @@ def _control(exp: Efficiency, like: Path, progress, stage: str) -> Arm:
     """The untrained control: `like`'s config and tokenizer, fresh weights; then fine-tuned."""
     import transformers
 
-    from pretrain.models import has_weights
+    from pretrain.common.models import has_weights
     from pretrain.random_init import write_random_init
 
     folder = exp.output_dir / CONTROL

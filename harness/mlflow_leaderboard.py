@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from harness import mlflow_view, tracking
-from pretrain.errors import UserError
+from pretrain.common.errors import UserError
 from reports import render
 from reports.leaderboard import (
     DEPARTS,

@@ -18,9 +18,9 @@ from pathlib import Path
 from datasets import Dataset
 
 from harness import tracking
-from pretrain import atomic
-from pretrain.errors import UserError
-from pretrain.models import resolve_model
+from pretrain.common import atomic
+from pretrain.common.errors import UserError
+from pretrain.common.models import resolve_model
 from reports import accounting, bundle, onnx_check, onnx_export
 from reports.onnx_predictor import Predictor
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS, GlueTask, SquadTask

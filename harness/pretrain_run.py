@@ -11,10 +11,11 @@ from tqdm.auto import tqdm
 
 from harness import tracking
 from harness.config import as_dict
-from pretrain import checkpoint, console, train
+from pretrain import checkpoint, train
+from pretrain.common import console
+from pretrain.common.errors import UserError
+from pretrain.common.quiet import quiet_libraries
 from pretrain.config import PretrainConfig
-from pretrain.errors import UserError
-from pretrain.quiet import quiet_libraries
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining}{postfix}]"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness import mlflow_leaderboard, tracking
-from pretrain import atomic
+from pretrain.common import atomic
 from reports import plot, render
 from reports.leaderboard import MEASURED, published_rows, rows_from_results
 

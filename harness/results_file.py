@@ -17,8 +17,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from pretrain import atomic
-from pretrain.errors import UserError
+from pretrain.common import atomic
+from pretrain.common.errors import UserError
 
 NAME = "results.json"
 RECORDS = ("runs", "diverged")

@@ -15,10 +15,9 @@ import transformers
 
 from harness import tracking
 from harness.config import as_dict
-from pretrain import atomic
-from pretrain import device as placement
-from pretrain.errors import UserError
-from pretrain.models import resolve_model, size_of
+from pretrain.common import atomic, placement
+from pretrain.common.errors import UserError
+from pretrain.common.models import resolve_model, size_of
 from reports import dev_outputs, intervals, stats
 from tasks import metrics
 from tasks.config import FinetuneConfig

@@ -34,7 +34,7 @@ from harness import study as studies
 from harness import tracking
 from harness.config import as_dict
 from harness.search_space import SearchSpace
-from pretrain.errors import UserError
+from pretrain.common.errors import UserError
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
 

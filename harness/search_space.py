@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import load_config
-from pretrain.errors import UserError
+from pretrain.common.errors import UserError
 from tasks.config import RECIPE
 
 _BOUNDS = {  # what FinetuneConfig accepts for each ranged parameter

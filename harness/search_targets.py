@@ -13,7 +13,7 @@ import transformers
 from harness import run_records
 from harness.config import as_dict
 from harness.search import Target
-from pretrain.errors import UserError
+from pretrain.common.errors import UserError
 from tasks import batching, glue, squad
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.finetune import finetune

@@ -15,9 +15,9 @@ import transformers
 from harness import mlflow_leaderboard, preflight, results_file, run_records, tracking
 from harness.config import as_dict
 from harness.run_records import Setup
-from pretrain import atomic
-from pretrain.errors import UserError
-from pretrain.quiet import quiet_libraries
+from pretrain.common import atomic
+from pretrain.common.errors import UserError
+from pretrain.common.quiet import quiet_libraries
 from reports import accounting, dev_outputs
 from tasks import batching, squad, squad_metrics
 from tasks.config import FinetuneConfig, SquadConfig

@@ -26,8 +26,8 @@ from typing import Any
 
 import optuna
 
-from pretrain import atomic
-from pretrain.errors import UserError
+from pretrain.common import atomic
+from pretrain.common.errors import UserError
 
 DEFAULT_STORAGE = "sqlite:///runs/optuna.db"
 BEST_FORMAT = "electra-harness/best-params/1"

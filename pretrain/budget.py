@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from pretrain.common.electra_adam import electra_lr_factor
+from pretrain.common.flops import TRAIN_TO_FORWARD_RATIO, train_step_flops
 from pretrain.config import BUDGETS, PretrainConfig
-from pretrain.electra_adam import electra_lr_factor
-from pretrain.flops import TRAIN_TO_FORWARD_RATIO, train_step_flops
 
 
 @dataclass

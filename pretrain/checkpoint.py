@@ -30,12 +30,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pretrain.atomic import atomic_dir, save_pretrained, write_bytes, write_json
 from pretrain.budget import Progress, budget_fraction, learning_rate, schedule_fraction, stage_fraction
+from pretrain.common.atomic import atomic_dir, save_pretrained, write_bytes, write_json
+from pretrain.common.errors import UserError
+from pretrain.common.models import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
+from pretrain.common.quiet import quiet_transformers
 from pretrain.config import BUDGETS, RESUMABLE_CHANGES, PretrainConfig, config_differences
-from pretrain.errors import UserError
-from pretrain.models import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
-from pretrain.quiet import quiet_transformers
 
 STATE_FILE = "training_state.pt"
 # 2: only tensors and plain Python values, so it loads with torch.load(weights_only=True); 1 (no

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from pretrain.models import PRESETS
+from pretrain.common.models import PRESETS
 
 Objective = Literal["electra", "mlm", "electra-15", "replace-mlm", "all-tokens-mlm", "two-stage"]
 Sharing = Literal["shared", "untied", "tied", "gdes"]

@@ -9,7 +9,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from pretrain import device as placement
+from pretrain.common import placement
 
 
 @dataclass(frozen=True)

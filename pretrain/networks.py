@@ -23,8 +23,8 @@ from torch.func import functional_call
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from transformers.models.electra.modeling_electra import ElectraGeneratorPredictions
 
-from pretrain import models
-from pretrain.models import TransformerShape, generator_shape, shape_of
+from pretrain.common import models
+from pretrain.common.models import TransformerShape, generator_shape, shape_of
 
 EMBEDDINGS = "electra.embeddings."
 

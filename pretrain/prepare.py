@@ -7,16 +7,15 @@ from pathlib import Path
 
 import torch
 
-from pretrain import console
-from pretrain import device as placement
 from pretrain import distributed as dist
-from pretrain.atomic import atomic_dir
 from pretrain.budget import schedule_fraction, stopped_by
 from pretrain.checkpoint import export_models
+from pretrain.common import console, placement
+from pretrain.common.atomic import atomic_dir
+from pretrain.common.electra_adam import ElectraAdam
+from pretrain.common.models import PRESETS, TransformerShape
 from pretrain.config import PretrainConfig
 from pretrain.corpus import corpus_files, tokenized_paragraphs
-from pretrain.electra_adam import ElectraAdam
-from pretrain.models import PRESETS, TransformerShape
 from pretrain.networks import (
     build_networks,
     count_parameters,

@@ -16,7 +16,6 @@ from pathlib import Path
 import torch
 
 from pretrain import checkpoint as ckpt
-from pretrain import device as placement
 from pretrain import distributed as dist
 from pretrain import probe
 from pretrain.budget import (
@@ -27,12 +26,13 @@ from pretrain.budget import (
     stage_fraction,
     step_flops,
 )
+from pretrain.common import placement
+from pretrain.common.errors import UserError
+from pretrain.common.models import PRETRAIN_META
 from pretrain.config import PretrainConfig, check_runnable, resolve
 from pretrain.corpus import corpus_files
 from pretrain.data import BatchStream
-from pretrain.errors import UserError
 from pretrain.metrics import MetricWindow, final_metrics
-from pretrain.models import PRETRAIN_META
 from pretrain.prepare import Run, build_run, prepare_examples
 
 LogCallback = Callable[[int, dict[str, float]], None]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pretrain import flops
-from pretrain.errors import UserError
-from pretrain.models import PRESETS, PRETRAIN_META, shape_of
+from pretrain.common import flops
+from pretrain.common.errors import UserError
+from pretrain.common.models import PRESETS, PRETRAIN_META, shape_of
 
 CONVENTION = "ELECTRA paper (flops_computation.py): backward = forward, one-hot embeddings"
 INFERENCE_SEQ_LEN = 128

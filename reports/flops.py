@@ -1,4 +1,4 @@
-"""FLOPs of a named model in each counting convention: the paper's (pretrain/flops.py), 6·N·tokens,
+"""FLOPs of a named model in each counting convention: the paper's (pretrain/common/flops.py), 6·N·tokens,
 and a measured count, torch's FlopCounterMode on a real forward pass, which counts matmuls and
 attention only (no embedding lookups, no element-wise ops, no head on a bare encoder).
 """
@@ -9,8 +9,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pretrain.errors import UserError
-from pretrain.models import (
+from pretrain.common.errors import UserError
+from pretrain.common.models import (
     DISCRIMINATOR_DIR,
     GENERATOR_DIR,
     PRESETS,

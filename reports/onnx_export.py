@@ -18,7 +18,7 @@ import onnxruntime
 import torch
 import transformers
 
-from pretrain.errors import UserError
+from pretrain.common.errors import UserError
 from reports.bundle import INPUT_NAMES, KINDS, PER_TOKEN_OUTPUTS
 
 OPSET = 17

@@ -13,9 +13,8 @@ import torch
 from datasets import Dataset
 from tqdm.auto import tqdm
 
-from pretrain import console
-from pretrain import device as placement
-from pretrain.errors import UserError
+from pretrain.common import console, placement
+from pretrain.common.errors import UserError
 from tasks import batching
 from tasks.config import FinetuneConfig
 from tasks.optim import build_optimizer, build_schedule

@@ -7,8 +7,8 @@ import re
 
 import torch
 
-from pretrain.errors import UserError
-from pretrain.quiet import quiet_transformers
+from pretrain.common.errors import UserError
+from pretrain.common.quiet import quiet_transformers
 
 
 def from_pretrained_quietly(model_class, model_path, **kwargs) -> torch.nn.Module:

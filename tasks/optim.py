@@ -1,7 +1,7 @@
 """ELECTRA's fine-tuning optimiser: layer-wise learning-rate decay, warmup, linear decay.
 
 `optimizer="electra"` (the default) is ELECTRA's own Adam without bias correction and its
-warmup-times-decay schedule (pretrain/electra_adam.py); "adamw" is torch's fused AdamW with
+warmup-times-decay schedule (pretrain/common/electra_adam.py); "adamw" is torch's fused AdamW with
 transformers' linear warmup-then-decay schedule.
 """
 
@@ -12,7 +12,7 @@ import re
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from pretrain.electra_adam import ElectraAdam, electra_lr_factor
+from pretrain.common.electra_adam import ElectraAdam, electra_lr_factor
 
 _LAYER = re.compile(r"encoder\.layers?\.(\d+)\.")
 _NO_DECAY = ("bias", "LayerNorm", "layer_norm")  # as ELECTRA's AdamWeightDecayOptimizer excludes

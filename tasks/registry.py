@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pretrain.errors import UserError
+from pretrain.common.errors import UserError
 
 
 @dataclass(frozen=True)

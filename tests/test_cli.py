@@ -9,7 +9,7 @@ import zipfile
 import pytest
 
 from harness.cli import main
-from pretrain.errors import UserError
+from pretrain.common.errors import UserError
 from tests import mlflow_runs
 from tests.conftest import REPO, check_wall_time_over_a_kill, write_tiny_model
 
@@ -172,8 +172,8 @@ def test_wall_time_adds_up_over_an_interrupted_run_and_its_resume(tiny_model, gl
 
 def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_path, capsys):
     from harness import glue_run, run_records
-    from pretrain import atomic
-    from pretrain.models import resolve_model
+    from pretrain.common import atomic
+    from pretrain.common.models import resolve_model
     from tasks.config import FinetuneConfig
 
     earlier = FinetuneConfig(learning_rate=3e-4, num_epochs=1.0)
@@ -415,7 +415,7 @@ def test_hub_repo_with_only_pytorch_bin_loads(fake_hub, tiny_model):
     import transformers
     from safetensors.torch import load_file
 
-    from pretrain.models import resolve_model
+    from pretrain.common.models import resolve_model
     from tasks.loading import from_pretrained_quietly
 
     repos, calls = fake_hub
@@ -435,7 +435,7 @@ def test_hub_repo_with_safetensors_never_fetches_the_pickle(fake_hub, tiny_model
     import shutil
     from pathlib import Path
 
-    from pretrain.models import resolve_model
+    from pretrain.common.models import resolve_model
 
     repos, calls = fake_hub
     repo = repos / "google/electra-small-discriminator"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from pretrain import atomic
+from pretrain.common import atomic
 from reports import dev_outputs
 
 N = 300

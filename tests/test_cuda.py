@@ -33,7 +33,7 @@ LOSSES = ("loss", "generator_loss", "discriminator_loss")
 
 @pytest.fixture
 def micro(monkeypatch):
-    from pretrain.models import PRESETS
+    from pretrain.common.models import PRESETS
 
     monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
 

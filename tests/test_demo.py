@@ -9,8 +9,8 @@ import pytest
 
 from harness import demo
 from harness.cli import main
-from pretrain.errors import UserError
-from pretrain.models import PRESETS
+from pretrain.common.errors import UserError
+from pretrain.common.models import PRESETS
 from tests.test_pretrain_train import MICRO, write_corpus
 
 

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from harness.cli import main
-from pretrain.models import PRESETS
+from pretrain.common.models import PRESETS
 from reports import efficiency
 from reports.efficiency import CONTROL, Arm
 from tests.test_pretrain_train import MICRO, write_corpus

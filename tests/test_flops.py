@@ -5,15 +5,15 @@ import torch
 from transformers import BertConfig, ElectraConfig, ElectraModel
 
 from harness.cli import main
-from pretrain.errors import UserError
-from pretrain.flops import (
+from pretrain.common.errors import UserError
+from pretrain.common.flops import (
     count_non_embedding_params,
     finetune_flops,
     inference_flops,
     pretrain_flops,
     six_n_flops,
 )
-from pretrain.models import PRESETS, TransformerShape, generator_shape, shape_of
+from pretrain.common.models import PRESETS, TransformerShape, generator_shape, shape_of
 from reports.flops import measured_forward_flops
 
 ELECTRA_SMALL = shape_of(PRESETS["electra-small"])

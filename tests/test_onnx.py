@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from pretrain.errors import UserError
+from pretrain.common.errors import UserError
 from reports.bundle import sha256
 from tests import mlflow_runs
 from tests.conftest import REPO, WORDS, write_glue_dir, write_tiny_model

@@ -6,7 +6,7 @@ import pytest
 import torch
 import transformers
 
-from pretrain.electra_adam import ElectraAdam, electra_lr_factor
+from pretrain.common.electra_adam import ElectraAdam, electra_lr_factor
 from tasks.config import FinetuneConfig
 from tasks.optim import build_optimizer, build_schedule, parameter_groups
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pretrain import atomic
+from pretrain.common import atomic
 
 
 def test_failure_mid_write_keeps_previous_file(tmp_path, monkeypatch):

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from pretrain.common.models import PRESETS, resolve_model
 from pretrain.config import PretrainConfig
-from pretrain.models import PRESETS, resolve_model
 from tests import mlflow_runs
 from tests.test_pretrain_train import MICRO, write_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCHER = """import sys
-from pretrain.models import PRESETS
+from pretrain.common.models import PRESETS
 from tests.test_pretrain_train import MICRO
 PRESETS[MICRO.name] = MICRO
 from harness.cli import main
@@ -68,7 +68,7 @@ def test_flags_config_file_and_overrides_build_the_config(tmp_path, micro, corpu
 
 
 def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys, monkeypatch):
-    from pretrain import console
+    from pretrain.common import console
 
     monkeypatch.setattr(console, "_is_terminal", lambda stream: True)  # the bar (tests/test_progress.py: lines)
     code = main(cli_args(tmp_path, corpus, "max_steps=6", "log_every_steps=2"))

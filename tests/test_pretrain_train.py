@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from pretrain.budget import Progress, budget_fraction, learning_rate
+from pretrain.common.errors import UserError
+from pretrain.common.models import PRESETS, ModelPreset, TransformerShape
 from pretrain.config import PretrainConfig, config_differences, resolve
-from pretrain.errors import UserError
-from pretrain.models import PRESETS, ModelPreset, TransformerShape
 from pretrain.train import pretrain
 
 MICRO = ModelPreset("test-micro", "electra", "small",
@@ -332,8 +332,8 @@ def test_a_two_stage_run_cannot_move_its_switch_behind_it(tmp_path):
 
 
 def test_flops_budget_counts_the_paper_convention(tmp_path, micro, corpus):
-    from pretrain.flops import train_step_flops
-    from pretrain.models import generator_shape, shape_of
+    from pretrain.common.flops import train_step_flops
+    from pretrain.common.models import generator_shape, shape_of
 
     shape = shape_of(PRESETS[MICRO.name])
     meta = pretrain(micro_config(tmp_path, corpus, max_steps=None, max_flops=1e9))

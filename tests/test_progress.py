@@ -11,8 +11,8 @@ import transformers
 
 from harness.cli import main
 from harness.pretrain_run import run_pretrain
-from pretrain import console
-from pretrain.models import PRESETS
+from pretrain.common import console
+from pretrain.common.models import PRESETS
 from tasks import batching, glue
 from tasks.config import FinetuneConfig
 from tasks.finetune import finetune

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from harness.cli import main
-from pretrain import flops
-from pretrain.models import shape_of
+from pretrain.common import flops
+from pretrain.common.models import shape_of
 from reports import accounting
 from reports.leaderboard import (
     CI_COLUMNS,
@@ -274,7 +274,7 @@ def test_unreachable_tracking_server_is_one_line(two_runs, tmp_path, capsys):
 
 def test_a_failed_leaderboard_update_says_the_results_are_saved(two_runs, monkeypatch):
     from harness import mlflow_leaderboard
-    from pretrain.errors import UserError
+    from pretrain.common.errors import UserError
 
     def store_down(rows, uri):
         raise UserError("MLflow store http://127.0.0.1:9 failed while updating the leaderboard (refused)")

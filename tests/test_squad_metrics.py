@@ -2,7 +2,7 @@
 
 import pytest
 
-from pretrain.errors import UserError
+from pretrain.common.errors import UserError
 from tasks.squad_metrics import (
     exact_match,
     f1,

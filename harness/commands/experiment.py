@@ -7,8 +7,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from pretrain.common.models import PRESETS
 from pretrain.config import OBJECTIVES
-from pretrain.models import PRESETS
 
 EPILOG = """examples:
   harness experiment efficiency --preset electra-tiny --corpus ../shared/data/corpus/gutenberg \\
@@ -61,7 +61,7 @@ def add_parser(subparsers) -> None:
 def run_efficiency_command(args: argparse.Namespace) -> int:
     from harness.config import load_config
     from harness.experiment import Efficiency, diverged_error, run_efficiency
-    from pretrain.errors import UserError
+    from pretrain.common.errors import UserError
     from tasks.config import FinetuneConfig
     from tasks.registry import parse_tasks
 
@@ -91,7 +91,7 @@ def run_efficiency_command(args: argparse.Namespace) -> int:
 
 
 def _budgets(spec: str) -> tuple[float, ...]:
-    from pretrain.errors import UserError
+    from pretrain.common.errors import UserError
 
     try:
         budgets = tuple(float(item) for item in spec.split(",") if item.strip())
@@ -101,7 +101,7 @@ def _budgets(spec: str) -> tuple[float, ...]:
 
 
 def _objectives(spec: str) -> tuple[str, ...]:
-    from pretrain.errors import UserError
+    from pretrain.common.errors import UserError
 
     names = tuple(dict.fromkeys(n.strip() for n in spec.split(",") if n.strip()))
     unknown = [n for n in names if n not in OBJECTIVES]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from pretrain import flops
-from pretrain.errors import UserError
-from pretrain.models import PRESETS, TransformerShape
+from pretrain.common import flops
+from pretrain.common.errors import UserError
+from pretrain.common.models import PRESETS, TransformerShape
 from reports import flops as flops_report
 
 PAPER = "paper convention (ELECTRA flops_computation.py)"

@@ -25,9 +25,9 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     import transformers
 
-    from pretrain.errors import UserError
-    from pretrain.models import discriminator_config, get_preset, has_weights
-    from pretrain.quiet import quiet_transformers
+    from pretrain.common.errors import UserError
+    from pretrain.common.models import discriminator_config, get_preset, has_weights
+    from pretrain.common.quiet import quiet_transformers
     from pretrain.random_init import write_random_init
 
     preset = get_preset(args.preset)

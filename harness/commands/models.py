@@ -10,7 +10,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from pretrain.models import PRESETS
+    from pretrain.common.models import PRESETS
 
     print(f"{'name':14} {'hidden':>6} {'layers':>6} {'heads':>5} {'ffn':>5} {'embed':>5}  weights")
     for p in PRESETS.values():

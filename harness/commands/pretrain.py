@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from harness.config import settings_help
+from pretrain.common.models import DISCRIMINATOR_DIR, PRESETS
 from pretrain.config import OBJECTIVES, PretrainConfig
-from pretrain.models import DISCRIMINATOR_DIR, PRESETS
 
 EPILOG = """examples:
   harness pretrain --preset electra-tiny --corpus ../shared/data/corpus/gutenberg --max-flops 1e15 \\

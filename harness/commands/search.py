@@ -118,7 +118,7 @@ def run_squad_search(args) -> int:
 def _search(args, task: str, settings, make_target) -> int:
     from harness.search import SearchRun, default_study_name, run_search
     from harness.search_space import load_space
-    from pretrain.errors import UserError
+    from pretrain.common.errors import UserError
 
     if args.trials < 1:
         raise UserError(f"--trials must be at least 1 (got {args.trials})")

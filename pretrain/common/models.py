@@ -2,7 +2,7 @@
 CPU-scale presets), the layout of a pre-training output, and resolution of a `--model` value to
 something `transformers` can load.
 
-Part of the lowest layer (README, "Architecture"): imports only pretrain.errors, and transformers
+Part of the lowest layer (README, "Architecture"): imports only pretrain.common.errors, and transformers
 or huggingface_hub inside the functions that need them.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pretrain.errors import UserError
+from pretrain.common.errors import UserError
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
