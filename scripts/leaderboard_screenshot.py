@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import mlflow_leaderboard, mlflow_view  # noqa: E402
+from harness.tracking import mlflow_leaderboard, mlflow_view  # noqa: E402
 from reports.leaderboard import published_rows, rows_from_results  # noqa: E402
 
 WINDOW = "1600,900"

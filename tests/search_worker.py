@@ -10,11 +10,11 @@ import time
 
 import optuna
 
-from harness import search
 from harness.cli import main
+from harness.search import trials
 
 RENDEZVOUS_TIMEOUT_S = 300
-_train_trial = search._train_trial
+_train_trial = trials._train_trial
 _waited = False
 
 
@@ -32,5 +32,5 @@ def _after_rendezvous(trial: optuna.Trial, *args, **kwargs):
 
 
 if __name__ == "__main__":
-    search._train_trial = _after_rendezvous
+    trials._train_trial = _after_rendezvous
     sys.exit(main(sys.argv[1:]))

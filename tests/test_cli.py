@@ -10,7 +10,7 @@ import pytest
 
 from harness.cli import main
 from pretrain.common.errors import UserError
-from tests import mlflow_runs
+from tests import mlflow_store
 from tests.conftest import REPO, check_wall_time_over_a_kill, write_tiny_model
 
 
@@ -26,7 +26,7 @@ def glue_args(model, data, tmp_path, *extra):
 
 
 def statuses(tmp_path):
-    return mlflow_runs.statuses(tmp_path / "mlflow.db", experiment="glue")  # not the leaderboard's rows
+    return mlflow_store.statuses(tmp_path / "mlflow.db", experiment="glue")  # not the leaderboard's rows
 
 
 @pytest.mark.slow
@@ -75,7 +75,7 @@ def test_run_glue_end_to_end(tiny_model, glue_data, tmp_path, capsys):
 
 
 def test_submission_takes_ax_from_mnli_and_names_missing_files(tmp_path):
-    from harness.glue_run import _write_submission
+    from harness.finetuning.glue_run import _write_submission
     from tasks.registry import SERVER_FILES
 
     predictions = tmp_path / "predictions"
@@ -105,7 +105,7 @@ def test_parent_run_logs_settings_as_used_and_the_glue_score(tiny_model, glue_da
                                  "save_models=false"), capsys)
     assert code == 0, err
     results = json.loads((tmp_path / "out" / "results.json").read_text())
-    found = {r.info.run_name: r for r in mlflow_runs.runs(tmp_path / "mlflow.db", experiment="glue")}
+    found = {r.info.run_name: r for r in mlflow_store.runs(tmp_path / "mlflow.db", experiment="glue")}
     parent = found[f"{tiny_model.name} glue"].data
     # learning_rate by model size and max_length are the same for both tasks; num_epochs is per task.
     assert parent.params["learning_rate"] == "0.0003" and parent.params["max_length"] == "128"
@@ -147,12 +147,12 @@ def test_predict_test_false_skips_the_test_sets(tiny_model, glue_data, tmp_path,
 def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
     args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "num_epochs=1", "save_models=false")
     assert run(args, capsys)[0] == 0
-    import harness.glue_run
+    import harness.finetuning.glue_run
 
     def must_not_train(*a, **k):
         raise AssertionError("a finished (task, seed) was trained again")
 
-    monkeypatch.setattr(harness.glue_run, "finetune", must_not_train)
+    monkeypatch.setattr(harness.finetuning.glue_run, "finetune", must_not_train)
     code, out, _ = run(args, capsys)
     assert code == 0 and "resume rte: kept seed 0 from results.json; nothing left to train" in out
     code, _, err = run([a for a in args if a != "num_epochs=1"] + ["num_epochs=2"], capsys)
@@ -162,16 +162,16 @@ def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, m
 @pytest.mark.slow
 def test_wall_time_adds_up_over_an_interrupted_run_and_its_resume(tiny_model, glue_data, tmp_path, capsys,
                                                                    monkeypatch):
-    import harness.glue_run
+    import harness.finetuning.glue_run
 
     args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "--seeds", "2", "num_epochs=1",
                      "save_models=false")
-    check_wall_time_over_a_kill(monkeypatch, harness.glue_run, lambda: run(args, capsys)[0],
+    check_wall_time_over_a_kill(monkeypatch, harness.finetuning.glue_run, lambda: run(args, capsys)[0],
                                 tmp_path / "out" / "results.json")
 
 
 def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_path, capsys):
-    from harness import glue_run, run_records
+    from harness.finetuning import glue_run, run_records
     from pretrain.common import atomic
     from pretrain.common.models import resolve_model
     from tasks.config import FinetuneConfig
@@ -203,7 +203,7 @@ def read_only_dir(tmp_path):
     """A read-only view (bind mount) of a folder holding `mlflow.db`, a real store, and `hf/`, where this
     process may mount (root here); else a path under a regular file, which nobody, root included, can
     write to."""
-    from harness import tracking
+    from harness.tracking import mlflow_runs
 
     source, folder = tmp_path / "rw", tmp_path / "ro"
     (source / "hf").mkdir(parents=True)
@@ -214,7 +214,7 @@ def read_only_dir(tmp_path):
         return
     try:
         subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True)
-        tracking.setup("glue", f"sqlite:///{source / 'mlflow.db'}")
+        mlflow_runs.setup("glue", f"sqlite:///{source / 'mlflow.db'}")
         yield folder
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=False)
@@ -222,12 +222,12 @@ def read_only_dir(tmp_path):
 
 def test_unwritable_mlflow_store_or_hf_home_is_one_line_before_training(read_only_dir, tiny_model, glue_data,
                                                                         tmp_path, capsys, monkeypatch):
-    import harness.glue_run
+    import harness.finetuning.glue_run
 
     def must_not_train(*a, **k):
         raise AssertionError("trained before finding that its outputs cannot be written")
 
-    monkeypatch.setattr(harness.glue_run, "finetune", must_not_train)
+    monkeypatch.setattr(harness.finetuning.glue_run, "finetune", must_not_train)
     args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte",
             "--output-dir", str(tmp_path / "out")]
     code, _, err = run([*args, "--tracking-uri", f"sqlite:///{read_only_dir / 'mlflow.db'}"], capsys)
@@ -249,7 +249,7 @@ def test_unwritable_mlflow_store_or_hf_home_is_one_line_before_training(read_onl
 
 
 def test_setting_differences_name_the_model_blocks_and_keys_an_older_version_lacked():
-    from harness.results_file import setting_differences
+    from harness.finetuning.results_file import setting_differences
 
     previous = {"format": "f/1", "model": {"name": "a", "path": "/m/a"}, "config": {"seed": 0},
                 "data": {"num_dev_windows": 10}, "tasks": ["squad"]}
@@ -263,16 +263,16 @@ def test_setting_differences_name_the_model_blocks_and_keys_an_older_version_lac
 
 @pytest.mark.slow
 def test_diverging_seed_is_recorded_and_the_rest_go_on(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
-    import harness.glue_run
+    import harness.finetuning.glue_run
 
-    real = harness.glue_run.finetune
+    real = harness.finetuning.glue_run.finetune
 
     def diverges_on_rte_seed0(model, built, config, *a, **k):
         if built.task.name == "rte" and config.seed == 0:
             raise FloatingPointError("training loss became nan by step 2; lower learning_rate")
         return real(model, built, config, *a, **k)
 
-    monkeypatch.setattr(harness.glue_run, "finetune", diverges_on_rte_seed0)
+    monkeypatch.setattr(harness.finetuning.glue_run, "finetune", diverges_on_rte_seed0)
     args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte,cola", "--seeds", "2", "num_epochs=1",
                      "save_models=false")
     code, out, err = run(args, capsys)
@@ -290,18 +290,18 @@ def test_diverging_seed_is_recorded_and_the_rest_go_on(tiny_model, glue_data, tm
     names = statuses(tmp_path)
     assert names["rte seed 0"] == "FAILED" and names["rte seed 1"] == "FINISHED" and names["cola seed 1"] == "FINISHED"
     # Resuming does not retry it (the same seed diverges again) nor hides it: same line, same exit.
-    monkeypatch.setattr(harness.glue_run, "finetune", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(harness.finetuning.glue_run, "finetune", lambda *a, **k: pytest.fail("trained again"))
     code, _, err = run(args, capsys)
     assert code == 2 and err.splitlines()[-1] == message
 
 
 def test_interrupt_marks_runs_killed(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
-    import harness.glue_run
+    import harness.finetuning.glue_run
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(harness.glue_run, "finetune", interrupted)
+    monkeypatch.setattr(harness.finetuning.glue_run, "finetune", interrupted)
     code, _, _ = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte"), capsys)
     assert code == 130
     assert set(statuses(tmp_path).values()) == {"KILLED"}

@@ -63,7 +63,7 @@ def test_non_finite_floats_are_refused(cls, setting, value, tmp_path):
 
 
 def test_non_finite_search_ranges_and_flags_are_refused():
-    from harness.search_space import SearchSpace
+    from harness.search.space import SearchSpace
 
     with pytest.raises(UserError, match="setting weight_decay='0,nan': expected a finite number"):
         load_config(SearchSpace, None, ["weight_decay=0,nan"])

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from harness import demo
 from harness.cli import main
+from harness.experiments import demo
 from pretrain.common.errors import UserError
 from pretrain.common.models import PRESETS
 from tests.test_pretrain_train import MICRO, write_corpus

@@ -29,6 +29,19 @@ ALLOWED = {
     "foundation": set(),
 }
 
+# harness/ by feature: a subpackage per thing a user does, each importing only the features listed
+# (and harness.config, the settings loading every command shares). Besides them harness/ holds only
+# cli.py, config.py and the thin command modules.
+FEATURES = {
+    "tracking": set(),  # MLflow: runs that always end, the leaderboard experiment, its report
+    "finetuning": {"tracking"},  # harness run glue|squad
+    "pretraining": {"tracking"},  # harness pretrain
+    "search": {"finetuning", "tracking"},  # harness search
+    "deploy": {"finetuning", "tracking"},  # harness export onnx
+    "experiments": {"finetuning", "pretraining", "deploy", "tracking"},  # experiment, demo, compare
+}
+HARNESS_TOP = {"harness", "harness.cli", "harness.config"}
+
 
 def layer(module: str) -> str | None:
     """The layer of a dotted module name, or None for third-party and standard-library modules."""
@@ -68,13 +81,19 @@ def project_files(root: Path = REPO) -> list[Path]:
     return [path for package in PACKAGES for path in sorted((root / package).rglob("*.py"))]
 
 
+def is_bare_package(path: Path) -> bool:
+    return path.name == "__init__.py" and all(isinstance(node, ast.Expr) for node in ast.parse(path.read_text()).body)
+
+
 def module_graph(root: Path = REPO) -> dict[str, dict[str, set[str]]]:
     """module -> {imported project module or package: how it was named}; only real modules count."""
     modules = {module_name(path, root): path for path in project_files(root)}
     graph = {}
     for name, path in modules.items():
-        # `from pretrain import atomic` names the (empty) package and the module: keep the module.
-        graph[name] = {target for target in imported_modules(path) if target in modules and target not in PACKAGES}
+        # `from pretrain.common import atomic` names the package and the module: keep the module (a
+        # package whose __init__.py is only a docstring is no module to depend on).
+        graph[name] = {target for target in imported_modules(path)
+                       if target in modules and not is_bare_package(modules[target])}
     return graph
 
 
@@ -109,6 +128,31 @@ def test_only_the_cli_imports_the_commands():
     # cli.py imports them by name (importlib): every command module is one it knows.
     modules = {p.stem for p in (REPO / "harness" / "commands").glob("*.py") if p.stem != "__init__"}
     assert modules == set(COMMANDS)
+
+
+def feature(module: str) -> str | None:
+    """The harness feature (subpackage) a module belongs to, or None outside them."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "harness" and len(parts) > 1 and parts[1] in FEATURES else None
+
+
+def test_harness_is_grouped_by_feature():
+    features = {p.name for p in (REPO / "harness").iterdir() if (p / "__init__.py").is_file()} - {"commands"}
+    assert features == set(FEATURES)
+    loose = {name for name in module_graph() if name.startswith("harness") and name not in HARNESS_TOP
+             and layer(name) != "harness.commands" and feature(name) is None}
+    assert loose == set()
+    list(graphlib.TopologicalSorter(FEATURES).static_order())  # raises CycleError on a cycle
+
+
+def feature_violations(root: Path = REPO) -> list[str]:
+    return sorted(f"{name} imports {target}" for name, targets in module_graph(root).items() for target in targets
+                  if feature(name) and feature(target) and feature(target) != feature(name)
+                  and feature(target) not in FEATURES[feature(name)])
+
+
+def test_features_import_only_the_features_below_them():
+    assert feature_violations() == []
 
 
 def test_modules_import_each_other_without_cycles():
@@ -165,6 +209,9 @@ def test_a_forbidden_edge_and_a_cycle_are_caught(tmp_path):
     found = edges(tmp_path)
     assert found[("tasks", "pretrain")] == {"tasks.probe imports pretrain.train"}
     assert found[("foundation", "pretrain")] == {"pretrain.common.newcomer imports pretrain.train"}
+    # MLflow bookkeeping reaching up into a fine-tuning run is a feature edge that is not allowed.
+    (tmp_path / "harness" / "tracking" / "upward.py").write_text("from harness.finetuning import glue_run\n")
+    assert feature_violations(tmp_path) == ["harness.tracking.upward imports harness.finetuning.glue_run"]
     assert "pretrain" not in ALLOWED["tasks"]
     with pytest.raises(graphlib.CycleError):
         list(graphlib.TopologicalSorter(module_graph(tmp_path)).static_order())

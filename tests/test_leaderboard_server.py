@@ -116,7 +116,7 @@ def test_the_browse_command_runs_where_mlflow_is_not_on_the_path(tmp_path, monke
     still start the UI from where the user is."""
     import shlex
 
-    from harness import mlflow_view
+    from harness.tracking import mlflow_view
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no mlflow (nor anything else) on it
     hint = mlflow_view.browse_hint(f"sqlite:///{tmp_path / 'mlflow.db'}", "1")

@@ -12,7 +12,7 @@ import pytest
 from harness.cli import main
 from pretrain.common.errors import UserError
 from reports.bundle import sha256
-from tests import mlflow_runs
+from tests import mlflow_store
 from tests.conftest import REPO, WORDS, write_glue_dir, write_tiny_model
 
 
@@ -330,7 +330,7 @@ def test_parity_failure_fails_the_export(work, tmp_path, capsys, monkeypatch):
     assert code == 2 and "parity check failed: max |Δlogit| 0.003 between PyTorch and onnxruntime" in err
     assert not (tmp_path / "b").exists() and list(tmp_path.iterdir()) == []  # staging removed too
     statuses = [run.info.status for run in
-                mlflow_runs.runs(work["root"] / "mlflow.db", "attributes.run_name = 'rte onnx export'")]
+                mlflow_store.runs(work["root"] / "mlflow.db", "attributes.run_name = 'rte onnx export'")]
     assert "FAILED" in statuses
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import mlflow_runs
+from tests import mlflow_store
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,10 +59,10 @@ def test_seeds_run_side_by_side_into_one_output_dir_all_land(tiny_model, glue_da
 def test_runs_started_together_share_a_new_mlflow_store(tmp_path):
     """Four processes open a store that does not exist yet: one creates and migrates it, the rest wait."""
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
-    code = f"from harness import tracking; tracking.setup('glue', {uri!r}); print('ok')"
+    code = f"from harness.tracking import mlflow_runs; mlflow_runs.setup('glue', {uri!r}); print('ok')"
     finished = finish([start(["-c", code], tmp_path) for _ in range(4)])
     assert [(c, o.strip().splitlines()[-1]) for c, o in finished] == [(0, "ok")] * 4, finished
-    experiments = [e.name for e in mlflow_runs.client(tmp_path / "store" / "mlflow.db").search_experiments()]
+    experiments = [e.name for e in mlflow_store.client(tmp_path / "store" / "mlflow.db").search_experiments()]
     assert sorted(experiments) == ["Default", "glue"]
 
 
@@ -71,30 +71,30 @@ def test_a_resume_ends_killed_the_runs_a_kill_9_left_running(tiny_model, glue_da
     import signal
     import time
 
-    from harness import tracking
     from harness.cli import main
+    from harness.tracking import mlflow_runs
 
     store = tmp_path / "mlflow.db"
     args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte",
             "--seeds", "2", "--output-dir", str(tmp_path / "out"), "--tracking-uri", f"sqlite:///{store}",
             "num_epochs=40", "save_models=false", "predict_test=false"]
-    tracking.setup("glue", f"sqlite:///{store}")  # created here, so this test's reads never race its creation
+    mlflow_runs.setup("glue", f"sqlite:///{store}")  # created here, so this test's reads never race its creation
     killed = start(["-m", "harness.cli", *args], tmp_path)
     deadline = time.monotonic() + 300
-    while not (store.is_file() and mlflow_runs.runs(store, "tags.seed = '1'", experiment="glue")):
+    while not (store.is_file() and mlflow_store.runs(store, "tags.seed = '1'", experiment="glue")):
         assert killed.poll() is None and time.monotonic() < deadline, killed.stdout.read()
         time.sleep(0.5)
     killed.send_signal(signal.SIGKILL)  # no handler runs: its parent and seed-1 runs stay RUNNING
     killed.wait()
     killed.stdout.close()
-    assert sorted(mlflow_runs.statuses(store, experiment="glue").values()) == ["FINISHED", "RUNNING", "RUNNING"]
+    assert sorted(mlflow_store.statuses(store, experiment="glue").values()) == ["FINISHED", "RUNNING", "RUNNING"]
 
     assert main(args) == 0
     out = capsys.readouterr().out
     assert f"note: 2 MLflow runs of {tmp_path / 'out'} left RUNNING by a killed invocation now marked KILLED" \
         in out
     ended = sorted((run.info.run_name, run.info.status)
-                   for run in mlflow_runs.runs(store, experiment="glue"))
+                   for run in mlflow_store.runs(store, experiment="glue"))
     assert ended == [("rte seed 0", "FINISHED"), ("rte seed 1", "FINISHED"), ("rte seed 1", "KILLED"),
                      ("tiny glue", "FINISHED"), ("tiny glue", "KILLED")]
 

@@ -16,7 +16,7 @@ import pytest
 from harness.cli import main
 from pretrain.common.models import PRESETS, resolve_model
 from pretrain.config import PretrainConfig
-from tests import mlflow_runs
+from tests import mlflow_store
 from tests.test_pretrain_train import MICRO, write_corpus
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,9 +81,9 @@ def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys, mon
     assert re.search(r"\[\d\d:\d\d<00:00, step 6 gen \S+ disc \S+ .* tok/s \S+ steps/s [\d.e+]+\]$", bar), bar
     assert "step 6 " in bar and " tok/s " in bar
     assert resolve_model(str(tmp_path / "out")) == str(tmp_path / "out" / "discriminator")
-    (run,) = mlflow_runs.runs(tmp_path / "mlflow.db")
+    (run,) = mlflow_store.runs(tmp_path / "mlflow.db")
     keys = set(run.data.metrics)
-    history = mlflow_runs.client(tmp_path / "mlflow.db").get_metric_history(run.info.run_id, "generator_loss")
+    history = mlflow_store.client(tmp_path / "mlflow.db").get_metric_history(run.info.run_id, "generator_loss")
     steps = sorted(entry.step for entry in history)
     assert run.info.status == "FINISHED"
     assert keys >= {"generator_loss", "discriminator_loss", "disc_accuracy_replaced",
@@ -193,19 +193,19 @@ def test_ddp_with_two_cpu_processes_matches_one_process(tmp_path, micro, corpus,
 
 
 def test_a_rerun_ends_killed_the_run_a_dead_process_left_running(tmp_path, micro, corpus, capsys):
-    from harness import tracking
+    from harness.tracking import mlflow_runs
 
     dead = subprocess.Popen(["true"])
     dead.wait()  # reaped: its pid names no process, as after a kill -9
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    tracking.setup("pretrain", uri)
-    client = mlflow_runs.client(tmp_path / "mlflow.db")
+    mlflow_runs.setup("pretrain", uri)
+    client = mlflow_store.client(tmp_path / "mlflow.db")
     experiment = client.get_experiment_by_name("pretrain").experiment_id
     left = client.create_run(experiment, run_name="out", tags={
-        "output_dir": str(tmp_path / "out"), tracking.PID_TAG: str(dead.pid), tracking.HOST_TAG: socket.gethostname()})
+        "output_dir": str(tmp_path / "out"), mlflow_runs.PID_TAG: str(dead.pid), mlflow_runs.HOST_TAG: socket.gethostname()})
     other = client.create_run(experiment, run_name="elsewhere", tags={  # another output: not ours to end
-        "output_dir": str(tmp_path / "other"), tracking.PID_TAG: str(dead.pid),
-        tracking.HOST_TAG: socket.gethostname()})
+        "output_dir": str(tmp_path / "other"), mlflow_runs.PID_TAG: str(dead.pid),
+        mlflow_runs.HOST_TAG: socket.gethostname()})
     assert main(cli_args(tmp_path, corpus, "max_steps=2")) == 0
     assert f"note: 1 MLflow run of {tmp_path / 'out'} left RUNNING by a killed invocation now marked KILLED" \
         in capsys.readouterr().out

@@ -10,7 +10,7 @@ import pytest
 import transformers
 
 from harness.cli import main
-from harness.pretrain_run import run_pretrain
+from harness.pretraining.pretrain_run import run_pretrain
 from pretrain.common import console
 from pretrain.common.models import PRESETS
 from tasks import batching, glue

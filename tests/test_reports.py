@@ -273,7 +273,7 @@ def test_unreachable_tracking_server_is_one_line(two_runs, tmp_path, capsys):
 
 
 def test_a_failed_leaderboard_update_says_the_results_are_saved(two_runs, monkeypatch):
-    from harness import mlflow_leaderboard
+    from harness.tracking import mlflow_leaderboard
     from pretrain.common.errors import UserError
 
     def store_down(rows, uri):
@@ -352,7 +352,7 @@ def test_a_quick_run_gets_its_own_marked_row_and_never_replaces_the_full_recipe(
 
 
 def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_view(two_runs, tmp_path, capsys):
-    from harness import mlflow_view
+    from harness.tracking import mlflow_view
 
     a, _ = two_runs
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -402,7 +402,7 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
 def test_a_model_in_the_temp_dir_is_not_added_automatically(two_runs, tmp_path, request, capsys):
     import tempfile
 
-    from harness import mlflow_leaderboard
+    from harness.tracking import mlflow_leaderboard
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     one_off = write_results(tmp_path / "one-off", "scratch", tmp_path / "model", SUMMARY_A, COSTS_A)

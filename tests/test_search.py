@@ -11,14 +11,14 @@ from pathlib import Path
 import optuna
 import pytest
 
-from harness import study as studies
 from harness.cli import main
-from harness.search import SearchRun, Target, run_search
-from harness.search_space import SearchSpace
-from harness.search_targets import dev_score
+from harness.search import study as studies
+from harness.search.space import SearchSpace
+from harness.search.targets import dev_score
+from harness.search.trials import SearchRun, Target, run_search
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
-from tests import mlflow_runs
+from tests import mlflow_store
 
 
 def run(args, capsys):
@@ -93,7 +93,7 @@ def load(tmp, file="optuna.db"):
 
 def mlflow_trials(mlflow_db, study_name):
     """{trial number: (run name, status, optuna_state tag)} of a study's nested runs."""
-    found = mlflow_runs.runs(mlflow_db, f"tags.optuna_study = '{study_name}'")
+    found = mlflow_store.runs(mlflow_db, f"tags.optuna_study = '{study_name}'")
     return {int(run.data.tags["optuna_trial"]): (run.info.run_name, run.info.status, run.data.tags["optuna_state"])
             for run in found if {"optuna_trial", "optuna_state"} <= run.data.tags.keys()}
 
@@ -190,11 +190,11 @@ def test_fixed_settings_reach_every_trial(tmp, mlflow_db):
 def test_params_from_file_and_study_with_overrides_winning(tmp, mlflow_db, capsys, monkeypatch):
     search(tmp, mlflow_db, trials=3)
     saved = json.loads((tmp / "out" / "best_params.json").read_text())
-    import harness.glue_run
+    import harness.finetuning.glue_run
 
     seen = []
-    monkeypatch.setattr(harness.glue_run, "run_glue", lambda glue_run: seen.append(glue_run) or {})
-    monkeypatch.setattr("harness.table.glue_table", lambda results: "table")
+    monkeypatch.setattr(harness.finetuning.glue_run, "run_glue", lambda glue_run: seen.append(glue_run) or {})
+    monkeypatch.setattr("harness.finetuning.table.glue_table", lambda results: "table")
     base = ["run", "glue", "--model", "m", "--tasks", "rte", "--seeds", "3",
             "--output-dir", str(tmp / "g")]
     study = f"sqlite:///{tmp / 'optuna.db'}#{tmp.name}"
@@ -225,7 +225,7 @@ BAD_SEARCH = {
 @pytest.mark.parametrize("case", list(BAD_SEARCH))
 def test_bad_search_input(case, tmp, capsys, monkeypatch):
     kind, value, message = BAD_SEARCH[case]
-    monkeypatch.setattr("harness.search_targets.glue_target", lambda *a: fake_target())
+    monkeypatch.setattr("harness.search.targets.glue_target", lambda *a: fake_target())
     args = ["search", "glue", "--task", "rte", "--model", "m", "--storage", f"sqlite:///{tmp / 'o.db'}",
             "--output-dir", str(tmp / "out"), "--tracking-uri", f"sqlite:///{tmp / 'm.db'}"]
     if kind == "space":
@@ -239,7 +239,7 @@ def test_bad_search_input(case, tmp, capsys, monkeypatch):
 
 
 def test_existing_study_of_another_kind(tmp, capsys, monkeypatch):
-    monkeypatch.setattr("harness.search_targets.glue_target", lambda *a: fake_target())
+    monkeypatch.setattr("harness.search.targets.glue_target", lambda *a: fake_target())
     storage = f"sqlite:///{tmp / 'o.db'}"
     optuna.create_study(storage=storage, study_name="loss", direction="minimize")
     other = optuna.create_study(storage=storage, study_name="mrpc", direction="maximize")
@@ -266,10 +266,10 @@ def test_bad_params_from(tmp, capsys):
 
 
 def test_cli_builds_the_search_run(tmp, capsys, monkeypatch):
-    import harness.search
+    import harness.search.trials
 
     seen = []
-    monkeypatch.setattr(harness.search, "run_search", lambda run, make: seen.append(run) or {
+    monkeypatch.setattr(harness.search.trials, "run_search", lambda run, make: seen.append(run) or {
         "trials": {"COMPLETE": 4, "PRUNED": 2, "FAIL": 1, "RUNNING": 0},
         "pruning": {"epochs_skipped": 5.0, "time_saved_s": 120.0}})
     (tmp / "space.toml").write_text("num_epochs = [1, 4]\nbatch_size = [8]\n")
@@ -336,10 +336,10 @@ def test_interrupted_worker_ends_its_trial_and_runs(tmp, capsys, monkeypatch):
         target.train = lambda config, on_epoch: (_ for _ in ()).throw(KeyboardInterrupt)
         return target
 
-    monkeypatch.setattr("harness.search_targets.glue_target", lambda *a: interrupted())
+    monkeypatch.setattr("harness.search.targets.glue_target", lambda *a: interrupted())
     code, _, err = run(["search", "glue", "--task", "rte", "--model", "m", "--storage",
                         f"sqlite:///{tmp / 'o.db'}", "--study-name", tmp.name, "--output-dir",
                         str(tmp / "out"), "--tracking-uri", f"sqlite:///{tmp / 'm.db'}"], capsys)
     assert code == 130 and "harness: interrupted" in err
     assert [t.state.name for t in load(tmp, "o.db").trials] == ["FAIL"]
-    assert [run.info.status for run in mlflow_runs.runs(tmp / "m.db")] == ["KILLED", "KILLED"]
+    assert [run.info.status for run in mlflow_store.runs(tmp / "m.db")] == ["KILLED", "KILLED"]

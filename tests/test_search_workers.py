@@ -19,11 +19,11 @@ import pytest
 import sqlalchemy
 import sqlalchemy.exc
 
-from harness import study as studies
 from harness.cli import main
-from harness.search import SearchRun, run_search
-from harness.search_space import SearchSpace
-from tests import mlflow_runs, postgres
+from harness.search import study as studies
+from harness.search.space import SearchSpace
+from harness.search.trials import SearchRun, run_search
+from tests import mlflow_store, postgres
 from tests.test_search import fake_target, fast_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def start(args, tmp, module="harness.cli"):
 def nested_runs(tmp):
     """(trial number, status, optuna_state) of every trial's MLflow run."""
     return [(run.data.tags["optuna_trial"], run.info.status, run.data.tags.get("optuna_state"))
-            for run in mlflow_runs.runs(tmp / "mlflow.db") if "optuna_trial" in run.data.tags]
+            for run in mlflow_store.runs(tmp / "mlflow.db") if "optuna_trial" in run.data.tags]
 
 
 @pytest.mark.slow
@@ -105,7 +105,7 @@ def test_two_workers_share_one_study(backend, tiny_model, glue_data, tmp, reques
 
 def postgres_storage(url):
     """What optuna.load_study needs for a URL that harness search accepts (psycopg2 when only it is here)."""
-    from harness.study import _with_driver
+    from harness.search.study import _with_driver
 
     return _with_driver(url)
 
@@ -155,7 +155,7 @@ def test_trial_killed_while_drawing_is_retried_with_what_it_drew(tmp):
     assert retry.system_attrs["failed_trial"] == 0 and retry.state.name == "COMPLETE"
     assert retry.params["learning_rate"] == 1e-3 and retry.params.keys() == ALL_PARAMS
     # no run was opened for it: the worker that failed it records one, with the parameter it drew
-    (run,) = mlflow_runs.runs(tmp / "mlflow.db", "tags.optuna_trial = '0'")
+    (run,) = mlflow_store.runs(tmp / "mlflow.db", "tags.optuna_trial = '0'")
     assert (run.info.status, run.data.tags["optuna_state"], run.data.params) == (
         "KILLED", "FAIL", {"learning_rate": "0.001"})
 

@@ -10,7 +10,7 @@ from harness.cli import main
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.registry import SQUAD_TASKS
 from tasks.squad import SquadSource
-from tests import mlflow_runs
+from tests import mlflow_store
 from tests.conftest import WORDS, check_wall_time_over_a_kill
 
 PLAIN = [w for w in WORDS if w not in ",.?"]
@@ -62,7 +62,7 @@ def run(args, capsys):
 
 
 def statuses(tmp_path):
-    return mlflow_runs.statuses(tmp_path / "mlflow.db")
+    return mlflow_store.statuses(tmp_path / "mlflow.db")
 
 
 def test_v1_holds_out_dev_articles_and_writes_results(tiny_model, tmp_path, capsys):
@@ -111,7 +111,7 @@ def test_a_finished_run_adds_its_row_to_the_leaderboard(tiny_model, tmp_path, ca
     assert code == 0, err
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert set(results["flops"]["finetune_flops"]) == {"squad"} and results["flops"]["num_params"] > 0
-    (row,) = mlflow_runs.runs(tmp_path / "mlflow.db", "tags.source = 'measured'", experiment="leaderboard")
+    (row,) = mlflow_store.runs(tmp_path / "mlflow.db", "tags.source = 'measured'", experiment="leaderboard")
     em, f1 = (results["summary"]["squad"][key]["median"] for key in ("exact_match", "f1"))
     # stored to two decimals, as the MLflow UI prints them (results.json keeps the exact figures)
     assert row.data.metrics["squad11_em"] == round(em, 2) and row.data.metrics["squad11_f1"] == round(f1, 2)
@@ -122,16 +122,16 @@ def test_a_finished_run_adds_its_row_to_the_leaderboard(tiny_model, tmp_path, ca
 
 
 def test_diverging_seed_is_recorded_and_the_next_seed_runs(tiny_model, tmp_path, capsys, monkeypatch):
-    import harness.squad_run
+    import harness.finetuning.squad_run
 
-    real = harness.squad_run.finetune
+    real = harness.finetuning.squad_run.finetune
 
     def diverges_on_seed0(model, built, config, *a, **k):
         if config.seed == 0:
             raise FloatingPointError("training loss became inf by step 3; lower learning_rate")
         return real(model, built, config, *a, **k)
 
-    monkeypatch.setattr(harness.squad_run, "finetune", diverges_on_seed0)
+    monkeypatch.setattr(harness.finetuning.squad_run, "finetune", diverges_on_seed0)
     data = tmp_path / "squad"
     write_squad(data / "dev-v1.1.json", "1.1")
     code, out, err = run(squad_args(tiny_model, tmp_path, "--data-dir", str(data), "--seeds", "2", *SMALL,
@@ -150,13 +150,13 @@ def test_diverging_seed_is_recorded_and_the_next_seed_runs(tiny_model, tmp_path,
 
 @pytest.mark.slow
 def test_wall_time_adds_up_over_an_interrupted_run_and_its_resume(tiny_model, tmp_path, capsys, monkeypatch):
-    import harness.squad_run
+    import harness.finetuning.squad_run
 
     data = tmp_path / "squad"
     write_squad(data / "dev-v1.1.json", "1.1")
     args = squad_args(tiny_model, tmp_path, "--data-dir", str(data), "--seeds", "2", *SMALL, "num_epochs=1",
                       "save_models=false")
-    check_wall_time_over_a_kill(monkeypatch, harness.squad_run, lambda: run(args, capsys)[0],
+    check_wall_time_over_a_kill(monkeypatch, harness.finetuning.squad_run, lambda: run(args, capsys)[0],
                                 tmp_path / "out" / "results.json")
 
 
@@ -185,12 +185,12 @@ def test_v2_with_train_file_writes_null_odds_and_resumes(tiny_model, tmp_path, c
     assert set(statuses(tmp_path).values()) == {"FINISHED"}
     assert (tmp_path / "out" / "models" / "squad_v2-seed0" / "answerability_head.safetensors").is_file()
 
-    import harness.squad_run
+    import harness.finetuning.squad_run
 
     def must_not_train(*a, **k):
         raise AssertionError("a finished seed was trained again")
 
-    monkeypatch.setattr(harness.squad_run, "finetune", must_not_train)
+    monkeypatch.setattr(harness.finetuning.squad_run, "finetune", must_not_train)
     assert run(args, capsys)[0] == 0
     code, _, err = run(args + ["null_threshold=1"], capsys)
     assert code == 2 and err.splitlines()[-1] == (
@@ -224,7 +224,7 @@ def test_squad_heads_save_and_load(joint, tiny_model, tmp_path):
 
 
 def test_settings_go_to_their_configs(tiny_model, tmp_path, capsys, monkeypatch):
-    import harness.squad_run
+    import harness.finetuning.squad_run
 
     seen = {}
 
@@ -232,7 +232,7 @@ def test_settings_go_to_their_configs(tiny_model, tmp_path, capsys, monkeypatch)
         seen["run"] = run
         return {"summary": {}, "runs": []}
 
-    monkeypatch.setattr(harness.squad_run, "run_squad", fake_run)
+    monkeypatch.setattr(harness.finetuning.squad_run, "run_squad", fake_run)
     config_file = tmp_path / "squad.toml"
     config_file.write_text("batch_size = 16\nanswerability_head = false\nholdout_fraction = 0.5\n")
     args = squad_args(tiny_model, tmp_path, "--version", "2.0", "--data-dir", "d", "--config",

@@ -41,7 +41,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.compare_runs import compare, load_run, table, to_json
+    from harness.experiments.compare_runs import compare, load_run, table, to_json
     from pretrain.common.errors import UserError
 
     if not 0 < args.target < float("inf"):  # nan too

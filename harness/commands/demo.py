@@ -44,7 +44,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.demo import Demo, choose_plan, default_inputs, run_demo
+    from harness.experiments.demo import Demo, choose_plan, default_inputs, run_demo
     from pretrain.common.errors import UserError
 
     data_dir, corpus = default_inputs(args.data_dir, args.corpus)
@@ -78,7 +78,7 @@ def better_line(summary: dict) -> str:
 
 def closing(demo, summary: dict) -> str:
     """The tables, the prediction, and where every output is."""
-    from harness import mlflow_leaderboard
+    from harness.tracking import mlflow_leaderboard
 
     out = demo.output_dir
     prediction = summary["prediction"]

@@ -43,7 +43,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from harness.onnx_run import ExportJob, export, summary
+    from harness.deploy.onnx_run import ExportJob, export, summary
 
     manifest = export(ExportJob(task=args.task, run_dir=args.run, model_dir=args.model, seed=args.seed,
                                 output=args.output, quantize=args.quantize, data_dir=args.data_dir,

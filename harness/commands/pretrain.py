@@ -63,7 +63,7 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    from harness.pretrain_run import run_pretrain, summary
+    from harness.pretraining.pretrain_run import run_pretrain, summary
 
     meta = run_pretrain(config, args.experiment, args.tracking_uri)
     if meta is not None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-# Not harness.mlflow_leaderboard: building the CLI must not import scipy and the rest (harness predict)
-from harness.tracking import LEADERBOARD_EXPERIMENT, REPORTS_EXPERIMENT
+# Not harness.tracking.mlflow_leaderboard: building the CLI must not import scipy and the rest
+# (harness predict)
+from harness.tracking.mlflow_runs import LEADERBOARD_EXPERIMENT, REPORTS_EXPERIMENT
 
 
 def add_parser(subparsers) -> None:
@@ -26,7 +27,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.report_run import write_report
+    from harness.tracking.leaderboard_report import write_report
 
     write_report(args.runs, args.output, args.tracking_uri)
     return 0

@@ -59,15 +59,15 @@ def run_glue_command(args) -> int:
 
     params = []
     if args.params_from:  # a search's best trial; explicit overrides still win
-        from harness.study import params_from
+        from harness.search.study import params_from
 
         params, source = params_from(args.params_from)
         print(f"settings from {source}: {' '.join(params)}")
     config = load_config(FinetuneConfig, args.config, params + args.overrides)
     tasks = tuple(parse_tasks(args.tasks))
     # torch and transformers load only now: a typo in the settings is reported in well under a second
-    from harness.glue_run import GlueRun, run_glue
-    from harness.table import glue_table
+    from harness.finetuning.glue_run import GlueRun, run_glue
+    from harness.finetuning.table import glue_table
 
     output_dir = args.output_dir or Path("runs/glue") / (
         f"{Path(args.model).name}-{datetime.now():%Y%m%d-%H%M%S}")
@@ -84,7 +84,7 @@ def run_glue_command(args) -> int:
 
 def _diverged(results: dict) -> int:
     """0, or the diverged seeds as one UserError line and a non-zero exit, after every output is written."""
-    from harness.run_records import diverged_error
+    from harness.finetuning.run_records import diverged_error
 
     error = diverged_error(results.get("diverged") or [])
     if error is not None:
@@ -127,7 +127,11 @@ def run_squad_command(args) -> int:
 
     task = squad_task(args.version)
     config, settings = load_squad_settings(args.config, args.overrides)
-    from harness.squad_run import SquadRun, run_squad, summary_table  # torch: after the settings check
+    from harness.finetuning.squad_run import (  # torch: after the settings check
+        SquadRun,
+        run_squad,
+        summary_table,
+    )
     from tasks.squad import SquadSource
 
     output_dir = args.output_dir or Path("runs/squad") / (

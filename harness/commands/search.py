@@ -94,7 +94,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def run_glue_search(args) -> int:
     from harness.config import load_config
-    from harness.search_targets import glue_target
+    from harness.search.targets import glue_target
     from tasks.config import FinetuneConfig
 
     settings = load_config(FinetuneConfig, args.config, args.overrides)
@@ -104,7 +104,7 @@ def run_glue_search(args) -> int:
 
 def run_squad_search(args) -> int:
     from harness.config import load_squad_settings
-    from harness.search_targets import squad_target
+    from harness.search.targets import squad_target
     from tasks.registry import squad_task
     from tasks.squad import SquadSource
 
@@ -116,8 +116,8 @@ def run_squad_search(args) -> int:
 
 
 def _search(args, task: str, settings, make_target) -> int:
-    from harness.search import SearchRun, default_study_name, run_search
-    from harness.search_space import load_space
+    from harness.search.space import load_space
+    from harness.search.trials import SearchRun, default_study_name, run_search
     from pretrain.common.errors import UserError
 
     if args.trials < 1:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import mlflow_leaderboard, tracking
+from harness.tracking import mlflow_leaderboard, mlflow_runs
 from pretrain.common import atomic
 from reports import plot, render
 from reports.leaderboard import MEASURED, published_rows, rows_from_results
 
-REPORTS_EXPERIMENT = tracking.REPORTS_EXPERIMENT
+REPORTS_EXPERIMENT = mlflow_runs.REPORTS_EXPERIMENT
 FILES = ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "flops_vs_glue.png")
 
 
@@ -43,9 +43,9 @@ def _log_artifacts(directory: Path, uri: str, measured: int, published: int) -> 
     import mlflow
 
     with mlflow_leaderboard.tracking_errors(uri, f"logging the report files of {directory} as artefacts"):
-        tracking.setup(REPORTS_EXPERIMENT, uri)
-        with tracking.run("report", tags={"measured_rows": str(measured), "published_rows": str(published)}) \
-                as active:
+        mlflow_runs.setup(REPORTS_EXPERIMENT, uri)
+        tags = {"measured_rows": str(measured), "published_rows": str(published)}
+        with mlflow_runs.run("report", tags=tags) as active:
             for name in FILES:
                 mlflow.log_artifact(str(directory / name))
         return active.info.run_id

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from harness import tracking
 from harness.config import as_dict
+from harness.tracking import mlflow_runs
 from pretrain import checkpoint, train
 from pretrain.common import console
 from pretrain.common.errors import UserError
@@ -66,8 +66,8 @@ def _run_pretrain(config: PretrainConfig, experiment: str, tracking_uri: str | N
     note = extension_note(resolved)
     if note:
         print(note)
-    tracking.setup(experiment, tracking_uri)
-    tracking.end_orphans(experiment, {"output_dir": str(config.output_dir)}, config.output_dir)
+    mlflow_runs.setup(experiment, tracking_uri)
+    mlflow_runs.end_orphans(experiment, {"output_dir": str(config.output_dir)}, config.output_dir)
     name = Path(config.output_dir).name if config.output_dir else "pretrain"
     tags = {"command": "pretrain", "objective": config.objective, "preset": config.preset,
             "output_dir": str(config.output_dir)}
@@ -75,19 +75,19 @@ def _run_pretrain(config: PretrainConfig, experiment: str, tracking_uri: str | N
     clock = console.LineClock()
     # The bar counts thousandths of the budget (FLOPs, steps or time, whichever ends the run first), so
     # its own rate would read "‰/s": show the percentage and ETA, and steps/s and tokens/s beside them.
-    with tracking.run(name, params=as_dict(config), tags=tags), \
+    with mlflow_runs.run(name, params=as_dict(config), tags=tags), \
             tqdm(total=1000, desc=name, mininterval=2.0, bar_format=BAR_FORMAT, disable=mode != "bar") as bar:
         def on_log(step: int, metrics: dict[str, float]) -> None:
-            tracking.log_metrics(metrics, step=step)
+            mlflow_runs.log_metrics(metrics, step=step)
             bar.update(min(1000, round(metrics["progress"] * 1000)) - bar.n)
             bar.set_postfix_str(summary(step, metrics) + _steps_per_s(step, metrics), refresh=False)
             if mode == "lines" and (clock.due() or metrics["progress"] >= 1.0):
                 console.line(f"pretrain {name}: {progress_line(step, metrics)}")
 
         meta = train.pretrain(config, on_log)
-        tracking.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
+        mlflow_runs.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
         if meta.get("schedule_completed") is not None:
-            tracking.log_metrics({"schedule_completed": meta["schedule_completed"]}, step=meta["steps"])
+            mlflow_runs.log_metrics({"schedule_completed": meta["schedule_completed"]}, step=meta["steps"])
     note = time_stop_note(meta, config.output_dir)
     if note:
         print(note)

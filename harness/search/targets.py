@@ -10,9 +10,9 @@ import statistics
 
 import transformers
 
-from harness import run_records
 from harness.config import as_dict
-from harness.search import Target
+from harness.finetuning import run_records
+from harness.search.trials import Target
 from pretrain.common.errors import UserError
 from tasks import batching, glue, squad
 from tasks.config import FinetuneConfig, SquadConfig

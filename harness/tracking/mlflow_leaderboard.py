@@ -22,7 +22,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from harness import mlflow_view, tracking
+from harness.tracking import mlflow_runs, mlflow_view
 from pretrain.common.errors import UserError
 from reports import render
 from reports.leaderboard import (
@@ -37,7 +37,7 @@ from reports.leaderboard import (
     published_rows,
 )
 
-EXPERIMENT = tracking.LEADERBOARD_EXPERIMENT
+EXPERIMENT = mlflow_runs.LEADERBOARD_EXPERIMENT
 KEY_TAG = "leaderboard_key"
 ROW_TAGS = ("source", "recipe", "model", "model_id", "reference", "notes")
 NOTE_TAG, RUN_NAME_TAG = "mlflow.note.content", "mlflow.runName"
@@ -49,7 +49,7 @@ MAX_TAG_CHARS = 5000  # MLflow caps tag values at 8000 characters
 
 def check_reachable(uri: str | None) -> str:
     """The resolved URI; a server that does not answer /health in 5 s is a one-line UserError."""
-    resolved = tracking.tracking_uri(uri)
+    resolved = mlflow_runs.tracking_uri(uri)
     if resolved.startswith(("http://", "https://")):
         try:
             with urllib.request.urlopen(resolved.rstrip("/") + "/health", timeout=5):
@@ -82,7 +82,7 @@ def _open(uri: str | None):
 
     resolved = check_reachable(uri)
     with tracking_errors(resolved, "opening the leaderboard"):
-        tracking.setup(EXPERIMENT, resolved)  # creates it with artefacts beside a SQLite store
+        mlflow_runs.setup(EXPERIMENT, resolved)  # creates it with artefacts beside a SQLite store
         client = MlflowClient(resolved)
         experiment = client.get_experiment_by_name(EXPERIMENT)
         mlflow_view.describe_experiment(client, experiment)
@@ -221,5 +221,5 @@ def log_flops(costs: Mapping) -> None:
     metrics = {name: costs[name] for name in ("num_params", "pretrain_flops", "inference_flops",
                                              "finetune_flops_total") if costs.get(name) is not None}
     metrics |= {f"finetune_flops_{task}": value for task, value in costs.get("finetune_flops", {}).items()}
-    tracking.log_metrics(metrics)
+    mlflow_runs.log_metrics(metrics)
     mlflow.set_tag("pretrain_flops_basis", str(costs.get("pretrain_flops_basis", ""))[:MAX_TAG_CHARS])

@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 import transformers
 
-from harness import tracking
 from harness.config import as_dict
+from harness.tracking import mlflow_runs
 from pretrain.common import atomic, placement
 from pretrain.common.errors import UserError
 from pretrain.common.models import resolve_model, size_of
@@ -176,11 +176,11 @@ def nested_run(task: str, config: FinetuneConfig, model: str, settings: Mapping[
     """The MLflow run of one (task, seed), inside the invocation's parent run; `settings` adds params."""
     tags = {"model": model, "task": task, "seed": str(config.seed)}
     params = as_dict(config) | dict(settings or {})
-    return tracking.run(f"{task} seed {config.seed}", params=params, tags=tags, nested=True)
+    return mlflow_runs.run(f"{task} seed {config.seed}", params=params, tags=tags, nested=True)
 
 
 def log_epoch(epoch: int, row: dict[str, float]) -> None:
-    tracking.log_metrics(row, step=epoch)
+    mlflow_runs.log_metrics(row, step=epoch)
 
 
 def log_final(result: FinetuneResult) -> float:
@@ -188,7 +188,7 @@ def log_final(result: FinetuneResult) -> float:
     final = {f"final_{split}_{name}": value for split, values in result.metrics.items()
              for name, value in values.items()}
     final["final_score"] = task_score(result.metrics)
-    tracking.log_metrics(final | {"train_examples_per_s": result.train_examples_per_s,
+    mlflow_runs.log_metrics(final | {"train_examples_per_s": result.train_examples_per_s,
                                   "train_time_s": result.train_time_s})
     return final["final_score"]
 
@@ -258,4 +258,4 @@ def log_intervals(summary: Mapping[str, dict], glue: Mapping | None = None) -> N
     if glue:
         values |= {f"glue_score{suffix}": glue[key] for key, suffix in
                    (("score", ""), ("ci_low", "_ci_low"), ("ci_high", "_ci_high")) if key in glue}
-    tracking.log_metrics(values)
+    mlflow_runs.log_metrics(values)

@@ -7,30 +7,26 @@ and int8 on dev through the runtime, write the manifest, then move the bundle in
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from datasets import Dataset
 
-from harness import tracking
+from harness.deploy.onnx_source import Source, resolve_source
+from harness.tracking import mlflow_runs
 from pretrain.common import atomic
 from pretrain.common.errors import UserError
-from pretrain.common.models import resolve_model
-from reports import accounting, bundle, onnx_check, onnx_export
+from reports import bundle, onnx_check, onnx_export
 from reports.onnx_predictor import Predictor
-from tasks.registry import GLUE_TASKS, SQUAD_TASKS, GlueTask, SquadTask
+from tasks.registry import GlueTask, SquadTask
 
 PARITY_EXAMPLES = 64  # dev examples compared with PyTorch, in batches of PARITY_BATCH (several shapes)
 PARITY_BATCH = 16
 INT8_TARGET_POINTS = 1.0  # int8 may score at most this many points below fp32 on dev
-TASKS: dict[str, GlueTask | SquadTask] = {
-    **{name: t for name, t in GLUE_TASKS.items() if t.predicted_by is None},
-    **{t.name: t for t in SQUAD_TASKS.values()}}
 
 
 @dataclass(frozen=True)
@@ -48,30 +44,10 @@ class ExportJob:
     tracking_uri: str | None = None
 
 
-@dataclass(frozen=True)
-class Source:
-    """The checkpoint to export and what the bundle must know about how it was fine-tuned."""
-
-    checkpoint: onnx_export.Checkpoint
-    task: GlueTask | SquadTask
-    max_length: int
-    model_name: str  # the --model of the fine-tuning run, for MLflow tags
-    model_id: str = ""  # the discriminator's leaderboard key (reports/accounting.py), for --run
-    seed: int | None = None
-    run_dir: Path | None = None
-    qa: dict = field(default_factory=dict)  # SQuAD windowing and post-processing settings
-
-
-def get_task(name: str) -> GlueTask | SquadTask:
-    if name not in TASKS:
-        raise UserError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
-    return TASKS[name]
-
-
 def export(job: ExportJob) -> dict:
     """Write the bundle and log it; returns its manifest."""
     started = time.perf_counter()
-    source = resolve_source(job)
+    source = resolve_source(job.task, job.run_dir, job.model_dir, job.seed)
     output = job.output or _default_output(source)
     _check_output(output)
     examples = dev_examples(source.task, job.data_dir, job.max_eval_examples)
@@ -80,9 +56,9 @@ def export(job: ExportJob) -> dict:
     tags = {"model": source.model_name, "model_id": source.model_id, "task": source.task.name,
             "run_dir": str(source.run_dir or ""),
             "model_dir": str(source.checkpoint.path), "seed": "" if source.seed is None else str(source.seed)}
-    tracking.setup("export", job.tracking_uri)
+    mlflow_runs.setup("export", job.tracking_uri)
     name = f"{source.task.name} onnx export"
-    with tracking.run(name, params=_params(job, source), tags=tags) as active:
+    with mlflow_runs.run(name, params=_params(job, source), tags=tags) as active:
         with atomic.atomic_dir(output) as staging:  # replaces an older bundle only once this one is whole
             manifest = _build(source, job, tokenizer, examples, staging)
             manifest["mlflow_run_id"] = active.info.run_id
@@ -90,81 +66,6 @@ def export(job: ExportJob) -> dict:
             _write_manifest(staging, manifest)  # files and folder get the umask's modes, like any output
         _log_models(output, manifest, tags)
     return manifest | {"output": str(output)}
-
-
-def resolve_source(job: ExportJob) -> Source:
-    """The checkpoint of --run (its best-dev seed unless --seed) or --model, checked against --task."""
-    task = get_task(job.task)
-    if (job.run_dir is None) == (job.model_dir is None):
-        raise UserError("pass exactly one of --run RUN_DIR (a `harness run` output) or --model DIR")
-    if job.run_dir is not None:
-        return _from_run(job.run_dir, task, job.seed)
-    if job.seed is not None:
-        raise UserError("--seed picks a model of a --run directory; with --model the directory is the model")
-    checkpoint = onnx_export.inspect_checkpoint(Path(resolve_model(str(job.model_dir))))
-    return _source(checkpoint, task, str(job.model_dir))
-
-
-def _from_run(run_dir: Path, task: GlueTask | SquadTask, seed: int | None) -> Source:
-    path = run_dir / "results.json"
-    if not path.is_file():
-        raise UserError(f"{str(run_dir)!r} has no results.json; pass the --output-dir of `harness run glue` "
-                        "or `harness run squad`")
-    results = json.loads(path.read_text())
-    mine = [r for r in results.get("runs", []) if r.get("task") == task.name]
-    if not mine:
-        done = sorted({r.get("task") for r in results.get("runs", [])})
-        raise UserError(f"{str(run_dir)!r} has no fine-tuned {task.name!r}; it has "
-                        f"{', '.join(done) or 'none'}")
-    if seed is None:
-        chosen = max(mine, key=lambda r: r["score"])  # the best dev score; ties go to the first seed
-    else:
-        chosen = next((r for r in mine if r["seed"] == seed), None)
-        if chosen is None:
-            raise UserError(f"{str(run_dir)!r} has no {task.name} seed {seed}; choose one of "
-                            f"{', '.join(str(r['seed']) for r in mine)}")
-    model_dir = run_dir / "models" / f"{task.name}-seed{chosen['seed']}"
-    if not (model_dir / "config.json").is_file():
-        raise UserError(f"{str(model_dir)!r} does not exist: that run saved no models (save_models=false?); "
-                        "fine-tune again with save_models=true, or pass --model DIR")
-    config = chosen.get("resolved_config") or results.get("config") or {}
-    model = results.get("model", {})
-    model_id = (results.get("flops") or {}).get("model_id") or \
-        accounting.model_identity(model.get("name", ""), model.get("path", ""))
-    source = _source(onnx_export.inspect_checkpoint(model_dir), task, model.get("name", ""),
-                     config.get("max_length"), results.get("settings"))
-    return dataclasses.replace(source, model_id=model_id, seed=chosen["seed"], run_dir=run_dir)
-
-
-def _source(checkpoint, task, model_name, max_length=None, settings=None) -> Source:
-    if isinstance(task, SquadTask) != (checkpoint.kind == onnx_export.QUESTION_ANSWERING):
-        wanted = "a span model from `harness run squad`" if isinstance(task, SquadTask) else \
-            "a classifier from `harness run glue`"
-        raise UserError(f"task {task.name!r} needs {wanted}, but {str(checkpoint.path)!r} holds a "
-                        f"{checkpoint.architecture}; pass the task it was fine-tuned on")
-    if isinstance(task, GlueTask) and checkpoint.num_labels != task.num_labels:
-        raise UserError(f"{str(checkpoint.path)!r} has {checkpoint.num_labels} outputs but {task.name} has "
-                        f"{task.num_labels}; pass the task it was fine-tuned on")
-    max_length = min(max_length or task.max_length, checkpoint.max_position_embeddings)
-    qa = _qa_settings(task, max_length, settings, checkpoint.answerability_head) \
-        if isinstance(task, SquadTask) else {}
-    return Source(checkpoint, task, max_length, model_name, qa=qa)
-
-
-def _qa_settings(task: SquadTask, max_length: int, settings: dict | None, head: bool) -> dict:
-    from tasks.config import SquadConfig, default_null_threshold
-
-    defaults = SquadConfig()
-    if settings is None:
-        # Short models (fewer positions than the 512-token window) keep ELECTRA's proportions.
-        room = max_length // 4
-        settings = {"doc_stride": min(defaults.doc_stride, room),
-                    "max_query_length": min(defaults.max_query_length, room)}
-    keys = ("doc_stride", "max_query_length", "n_best", "max_answer_length", "null_threshold")
-    chosen = {key: settings.get(key, getattr(defaults, key)) for key in keys}
-    if chosen["null_threshold"] is None:  # not from a run's results: the default for the bundle's head
-        chosen["null_threshold"] = default_null_threshold(head)
-    return chosen | {"version_2": task.has_unanswerable, "doc_stride_is_step": True}
 
 
 def dev_examples(task: GlueTask | SquadTask, data_dir: str | None, limit: int) -> Dataset:
@@ -199,7 +100,7 @@ def _build(source: Source, job: ExportJob, tokenizer, examples: Dataset, staging
                                     [feed for _, feed in fp32.batches(encoded.encodings)])
     manifest["parity"] = {"examples": min(PARITY_EXAMPLES, len(examples)), "max_abs_diff": difference,
                           "tolerance": onnx_export.PARITY_TOLERANCE}
-    tracking.log_metrics({"parity_max_abs_diff": difference})
+    mlflow_runs.log_metrics({"parity_max_abs_diff": difference})
     if not difference <= onnx_export.PARITY_TOLERANCE:  # NaN fails too
         raise UserError(f"parity check failed: max |Δlogit| {difference:.3g} between PyTorch and onnxruntime "
                         f"fp32 on {manifest['parity']['examples']} {source.task.name} dev examples exceeds "
@@ -223,15 +124,15 @@ def _quality(task: GlueTask | SquadTask, staging: Path, examples: Dataset, int8:
     scores = {p: onnx_check.dev_scores(task, examples, results[p], null_threshold) for p in precisions}
     quality = {"examples": len(examples), "metrics": list(task.metrics)} | scores
     for precision, values in scores.items():
-        tracking.log_metrics({f"dev_{name}_{precision}": value for name, value in values.items()})
+        mlflow_runs.log_metrics({f"dev_{name}_{precision}": value for name, value in values.items()})
     if int8:
         quality["int8_vs_fp32"] = onnx_check.agreement(results["fp32"], results["int8"])
-        tracking.log_metrics({f"int8_{k}": v for k, v in quality["int8_vs_fp32"].items()})
+        mlflow_runs.log_metrics({f"int8_{k}": v for k, v in quality["int8_vs_fp32"].items()})
         fp32_points, int8_points = (onnx_check.points(task, scores[p]["score"]) for p in ("fp32", "int8"))
         delta = int8_points - fp32_points
         quality |= {"int8_delta_points": delta, "int8_target_points": -INT8_TARGET_POINTS,
                     "int8_target_met": delta >= -INT8_TARGET_POINTS}
-        tracking.log_metrics({"int8_delta_points": delta})
+        mlflow_runs.log_metrics({"int8_delta_points": delta})
         if not quality["int8_target_met"]:
             print(f"harness: warning: int8 scores {-delta:.2f} points below fp32 on {len(examples)} "
                   f"{task.name} dev examples (target: at most {INT8_TARGET_POINTS:g}); deploy model.onnx "
@@ -282,7 +183,7 @@ def _params(job: ExportJob, source: Source) -> dict:
 
 
 def _tokenizer(path: Path):
-    from harness.run_records import load_tokenizer
+    from harness.finetuning.run_records import load_tokenizer
 
     return load_tokenizer(str(path))
 

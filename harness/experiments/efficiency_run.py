@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import run_records
 from harness.config import as_dict, load_config
-from harness.glue_run import GlueRun, run_glue
+from harness.finetuning import run_records
+from harness.finetuning.glue_run import GlueRun, run_glue
 from pretrain.common import atomic
 from pretrain.common.errors import UserError
 from pretrain.common.models import DISCRIMINATOR_DIR
@@ -116,7 +116,7 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[Arm]:
         results = _finetune(exp, config.output_dir, arm_name(objective, budget), progress)
         arms.append(Arm(objective, budget, meta["train_flops"], results, _pretrain_summary(meta)))
         _write_tables(exp, arms)
-    from harness.report_run import write_report
+    from harness.tracking.leaderboard_report import write_report
 
     write_report([exp.output_dir / "glue" / name for name in _glue_dirs(arms)], exp.output_dir / "report",
                  exp.tracking_uri)
@@ -135,7 +135,7 @@ def diverged_error(arms: list[Arm]) -> UserError | None:
 def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
                 announce: Callable[[str], None], progress: bool | None) -> dict:
     """The finished run's meta: kept if OUT already holds it, else trained (or resumed) now."""
-    from harness.pretrain_run import run_pretrain, time_stop_note
+    from harness.pretraining.pretrain_run import run_pretrain, time_stop_note
     from pretrain.checkpoint import finished_meta
 
     out = Path(config.output_dir)
@@ -211,7 +211,7 @@ def _write_tables(exp: Efficiency, arms: list[Arm]) -> None:
 def _comparisons(exp: Efficiency, arms: list[Arm]) -> list[dict]:
     """At each budget, the leading objective (electra, else the first) against every other arm there
     and against the control, by `harness compare` on their run directories."""
-    from harness.compare_runs import GLUE_ROW, compare, load_run
+    from harness.experiments.compare_runs import GLUE_ROW, compare, load_run
 
     leader = "electra" if "electra" in exp.objectives else exp.objectives[0]
     named = list(zip(_glue_dirs(arms), arms, strict=True))  # Arm holds dicts: not hashable

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config import load_config
-from harness.experiment import (
+from harness.experiments.efficiency_run import (
     Efficiency,
     arm_name,
     diverged_error,
@@ -191,7 +191,7 @@ def run_demo(demo: Demo) -> dict:
 
 def _compare(a: Path, b: Path) -> tuple[dict, str]:
     """harness compare's GLUE row and its whole table."""
-    from harness.compare_runs import GLUE_ROW, compare, load_run, table
+    from harness.experiments.compare_runs import GLUE_ROW, compare, load_run, table
 
     result = compare(load_run(a), load_run(b))
     return next((r for r in result["rows"] if r["task"] == GLUE_ROW), {}), table(result)
@@ -199,7 +199,7 @@ def _compare(a: Path, b: Path) -> tuple[dict, str]:
 
 def _export(run_dir: Path, task: str, demo: Demo) -> Path:
     """The best-dev seed of `task` as an ONNX bundle; kept when a previous run already wrote it."""
-    from harness.onnx_run import ExportJob, export, summary
+    from harness.deploy.onnx_run import ExportJob, export, summary
 
     bundle = demo.output_dir / "onnx" / f"{run_dir.name}-{task}"
     if (bundle / "manifest.json").is_file():

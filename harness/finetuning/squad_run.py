@@ -12,9 +12,10 @@ from pathlib import Path
 
 import transformers
 
-from harness import mlflow_leaderboard, preflight, results_file, run_records, tracking
 from harness.config import as_dict
-from harness.run_records import Setup
+from harness.finetuning import preflight, results_file, run_records
+from harness.finetuning.run_records import Setup
+from harness.tracking import mlflow_leaderboard, mlflow_runs
 from pretrain.common import atomic
 from pretrain.common.errors import UserError
 from pretrain.common.quiet import quiet_libraries
@@ -65,13 +66,13 @@ def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     results = results_file.resume(run.output_dir, fresh, same)
     store = results_file.ResultsFile(run.output_dir, started, same)
     results |= run_records.as_run(setup, run.config) | {"accelerator": run_records.accelerator(setup.device)}
-    preflight.check_run_outputs(run.output_dir, tracking.chosen_uri(run.tracking_uri))  # before training
-    tracking.setup("squad", run.tracking_uri)
-    tracking.end_orphans("squad", {"output_dir": str(run.output_dir.resolve())}, run.output_dir)
+    preflight.check_run_outputs(run.output_dir, mlflow_runs.chosen_uri(run.tracking_uri))  # before training
+    mlflow_runs.setup("squad", run.tracking_uri)
+    mlflow_runs.end_orphans("squad", {"output_dir": str(run.output_dir.resolve())}, run.output_dir)
     params = run_records.parent_params(run.config, {run.task.name: config},
                                        run_records.as_run(setup, run.config)) \
         | as_dict(run.settings)
-    with tracking.run(f"{Path(run.model).name} {run.task.name}", params=params,
+    with mlflow_runs.run(f"{Path(run.model).name} {run.task.name}", params=params,
                       tags={"model": run.model, "tasks": run.task.name,
                             "output_dir": str(run.output_dir.resolve())}):
         run_records.train_seeds(

@@ -30,10 +30,10 @@ from typing import Any
 
 import optuna
 
-from harness import study as studies
-from harness import tracking
 from harness.config import as_dict
-from harness.search_space import SearchSpace
+from harness.search import study as studies
+from harness.search.space import SearchSpace
+from harness.tracking import mlflow_runs
 from pretrain.common.errors import UserError
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
@@ -100,7 +100,7 @@ def run_search(run: SearchRun, make_target: Callable[[], Target]) -> dict[str, A
     worker = f"{socket.gethostname()}:{os.getpid()}"
     params = {"trials": run.trials, "pruner": run.pruner, "seed": run.seed, "space": attrs["space"],
               "settings": attrs["settings"]}
-    with tracking.run(f"{name} worker {worker}", params=params,
+    with mlflow_runs.run(f"{name} worker {worker}", params=params,
                       tags={"optuna_study": name, "optuna_storage": studies.redact(run.storage),
                             "task": run.task, "model": run.model, "worker": worker}):
         if not stopper.done(study):
@@ -110,7 +110,7 @@ def run_search(run: SearchRun, make_target: Callable[[], Target]) -> dict[str, A
         record = studies.best_record(study, run.storage)
         if record is not None:
             studies.write_best(best_path, record)
-            tracking.log_metrics({"best_value": record["value"]})
+            mlflow_runs.log_metrics({"best_value": record["value"]})
     record = record or {"trials": studies.count_states(study), "pruning": studies.pruning_savings(study)}
     if stopper.failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
         record = record | {"gave_up": f"{stopper.failures_in_a_row} trials failed in a row, the last with "
@@ -188,7 +188,7 @@ def _train_trial(trial: optuna.Trial, target: Target, config: FinetuneConfig, wo
         nonlocal epochs_run
         epochs_run = epoch
         value = target.objective(row)
-        tracking.log_metrics(row | {"objective": value}, step=epoch)
+        mlflow_runs.log_metrics(row | {"objective": value}, step=epoch)
         trial.report(value, epoch)
         # Pruning after the last epoch would save nothing and lose a finished trial.
         if epoch < planned and trial.should_prune():
@@ -203,7 +203,7 @@ def _train_trial(trial: optuna.Trial, target: Target, config: FinetuneConfig, wo
     value = target.objective(result.history[-1])
     if not math.isfinite(value):  # optuna would fail it anyway; say so in MLflow too
         raise FloatingPointError(f"final dev score is {value}")
-    tracking.log_metrics({"final_objective": value, "train_time_s": result.train_time_s,
+    mlflow_runs.log_metrics({"final_objective": value, "train_time_s": result.train_time_s,
                           "train_examples_per_s": result.train_examples_per_s})
     return value
 
@@ -282,7 +282,7 @@ def _setup_tracking(experiment: str, uri: str | None) -> None:
     # Workers that start together race to create the experiment; the loser finds it on a retry.
     for attempt in range(3):
         try:
-            tracking.setup(experiment, uri)
+            mlflow_runs.setup(experiment, uri)
             return
         except Exception:
             if attempt == 2:

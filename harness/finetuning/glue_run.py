@@ -9,8 +9,9 @@ from pathlib import Path
 
 import transformers
 
-from harness import mlflow_leaderboard, preflight, results_file, run_records, tracking
-from harness.run_records import Setup
+from harness.finetuning import preflight, results_file, run_records
+from harness.finetuning.run_records import Setup
+from harness.tracking import mlflow_leaderboard, mlflow_runs
 from pretrain.common import atomic
 from pretrain.common.errors import UserError
 from pretrain.common.quiet import quiet_libraries
@@ -56,10 +57,10 @@ def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
     results |= run_records.as_run(setup, run.config) | {"accelerator": run_records.accelerator(setup.device)}
     resolved = {t.name: run.config.resolved(setup.size, t.num_epochs, t.max_length)
                 for t in run.tasks if t.predicted_by is None}
-    preflight.check_run_outputs(run.output_dir, tracking.chosen_uri(run.tracking_uri))  # before training
-    tracking.setup("glue", run.tracking_uri)
-    tracking.end_orphans("glue", {"output_dir": str(run.output_dir.resolve())}, run.output_dir)
-    with tracking.run(f"{Path(run.model).name} glue",
+    preflight.check_run_outputs(run.output_dir, mlflow_runs.chosen_uri(run.tracking_uri))  # before training
+    mlflow_runs.setup("glue", run.tracking_uri)
+    mlflow_runs.end_orphans("glue", {"output_dir": str(run.output_dir.resolve())}, run.output_dir)
+    with mlflow_runs.run(f"{Path(run.model).name} glue",
                       params=run_records.parent_params(run.config, resolved,
                                                        run_records.as_run(setup, run.config)),
                       tags={"model": run.model, "tasks": ",".join(t.name for t in run.tasks),

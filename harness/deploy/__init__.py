@@ -1,0 +1,1 @@
+"""ONNX deployment (`harness export onnx`): a fine-tuned checkpoint to a checked bundle."""

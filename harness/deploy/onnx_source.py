@@ -1,0 +1,113 @@
+"""What `harness export onnx` exports: the checkpoint of a run's best seed (or a --model directory),
+checked against the task, with what the bundle must know about how it was fine-tuned."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pretrain.common.errors import UserError
+from pretrain.common.models import resolve_model
+from reports import accounting, onnx_export
+from tasks.registry import GLUE_TASKS, SQUAD_TASKS, GlueTask, SquadTask
+
+TASKS: dict[str, GlueTask | SquadTask] = {
+    **{name: t for name, t in GLUE_TASKS.items() if t.predicted_by is None},
+    **{t.name: t for t in SQUAD_TASKS.values()}}
+
+
+@dataclass(frozen=True)
+class Source:
+    """The checkpoint to export and what the bundle must know about how it was fine-tuned."""
+
+    checkpoint: onnx_export.Checkpoint
+    task: GlueTask | SquadTask
+    max_length: int
+    model_name: str  # the --model of the fine-tuning run, for MLflow tags
+    model_id: str = ""  # the discriminator's leaderboard key (reports/accounting.py), for --run
+    seed: int | None = None
+    run_dir: Path | None = None
+    qa: dict = field(default_factory=dict)  # SQuAD windowing and post-processing settings
+
+
+def get_task(name: str) -> GlueTask | SquadTask:
+    if name not in TASKS:
+        raise UserError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+def resolve_source(task_name: str, run_dir: Path | None, model_dir: Path | None, seed: int | None) -> Source:
+    """The checkpoint of --run (its best-dev seed unless --seed) or --model, checked against --task."""
+    task = get_task(task_name)
+    if (run_dir is None) == (model_dir is None):
+        raise UserError("pass exactly one of --run RUN_DIR (a `harness run` output) or --model DIR")
+    if run_dir is not None:
+        return _from_run(run_dir, task, seed)
+    if seed is not None:
+        raise UserError("--seed picks a model of a --run directory; with --model the directory is the model")
+    checkpoint = onnx_export.inspect_checkpoint(Path(resolve_model(str(model_dir))))
+    return _source(checkpoint, task, str(model_dir))
+
+
+def _from_run(run_dir: Path, task: GlueTask | SquadTask, seed: int | None) -> Source:
+    path = run_dir / "results.json"
+    if not path.is_file():
+        raise UserError(f"{str(run_dir)!r} has no results.json; pass the --output-dir of `harness run glue` "
+                        "or `harness run squad`")
+    results = json.loads(path.read_text())
+    mine = [r for r in results.get("runs", []) if r.get("task") == task.name]
+    if not mine:
+        done = sorted({r.get("task") for r in results.get("runs", [])})
+        raise UserError(f"{str(run_dir)!r} has no fine-tuned {task.name!r}; it has "
+                        f"{', '.join(done) or 'none'}")
+    if seed is None:
+        chosen = max(mine, key=lambda r: r["score"])  # the best dev score; ties go to the first seed
+    else:
+        chosen = next((r for r in mine if r["seed"] == seed), None)
+        if chosen is None:
+            raise UserError(f"{str(run_dir)!r} has no {task.name} seed {seed}; choose one of "
+                            f"{', '.join(str(r['seed']) for r in mine)}")
+    model_dir = run_dir / "models" / f"{task.name}-seed{chosen['seed']}"
+    if not (model_dir / "config.json").is_file():
+        raise UserError(f"{str(model_dir)!r} does not exist: that run saved no models (save_models=false?); "
+                        "fine-tune again with save_models=true, or pass --model DIR")
+    config = chosen.get("resolved_config") or results.get("config") or {}
+    model = results.get("model", {})
+    model_id = (results.get("flops") or {}).get("model_id") or \
+        accounting.model_identity(model.get("name", ""), model.get("path", ""))
+    source = _source(onnx_export.inspect_checkpoint(model_dir), task, model.get("name", ""),
+                     config.get("max_length"), results.get("settings"))
+    return dataclasses.replace(source, model_id=model_id, seed=chosen["seed"], run_dir=run_dir)
+
+
+def _source(checkpoint, task, model_name, max_length=None, settings=None) -> Source:
+    if isinstance(task, SquadTask) != (checkpoint.kind == onnx_export.QUESTION_ANSWERING):
+        wanted = "a span model from `harness run squad`" if isinstance(task, SquadTask) else \
+            "a classifier from `harness run glue`"
+        raise UserError(f"task {task.name!r} needs {wanted}, but {str(checkpoint.path)!r} holds a "
+                        f"{checkpoint.architecture}; pass the task it was fine-tuned on")
+    if isinstance(task, GlueTask) and checkpoint.num_labels != task.num_labels:
+        raise UserError(f"{str(checkpoint.path)!r} has {checkpoint.num_labels} outputs but {task.name} has "
+                        f"{task.num_labels}; pass the task it was fine-tuned on")
+    max_length = min(max_length or task.max_length, checkpoint.max_position_embeddings)
+    qa = _qa_settings(task, max_length, settings, checkpoint.answerability_head) \
+        if isinstance(task, SquadTask) else {}
+    return Source(checkpoint, task, max_length, model_name, qa=qa)
+
+
+def _qa_settings(task: SquadTask, max_length: int, settings: dict | None, head: bool) -> dict:
+    from tasks.config import SquadConfig, default_null_threshold
+
+    defaults = SquadConfig()
+    if settings is None:
+        # Short models (fewer positions than the 512-token window) keep ELECTRA's proportions.
+        room = max_length // 4
+        settings = {"doc_stride": min(defaults.doc_stride, room),
+                    "max_query_length": min(defaults.max_query_length, room)}
+    keys = ("doc_stride", "max_query_length", "n_best", "max_answer_length", "null_threshold")
+    chosen = {key: settings.get(key, getattr(defaults, key)) for key in keys}
+    if chosen["null_threshold"] is None:  # not from a run's results: the default for the bundle's head
+        chosen["null_threshold"] = default_null_threshold(head)
+    return chosen | {"version_2": task.has_unanswerable, "doc_stride_is_step": True}

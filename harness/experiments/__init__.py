@@ -1,0 +1,1 @@
+"""Experiments over whole runs: objectives at equal FLOPs, the demo (the main job), paired comparison."""

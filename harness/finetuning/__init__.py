@@ -1,0 +1,1 @@
+"""Fine-tuning runs (`harness run glue|squad`): one orchestration, GLUE and SQuAD plugged into it."""

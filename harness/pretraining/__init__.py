@@ -1,0 +1,1 @@
+"""Pre-training runs (`harness pretrain`) as the CLI and experiments start them."""

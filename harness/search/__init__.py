@@ -1,0 +1,1 @@
+"""Hyperparameter search (`harness search`): the space, the per-benchmark targets, Optuna studies."""

@@ -1,0 +1,1 @@
+"""MLflow: runs that always end, the leaderboard experiment and its view, the leaderboard report."""
