@@ -68,7 +68,7 @@ def metric_names(task: str, splits: Mapping[str, SplitOutputs]) -> tuple[str, ..
 
 def task_estimates(task: str, splits: Mapping[str, SplitOutputs], n_resamples: int = stats.N_RESAMPLES,
                    seed: int = stats.SEED) -> dict[str, stats.Estimate]:
-    """Summary label -> estimate, labelled as run_records.summarize labels them."""
+    """Summary label -> estimate, labelled as seed_summary.summarize labels them."""
     names = metric_names(task, splits)
     found = {}
     for split_name, split in splits.items():

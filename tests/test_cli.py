@@ -147,12 +147,12 @@ def test_predict_test_false_skips_the_test_sets(tiny_model, glue_data, tmp_path,
 def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
     args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "num_epochs=1", "save_models=false")
     assert run(args, capsys)[0] == 0
-    import harness.finetuning.glue_run
+    import harness.finetuning.orchestration
 
     def must_not_train(*a, **k):
         raise AssertionError("a finished (task, seed) was trained again")
 
-    monkeypatch.setattr(harness.finetuning.glue_run, "finetune", must_not_train)
+    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", must_not_train)
     code, out, _ = run(args, capsys)
     assert code == 0 and "resume rte: kept seed 0 from results.json; nothing left to train" in out
     code, _, err = run([a for a in args if a != "num_epochs=1"] + ["num_epochs=2"], capsys)
@@ -162,22 +162,22 @@ def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, m
 @pytest.mark.slow
 def test_wall_time_adds_up_over_an_interrupted_run_and_its_resume(tiny_model, glue_data, tmp_path, capsys,
                                                                    monkeypatch):
-    import harness.finetuning.glue_run
+    import harness.finetuning.orchestration
 
     args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "--seeds", "2", "num_epochs=1",
                      "save_models=false")
-    check_wall_time_over_a_kill(monkeypatch, harness.finetuning.glue_run, lambda: run(args, capsys)[0],
+    check_wall_time_over_a_kill(monkeypatch, harness.finetuning.orchestration, lambda: run(args, capsys)[0],
                                 tmp_path / "out" / "results.json")
 
 
 def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_path, capsys):
-    from harness.finetuning import glue_run, run_records
+    from harness.finetuning import glue_run, records
     from pretrain.common import atomic
     from pretrain.common.models import resolve_model
     from tasks.config import FinetuneConfig
 
     earlier = FinetuneConfig(learning_rate=3e-4, num_epochs=1.0)
-    atomic.write_json(tmp_path / "out" / "results.json", run_records.fresh_results(
+    atomic.write_json(tmp_path / "out" / "results.json", records.fresh_results(
         glue_run.RESULTS_FORMAT, str(tiny_model), resolve_model(str(tiny_model)), earlier, ["rte"], 1))
     code, _, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "learning_rate=1e-4",
                                  "num_epochs=1", "head=hf"), capsys)
@@ -214,7 +214,7 @@ def read_only_dir(tmp_path):
         return
     try:
         subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True)
-        mlflow_runs.setup("glue", f"sqlite:///{source / 'mlflow.db'}")
+        mlflow_runs.use_experiment("glue", f"sqlite:///{source / 'mlflow.db'}")
         yield folder
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=False)
@@ -222,12 +222,12 @@ def read_only_dir(tmp_path):
 
 def test_unwritable_mlflow_store_or_hf_home_is_one_line_before_training(read_only_dir, tiny_model, glue_data,
                                                                         tmp_path, capsys, monkeypatch):
-    import harness.finetuning.glue_run
+    import harness.finetuning.orchestration
 
     def must_not_train(*a, **k):
         raise AssertionError("trained before finding that its outputs cannot be written")
 
-    monkeypatch.setattr(harness.finetuning.glue_run, "finetune", must_not_train)
+    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", must_not_train)
     args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte",
             "--output-dir", str(tmp_path / "out")]
     code, _, err = run([*args, "--tracking-uri", f"sqlite:///{read_only_dir / 'mlflow.db'}"], capsys)
@@ -263,16 +263,16 @@ def test_setting_differences_name_the_model_blocks_and_keys_an_older_version_lac
 
 @pytest.mark.slow
 def test_diverging_seed_is_recorded_and_the_rest_go_on(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
-    import harness.finetuning.glue_run
+    import harness.finetuning.orchestration
 
-    real = harness.finetuning.glue_run.finetune
+    real = harness.finetuning.orchestration.finetune
 
     def diverges_on_rte_seed0(model, built, config, *a, **k):
         if built.task.name == "rte" and config.seed == 0:
             raise FloatingPointError("training loss became nan by step 2; lower learning_rate")
         return real(model, built, config, *a, **k)
 
-    monkeypatch.setattr(harness.finetuning.glue_run, "finetune", diverges_on_rte_seed0)
+    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", diverges_on_rte_seed0)
     args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte,cola", "--seeds", "2", "num_epochs=1",
                      "save_models=false")
     code, out, err = run(args, capsys)
@@ -290,18 +290,18 @@ def test_diverging_seed_is_recorded_and_the_rest_go_on(tiny_model, glue_data, tm
     names = statuses(tmp_path)
     assert names["rte seed 0"] == "FAILED" and names["rte seed 1"] == "FINISHED" and names["cola seed 1"] == "FINISHED"
     # Resuming does not retry it (the same seed diverges again) nor hides it: same line, same exit.
-    monkeypatch.setattr(harness.finetuning.glue_run, "finetune", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", lambda *a, **k: pytest.fail("trained again"))
     code, _, err = run(args, capsys)
     assert code == 2 and err.splitlines()[-1] == message
 
 
 def test_interrupt_marks_runs_killed(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
-    import harness.finetuning.glue_run
+    import harness.finetuning.orchestration
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(harness.finetuning.glue_run, "finetune", interrupted)
+    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", interrupted)
     code, _, _ = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte"), capsys)
     assert code == 130
     assert set(statuses(tmp_path).values()) == {"KILLED"}

@@ -59,7 +59,7 @@ def test_seeds_run_side_by_side_into_one_output_dir_all_land(tiny_model, glue_da
 def test_runs_started_together_share_a_new_mlflow_store(tmp_path):
     """Four processes open a store that does not exist yet: one creates and migrates it, the rest wait."""
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
-    code = f"from harness.tracking import mlflow_runs; mlflow_runs.setup('glue', {uri!r}); print('ok')"
+    code = f"from harness.tracking import mlflow_runs; mlflow_runs.use_experiment('glue', {uri!r}); print('ok')"
     finished = finish([start(["-c", code], tmp_path) for _ in range(4)])
     assert [(c, o.strip().splitlines()[-1]) for c, o in finished] == [(0, "ok")] * 4, finished
     experiments = [e.name for e in mlflow_store.client(tmp_path / "store" / "mlflow.db").search_experiments()]
@@ -78,7 +78,7 @@ def test_a_resume_ends_killed_the_runs_a_kill_9_left_running(tiny_model, glue_da
     args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte",
             "--seeds", "2", "--output-dir", str(tmp_path / "out"), "--tracking-uri", f"sqlite:///{store}",
             "num_epochs=40", "save_models=false", "predict_test=false"]
-    mlflow_runs.setup("glue", f"sqlite:///{store}")  # created here, so this test's reads never race its creation
+    mlflow_runs.use_experiment("glue", f"sqlite:///{store}")  # created here, so this test's reads never race its creation
     killed = start(["-m", "harness.cli", *args], tmp_path)
     deadline = time.monotonic() + 300
     while not (store.is_file() and mlflow_store.runs(store, "tags.seed = '1'", experiment="glue")):

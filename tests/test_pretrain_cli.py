@@ -198,7 +198,7 @@ def test_a_rerun_ends_killed_the_run_a_dead_process_left_running(tmp_path, micro
     dead = subprocess.Popen(["true"])
     dead.wait()  # reaped: its pid names no process, as after a kill -9
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    mlflow_runs.setup("pretrain", uri)
+    mlflow_runs.use_experiment("pretrain", uri)
     client = mlflow_store.client(tmp_path / "mlflow.db")
     experiment = client.get_experiment_by_name("pretrain").experiment_id
     left = client.create_run(experiment, run_name="out", tags={

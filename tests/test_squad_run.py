@@ -122,16 +122,16 @@ def test_a_finished_run_adds_its_row_to_the_leaderboard(tiny_model, tmp_path, ca
 
 
 def test_diverging_seed_is_recorded_and_the_next_seed_runs(tiny_model, tmp_path, capsys, monkeypatch):
-    import harness.finetuning.squad_run
+    import harness.finetuning.orchestration
 
-    real = harness.finetuning.squad_run.finetune
+    real = harness.finetuning.orchestration.finetune
 
     def diverges_on_seed0(model, built, config, *a, **k):
         if config.seed == 0:
             raise FloatingPointError("training loss became inf by step 3; lower learning_rate")
         return real(model, built, config, *a, **k)
 
-    monkeypatch.setattr(harness.finetuning.squad_run, "finetune", diverges_on_seed0)
+    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", diverges_on_seed0)
     data = tmp_path / "squad"
     write_squad(data / "dev-v1.1.json", "1.1")
     code, out, err = run(squad_args(tiny_model, tmp_path, "--data-dir", str(data), "--seeds", "2", *SMALL,
@@ -150,13 +150,13 @@ def test_diverging_seed_is_recorded_and_the_next_seed_runs(tiny_model, tmp_path,
 
 @pytest.mark.slow
 def test_wall_time_adds_up_over_an_interrupted_run_and_its_resume(tiny_model, tmp_path, capsys, monkeypatch):
-    import harness.finetuning.squad_run
+    import harness.finetuning.orchestration
 
     data = tmp_path / "squad"
     write_squad(data / "dev-v1.1.json", "1.1")
     args = squad_args(tiny_model, tmp_path, "--data-dir", str(data), "--seeds", "2", *SMALL, "num_epochs=1",
                       "save_models=false")
-    check_wall_time_over_a_kill(monkeypatch, harness.finetuning.squad_run, lambda: run(args, capsys)[0],
+    check_wall_time_over_a_kill(monkeypatch, harness.finetuning.orchestration, lambda: run(args, capsys)[0],
                                 tmp_path / "out" / "results.json")
 
 
@@ -185,12 +185,12 @@ def test_v2_with_train_file_writes_null_odds_and_resumes(tiny_model, tmp_path, c
     assert set(statuses(tmp_path).values()) == {"FINISHED"}
     assert (tmp_path / "out" / "models" / "squad_v2-seed0" / "answerability_head.safetensors").is_file()
 
-    import harness.finetuning.squad_run
+    import harness.finetuning.orchestration
 
     def must_not_train(*a, **k):
         raise AssertionError("a finished seed was trained again")
 
-    monkeypatch.setattr(harness.finetuning.squad_run, "finetune", must_not_train)
+    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", must_not_train)
     assert run(args, capsys)[0] == 0
     code, _, err = run(args + ["null_threshold=1"], capsys)
     assert code == 2 and err.splitlines()[-1] == (

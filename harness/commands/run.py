@@ -84,7 +84,7 @@ def run_glue_command(args) -> int:
 
 def _diverged(results: dict) -> int:
     """0, or the diverged seeds as one UserError line and a non-zero exit, after every output is written."""
-    from harness.finetuning.run_records import diverged_error
+    from harness.finetuning.records import diverged_error
 
     error = diverged_error(results.get("diverged") or [])
     if error is not None:

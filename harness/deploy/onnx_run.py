@@ -56,7 +56,7 @@ def export(job: ExportJob) -> dict:
     tags = {"model": source.model_name, "model_id": source.model_id, "task": source.task.name,
             "run_dir": str(source.run_dir or ""),
             "model_dir": str(source.checkpoint.path), "seed": "" if source.seed is None else str(source.seed)}
-    mlflow_runs.setup("export", job.tracking_uri)
+    mlflow_runs.use_experiment("export", job.tracking_uri)
     name = f"{source.task.name} onnx export"
     with mlflow_runs.run(name, params=_params(job, source), tags=tags) as active:
         with atomic.atomic_dir(output) as staging:  # replaces an older bundle only once this one is whole
@@ -183,7 +183,7 @@ def _params(job: ExportJob, source: Source) -> dict:
 
 
 def _tokenizer(path: Path):
-    from harness.finetuning.run_records import load_tokenizer
+    from harness.finetuning.model_setup import load_tokenizer
 
     return load_tokenizer(str(path))
 

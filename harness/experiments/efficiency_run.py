@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config import as_dict, load_config
-from harness.finetuning import run_records
+from harness.finetuning import records
 from harness.finetuning.glue_run import GlueRun, run_glue
 from pretrain.common import atomic
 from pretrain.common.errors import UserError
@@ -125,11 +125,11 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[Arm]:
 
 def diverged_error(arms: list[Arm]) -> UserError | None:
     """One line naming every arm's diverged tasks and seeds and the fix, or None when none diverged."""
-    records = [record | {"task": f"{name} {record['task']}"}  # "ARM TASK"
-               for name, arm in zip(_glue_dirs(arms), arms, strict=True)
-               for record in arm.results.get("diverged") or []]
-    return run_records.diverged_error(records, "glue/ARM/results.json", "the tables",
-                    "re-run with a lower finetune.learning_rate into a new --output")
+    diverged = [record | {"task": f"{name} {record['task']}"}  # "ARM TASK"
+                for name, arm in zip(_glue_dirs(arms), arms, strict=True)
+                for record in arm.results.get("diverged") or []]
+    return records.diverged_error(diverged, "glue/ARM/results.json", "the tables",
+                                  "re-run with a lower finetune.learning_rate into a new --output")
 
 
 def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,

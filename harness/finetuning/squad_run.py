@@ -1,28 +1,24 @@
-"""`harness run squad`: a SQuAD version x seeds through the one loop, recorded in results.json and MLflow."""
+"""`harness run squad`: a SQuAD version x seeds through the one orchestration, SQuAD's part of it here."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import sys
-import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import transformers
+import torch
 
 from harness.config import as_dict
-from harness.finetuning import preflight, results_file, run_records
-from harness.finetuning.run_records import Setup
-from harness.tracking import mlflow_leaderboard, mlflow_runs
+from harness.finetuning.model_setup import ModelSetup
+from harness.finetuning.orchestration import Plan, run_finetuning
 from pretrain.common import atomic
 from pretrain.common.errors import UserError
-from pretrain.common.quiet import quiet_libraries
-from reports import accounting, dev_outputs
-from tasks import batching, squad, squad_metrics
+from reports import dev_outputs, seed_summary
+from tasks import squad, squad_metrics
 from tasks.config import FinetuneConfig, SquadConfig
-from tasks.finetune import finetune
+from tasks.finetune import FinetuneResult
 from tasks.registry import SquadTask
 from tasks.squad import SquadFinetuneTask, SquadSource
 
@@ -44,52 +40,67 @@ class SquadRun:
     tracking_uri: str | None = None
 
 
-@quiet_libraries()  # the loop's own bar or lines cover tokenising, loading and saving
 def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
     """Fine-tune and evaluate; resumes seeds already in output_dir/results.json."""
-    if run.seeds < 1:
-        raise UserError(f"--seeds must be at least 1 (got {run.seeds})")
-    started = time.perf_counter()
-    setup = run_records.setup(run.model, run.config.precision)
-    config = run.config.resolved(setup.size, run.task.num_epochs, run.task.max_length)
-    positions = setup.model_config.max_position_embeddings
-    if config.max_length > positions:
-        raise UserError(f"max_length {config.max_length} exceeds the model's {positions} positions; "
-                        f"pass max_length={positions} or less")
-    # Head and null threshold decided (and a bad combination refused) before the data is read.
-    run = dataclasses.replace(run, settings=run.settings.resolved(run.task))
-    # Read, validate and window all data before any training or output: bad input fails in seconds.
-    built, data = _build(run, setup, config)
-    fresh = run_records.fresh_results(RESULTS_FORMAT, run.model, setup.model_path, run.config,
-                                      [run.task.name], run.seeds, settings=as_dict(run.settings), data=data)
+    return run_finetuning(run, SquadBenchmark(run), progress)
+
+
+class SquadBenchmark:
+    """SQuAD's part of the one orchestration: its windows, span model, answer files and summary."""
+
+    experiment = "squad"
+    results_format = RESULTS_FORMAT
     same = ("format", "config", "settings", "data", "tasks")
-    results = results_file.resume(run.output_dir, fresh, same)
-    store = results_file.ResultsFile(run.output_dir, started, same)
-    results |= run_records.as_run(setup, run.config) | {"accelerator": run_records.accelerator(setup.device)}
-    preflight.check_run_outputs(run.output_dir, mlflow_runs.chosen_uri(run.tracking_uri))  # before training
-    mlflow_runs.setup("squad", run.tracking_uri)
-    mlflow_runs.end_orphans("squad", {"output_dir": str(run.output_dir.resolve())}, run.output_dir)
-    params = run_records.parent_params(run.config, {run.task.name: config},
-                                       run_records.as_run(setup, run.config)) \
-        | as_dict(run.settings)
-    with mlflow_runs.run(f"{Path(run.model).name} {run.task.name}", params=params,
-                      tags={"model": run.model, "tasks": run.task.name,
-                            "output_dir": str(run.output_dir.resolve())}):
-        run_records.train_seeds(
-            results, run.task.name, config, range(run.config.seed, run.config.seed + run.seeds),
-            functools.partial(_run_task_seed, run, built, setup=setup, progress=progress),
-            lambda: store.save(results))
-        with store.merged(results):  # seeds run side by side into this folder are summarised too
-            results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
-            mlflow_leaderboard.log_flops(results["flops"])
-            results["summary"] = run_records.summarize(results["runs"], {run.task.name: run.task.metrics},
-                                                       results.get("diverged", ()))
-            run_records.add_intervals(run.output_dir, results)
-    mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
-    return results
+    leaderboard = True
+
+    def __init__(self, run: SquadRun):
+        self.run = run
+        self.built: SquadFinetuneTask | None = None
+
+    def prepare(self, setup: ModelSetup) -> Plan:
+        run = self.run
+        config = run.config.resolved(setup.size, run.task.num_epochs, run.task.max_length)
+        positions = setup.model_config.max_position_embeddings
+        if config.max_length > positions:
+            raise UserError(f"max_length {config.max_length} exceeds the model's {positions} positions; "
+                            f"pass max_length={positions} or less")
+        # Head and null threshold decided (and a bad combination refused) before the data is read.
+        self.run = run = dataclasses.replace(run, settings=run.settings.resolved(run.task))
+        # Read, validate and window all data before any training or output: bad input fails in seconds.
+        self.built, data = _build(run, setup, config)
+        settings = as_dict(run.settings)
+        return Plan(run.task.name, (run.task.name,), {run.task.name: config},
+                    results={"settings": settings, "data": data}, params=settings)
+
+    def build(self, task: str, config: FinetuneConfig, setup: ModelSetup) -> SquadFinetuneTask:
+        return self.built  # windowed in prepare, before any output
+
+    def load_model(self, built: SquadFinetuneTask, config: FinetuneConfig,
+                   setup: ModelSetup) -> torch.nn.Module:
+        return squad.load_model(setup.model_path, built, setup.attention)
+
+    def write_predictions(self, built: SquadFinetuneTask, config: FinetuneConfig, result: FinetuneResult,
+                          stem: Path) -> dict:
+        """predictions.json (and null_odds.json for 2.0) as the official scripts read them; dev outputs."""
+        answers, null_odds = built.predictions(SPLIT, result.outputs[SPLIT])
+        atomic.write_json(stem / "predictions.json", answers)
+        dev = _dev_outputs(self.run, built, answers, null_odds, config.seed)
+        atomic.write_json(stem / dev_outputs.FILE, dev)
+        if self.run.task.has_unanswerable:
+            atomic.write_json(stem / "null_odds.json", null_odds)
+        return {"num_train_examples": built.num_train_examples}
+
+    def saved_model(self, model: torch.nn.Module, built: SquadFinetuneTask) -> torch.nn.Module:
+        return model
+
+    def summarize(self, results: dict) -> None:
+        task = self.run.task
+        results["summary"] = seed_summary.summarize(results["runs"], {task.name: task.metrics},
+                                                    results.get("diverged", ()))
+        seed_summary.add_intervals(self.run.output_dir, results)
 
 
-def _build(run: SquadRun, setup: Setup, config: FinetuneConfig) -> tuple[SquadFinetuneTask, dict]:
+def _build(run: SquadRun, setup: ModelSetup, config: FinetuneConfig) -> tuple[SquadFinetuneTask, dict]:
     """The task's windows, and the data block of results.json; prints what the user should know."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
@@ -114,29 +125,6 @@ def _build(run: SquadRun, setup: Setup, config: FinetuneConfig) -> tuple[SquadFi
           f"{data['answer_problems'] if data['answer_problems'] is not None else 'unchecked'} answers "
           "disagreeing with their context")
     return built, data
-
-
-def _run_task_seed(run: SquadRun, built: SquadFinetuneTask, config: FinetuneConfig, setup: Setup,
-                   progress: bool | None) -> dict:
-    """Fine-tune one seed inside its own nested MLflow run; write its predictions (and null odds)."""
-    transformers.set_seed(config.seed)
-    model = squad.load_model(setup.model_path, built, setup.attention).to(setup.device)
-    with run_records.nested_run(run.task.name, config, run.model,
-                                as_dict(run.settings) | run_records.as_run(setup, config)):
-        result = finetune(model, built, config, batching.collator(setup.tokenizer),
-                          on_epoch=run_records.log_epoch, progress=progress,
-                          label=f"fine-tune {run.task.name} seed {config.seed}")
-        score = run_records.log_final(result)
-    answers, null_odds = built.predictions(SPLIT, result.outputs[SPLIT])
-    stem = run.output_dir / "predictions" / f"{run.task.name}-seed{config.seed}"
-    atomic.write_json(stem / "predictions.json", answers)
-    atomic.write_json(stem / dev_outputs.FILE, _dev_outputs(run, built, answers, null_odds, config.seed))
-    if run.task.has_unanswerable:
-        atomic.write_json(stem / "null_odds.json", null_odds)
-    if config.save_models:
-        model_dir = run.output_dir / "models" / f"{run.task.name}-seed{config.seed}"
-        run_records.save_model(model, setup.tokenizer, model_dir)
-    return run_records.run_record(run.task.name, config, result, score, built.num_train_examples)
 
 
 def _dev_outputs(run: SquadRun, built: SquadFinetuneTask, answers: dict, null_odds: dict, seed: int) -> dict:

@@ -66,7 +66,7 @@ def _run_pretrain(config: PretrainConfig, experiment: str, tracking_uri: str | N
     note = extension_note(resolved)
     if note:
         print(note)
-    mlflow_runs.setup(experiment, tracking_uri)
+    mlflow_runs.use_experiment(experiment, tracking_uri)
     mlflow_runs.end_orphans(experiment, {"output_dir": str(config.output_dir)}, config.output_dir)
     name = Path(config.output_dir).name if config.output_dir else "pretrain"
     tags = {"command": "pretrain", "objective": config.objective, "preset": config.preset,

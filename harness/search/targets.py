@@ -11,7 +11,7 @@ import statistics
 import transformers
 
 from harness.config import as_dict
-from harness.finetuning import run_records
+from harness.finetuning import model_setup
 from harness.search.trials import Target
 from pretrain.common.errors import UserError
 from tasks import batching, glue, squad
@@ -27,7 +27,7 @@ def glue_target(model: str, task_name: str, data_dir: str | None, settings: Fine
     if task is None or task.predicted_by is not None:
         choices = ", ".join(name for name, t in GLUE_TASKS.items() if t.predicted_by is None)
         raise UserError(f"cannot search task {task_name!r}; choose one of {choices}")
-    setup = run_records.setup(model, settings.precision)
+    setup = model_setup.load(model, settings.precision)
     # Test splits are of no use to a search: drop them before tokenising.
     splits = {split: data for split, data in load_glue(task, glue_dir(data_dir)).items()
               if not split.startswith("test")}
@@ -49,7 +49,7 @@ def squad_target(model: str, version: str, source: squad.SquadSource, settings: 
                  squad_settings: SquadConfig) -> Target:
     """One SQuAD version: its windows built once, a fresh span model per trial; scored by dev F1."""
     task = squad_task(version)
-    setup = run_records.setup(model, settings.precision)
+    setup = model_setup.load(model, settings.precision)
     max_length = settings.max_length or task.max_length
     positions = setup.model_config.max_position_embeddings
     if max_length > positions:

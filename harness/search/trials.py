@@ -282,7 +282,7 @@ def _setup_tracking(experiment: str, uri: str | None) -> None:
     # Workers that start together race to create the experiment; the loser finds it on a retry.
     for attempt in range(3):
         try:
-            mlflow_runs.setup(experiment, uri)
+            mlflow_runs.use_experiment(experiment, uri)
             return
         except Exception:
             if attempt == 2:

@@ -43,7 +43,7 @@ def _log_artifacts(directory: Path, uri: str, measured: int, published: int) -> 
     import mlflow
 
     with mlflow_leaderboard.tracking_errors(uri, f"logging the report files of {directory} as artefacts"):
-        mlflow_runs.setup(REPORTS_EXPERIMENT, uri)
+        mlflow_runs.use_experiment(REPORTS_EXPERIMENT, uri)
         tags = {"measured_rows": str(measured), "published_rows": str(published)}
         with mlflow_runs.run("report", tags=tags) as active:
             for name in FILES:

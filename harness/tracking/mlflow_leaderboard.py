@@ -82,7 +82,7 @@ def _open(uri: str | None):
 
     resolved = check_reachable(uri)
     with tracking_errors(resolved, "opening the leaderboard"):
-        mlflow_runs.setup(EXPERIMENT, resolved)  # creates it with artefacts beside a SQLite store
+        mlflow_runs.use_experiment(EXPERIMENT, resolved)  # creates it with artefacts beside a SQLite store
         client = MlflowClient(resolved)
         experiment = client.get_experiment_by_name(EXPERIMENT)
         mlflow_view.describe_experiment(client, experiment)

@@ -33,7 +33,7 @@ def chosen_uri(explicit: str | None = None) -> str:
     return explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
 
-def setup(experiment: str, uri: str | None = None) -> None:
+def use_experiment(experiment: str, uri: str | None = None) -> None:
     """Point MLflow at the store and experiment; artefacts of a SQLite store go beside it."""
     import mlflow
 

@@ -1,0 +1,138 @@
+"""The one fine-tuning orchestration: what `harness run glue` and `harness run squad` do, in order.
+
+Set up the model and device; let the benchmark read and validate its data (bad input fails here, in
+seconds); start or resume results.json; check every output is writable; open the MLflow run; train
+each task's missing seeds through the one loop (tasks/finetune.py); then, with the records of seeds
+run side by side merged in, count FLOPs, summarise, and record the run on the leaderboard. What
+differs between benchmarks is a `Benchmark` (glue_run.GlueBenchmark, squad_run.SquadBenchmark).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+import transformers
+
+from harness.finetuning import mlflow_logging, model_setup, preflight, records, results_file
+from harness.finetuning.model_setup import ModelSetup
+from harness.tracking import mlflow_leaderboard, mlflow_runs
+from pretrain.common.errors import UserError
+from pretrain.common.quiet import quiet_libraries
+from reports import accounting
+from tasks import batching
+from tasks.config import FinetuneConfig
+from tasks.finetune import FinetuneResult, FinetuneTask, finetune
+
+
+class Invocation(Protocol):
+    """What every `harness run` invocation names (GlueRun, SquadRun)."""
+
+    model: str
+    output_dir: Path
+    config: FinetuneConfig
+    seeds: int
+    tracking_uri: str | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A benchmark's data read and checked, and its tasks' settings resolved, before anything is written."""
+
+    name: str  # the parent MLflow run is "{model} {name}"
+    tasks: tuple[str, ...]  # results.json's tasks (GLUE: AX rides with MNLI)
+    configs: dict[str, FinetuneConfig]  # each task to train, with its resolved settings
+    results: dict[str, Any] = field(default_factory=dict)  # results.json keys beside config (SQuAD's)
+    params: dict[str, Any] = field(default_factory=dict)  # MLflow params beside the config's (SQuAD's)
+
+
+class Benchmark(Protocol):
+    """What differs between GLUE and SQuAD: data, task building, model, outputs, summary."""
+
+    experiment: str  # the MLflow experiment
+    results_format: str
+    same: tuple[str, ...]  # results.json keys an earlier invocation must share to be resumed
+    leaderboard: bool  # record the run on the leaderboard at the end
+
+    def prepare(self, setup: ModelSetup) -> Plan:
+        """Read and validate all data, resolve each task's settings."""
+
+    def build(self, task: str, config: FinetuneConfig, setup: ModelSetup) -> FinetuneTask:
+        """A task's tokenised features and scoring, for the loop."""
+
+    def load_model(self, built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
+        """A fresh model with the task's head, from the discriminator checkpoint."""
+
+    def write_predictions(self, built: FinetuneTask, config: FinetuneConfig, result: FinetuneResult,
+                          stem: Path) -> dict[str, Any]:
+        """Prediction files under `stem`; returns the run record's fields (num_train_examples, ...)."""
+
+    def saved_model(self, model: torch.nn.Module, built: FinetuneTask) -> torch.nn.Module:
+        """What save_models writes for a fine-tuned model."""
+
+    def summarize(self, results: dict) -> None:
+        """Fill results.json's summary (and the benchmark's own blocks) from its runs."""
+
+
+@quiet_libraries()  # the loop's own bar or lines cover tokenising, loading and saving
+def run_finetuning(run: Invocation, benchmark: Benchmark, progress: bool | None = None) -> dict:
+    """Fine-tune and evaluate; resumes (task, seed) pairs already in output_dir/results.json."""
+    if run.seeds < 1:
+        raise UserError(f"--seeds must be at least 1 (got {run.seeds})")
+    started = time.perf_counter()
+    setup = model_setup.load(run.model, run.config.precision)
+    plan = benchmark.prepare(setup)
+    fresh = records.fresh_results(benchmark.results_format, run.model, setup.model_path, run.config,
+                                  plan.tasks, run.seeds, **plan.results)
+    results = results_file.resume(run.output_dir, fresh, benchmark.same)
+    store = results_file.ResultsFile(run.output_dir, started, benchmark.same)
+    used = model_setup.as_run(setup, run.config)
+    results |= used | {"accelerator": model_setup.accelerator(setup.device)}
+    preflight.check_run_outputs(run.output_dir, mlflow_runs.chosen_uri(run.tracking_uri))  # before training
+    output_dir = {"output_dir": str(run.output_dir.resolve())}
+    mlflow_runs.use_experiment(benchmark.experiment, run.tracking_uri)
+    mlflow_runs.end_orphans(benchmark.experiment, output_dir, run.output_dir)
+    with mlflow_runs.run(f"{Path(run.model).name} {plan.name}",
+                         params=mlflow_logging.parent_params(run.config, plan.configs, used) | plan.params,
+                         tags={"model": run.model, "tasks": ",".join(plan.tasks)} | output_dir):
+        for task, config in plan.configs.items():
+            built = benchmark.build(task, config, setup)
+            seeds = range(run.config.seed, run.config.seed + run.seeds)
+            records.say_resumed(results, task, seeds)
+            for seed in (s for s in seeds if not records.is_done(results, task, s)):
+                seed_config = replace(config, seed=seed)
+                try:
+                    results["runs"].append(_train_seed(run, benchmark, plan, built, task, seed_config, setup,
+                                                       progress))
+                except FloatingPointError as error:  # its MLflow run ended FAILED; the other seeds go on
+                    diverged = records.diverged_record(task, seed_config, error)
+                    results.setdefault("diverged", []).append(diverged)
+                store.save(results)
+        with store.merged(results):  # seeds run side by side into this folder are summarised too
+            results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
+            mlflow_leaderboard.log_flops(results["flops"])
+            benchmark.summarize(results)
+    if benchmark.leaderboard:
+        mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
+    return results
+
+
+def _train_seed(run: Invocation, benchmark: Benchmark, plan: Plan, built: FinetuneTask, task: str,
+                config: FinetuneConfig, setup: ModelSetup, progress: bool | None) -> dict:
+    """One seed in its own nested MLflow run: its outputs written, its results.json record returned."""
+    transformers.set_seed(config.seed)
+    model = benchmark.load_model(built, config, setup).to(setup.device)
+    with mlflow_logging.nested_run(task, config, run.model, plan.params | model_setup.as_run(setup, config)):
+        result = finetune(model, built, config, batching.collator(setup.tokenizer),
+                          on_epoch=mlflow_logging.log_epoch, progress=progress,
+                          label=f"fine-tune {task} seed {config.seed}")
+        score = mlflow_logging.log_final(result)
+    fields = benchmark.write_predictions(built, config, result,
+                                         run.output_dir / "predictions" / f"{task}-seed{config.seed}")
+    if config.save_models:
+        records.save_model(benchmark.saved_model(model, built), setup.tokenizer,
+                           run.output_dir / "models" / f"{task}-seed{config.seed}")
+    return records.run_record(task, config, result, score, **fields)

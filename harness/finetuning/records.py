@@ -1,0 +1,84 @@
+"""results.json's records of a fine-tuning run: the fresh body, one (task, seed) row, resumed and
+diverged seeds, and the fine-tuned checkpoint."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import transformers
+
+from harness.config import as_dict
+from pretrain.common import atomic
+from pretrain.common.errors import UserError
+from tasks.config import FinetuneConfig
+from tasks.finetune import FinetuneResult
+
+
+def fresh_results(results_format: str, model: str, model_path: str, config: FinetuneConfig,
+                  tasks: Sequence[str], seeds: int, **extra) -> dict:
+    """A new results.json body; `extra` keys (settings, data) sit beside config."""
+    return {"format": results_format, "model": {"name": model, "path": model_path}, "config": as_dict(config),
+            **extra, "tasks": list(tasks), "seeds": seeds, "runs": [], "flops": None,
+            "device": platform.processor() or platform.machine(),
+            "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
+
+
+def say_resumed(results: dict, task: str, seeds: range) -> None:
+    """On a resume, say which seeds results.json already holds, so the user knows what this invocation will
+    (not) train. A seed that diverged counts as done: the same seed and settings diverge again."""
+    kept = [seed for seed in seeds if is_done(results, task, seed)]
+    if kept:
+        left = [seed for seed in seeds if seed not in kept]
+        rest = f"training {_seeds(left)}" if left else "nothing left to train"
+        print(f"resume {task}: kept {_seeds(kept)} from results.json; {rest}")
+
+
+def _seeds(seeds: list[int]) -> str:
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+
+
+def is_done(results: dict, task: str, seed: int) -> bool:
+    """Finished, or diverged: the same seed and settings diverge again, so a resume does not retry it."""
+    return any(r["task"] == task and r["seed"] == seed for r in results["runs"] + results.get("diverged", []))
+
+
+def diverged_record(task: str, config: FinetuneConfig, error: FloatingPointError) -> dict:
+    """A (task, seed) whose training loss went non-finite: kept apart from `runs`, out of every summary."""
+    return {"task": task, "seed": config.seed, "error": str(error), "resolved_config": as_dict(config)}
+
+
+def diverged_error(diverged: Sequence[dict], recorded_in: str = "results.json",
+                   left_out_of: str = "the summaries",
+                   fix: str = "re-run with a lower learning_rate into a new --output-dir",
+                   ) -> UserError | None:
+    """One line naming the diverged tasks and seeds (diverged_record dicts) and the fix, or None when no
+    seed diverged. An experiment passes its arms' records with the arm in `task` and its own wording."""
+    if not diverged:
+        return None
+    by_task: dict[str, list[str]] = {}
+    for record in diverged:
+        by_task.setdefault(record["task"], []).append(str(record["seed"]))
+    named = ", ".join(f"{task} seed{'s' if len(seeds) > 1 else ''} {'/'.join(seeds)}"
+                      for task, seeds in by_task.items())
+    return UserError(f"{len(diverged)} fine-tuning{'s' if len(diverged) > 1 else ''} diverged ({named}: "
+                     f"{diverged[0]['error']}); they are recorded as diverged in {recorded_in} and left out "
+                     f"of {left_out_of}; {fix}")
+
+
+def run_record(task: str, config: FinetuneConfig, result: FinetuneResult, score: float,
+               num_train_examples: int, **extra) -> dict:
+    """One (task, seed) row of results.json."""
+    return {"task": task, "seed": config.seed, "metrics": result.metrics, "score": score,
+            "history": result.history, "num_train_steps": result.num_train_steps,
+            "num_train_examples": num_train_examples, "train_time_s": result.train_time_s,
+            "train_examples_per_s": result.train_examples_per_s,
+            "train_examples_seen": result.train_examples_seen,
+            "train_tokens_per_s": result.train_tokens_per_s, **extra, "resolved_config": as_dict(config)}
+
+
+def save_model(model: torch.nn.Module, tokenizer, directory: Path) -> None:
+    """A fine-tuned checkpoint, whole or not at all (a killed run leaves the previous one)."""
+    atomic.save_pretrained(directory, model, tokenizer)

@@ -1,0 +1,49 @@
+"""Statistics over a run's seeds for results.json: each run's score, per task the median, mean, std and
+best of each metric, and intervals from the runs' per-example dev outputs."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from reports import dev_outputs, intervals, stats
+from tasks import metrics
+
+
+def task_score(split_metrics: dict[str, dict[str, float]]) -> float:
+    """A task's score: mean over its dev splits (MNLI m/mm) of each split's `score`."""
+    return statistics.fmean(values["score"] for values in split_metrics.values())
+
+
+def summarize(runs: list[dict], task_metrics: Mapping[str, Sequence[str]],
+              diverged: Sequence[dict] = ()) -> dict[str, dict]:
+    """Per task: median/mean/std/best over the finished seeds of the score and of each named metric,
+    and `diverged_seeds`, how many seeds diverged (those are in `diverged`, never in `runs`)."""
+    summary = {}
+    for task, names in task_metrics.items():
+        mine = [r for r in runs if r["task"] == task]
+        if not mine:
+            continue
+        columns = {"score": [r["score"] for r in mine]}
+        for split in mine[0]["metrics"]:
+            for name in names:
+                label = name if len(mine[0]["metrics"]) == 1 else f"{split}_{name}"
+                columns[label] = [r["metrics"][split][name] for r in mine]
+        summary[task] = {label: metrics.summarize(values) for label, values in columns.items()}
+        summary[task]["train_examples_per_s"] = statistics.fmean(r["train_examples_per_s"] for r in mine)
+        summary[task]["train_time_s"] = sum(r["train_time_s"] for r in mine)
+        summary[task]["diverged_seeds"] = sum(r["task"] == task for r in diverged)
+    return summary
+
+
+def add_intervals(output_dir: Path, results: dict) -> dict[str, dict[str, stats.Estimate]]:
+    """Intervals beside the summary's medians from the runs' dev outputs (tasks without them: none)."""
+    estimates = {}
+    for task in results["summary"]:
+        seeds = sorted(r["seed"] for r in results["runs"] if r["task"] == task)
+        splits = dev_outputs.load_task(output_dir, task, seeds)
+        if splits is not None:
+            estimates[task] = intervals.task_estimates(task, splits)
+    intervals.add_to_summary(results["summary"], estimates)
+    return estimates
