@@ -1,4 +1,5 @@
-"""`harness` command line: one module per subcommand, each with `add_parser` and `run`.
+"""`harness` command line: one module per subcommand, each with `add_parser`, which registers its
+parser (`run`, `search` and `experiment`: one per kind of run) and sets each parser's handler.
 
 This is the only place that turns a UserError into a one-line message and exit status 2.
 """
@@ -9,7 +10,8 @@ import argparse
 import importlib
 import sys
 
-# Subcommand modules under harness/commands/; each defines add_parser(subparsers) and run(args).
+# Subcommand modules under harness/commands/; each defines add_parser(subparsers), whose parsers'
+# handler(args) returns the exit status.
 COMMANDS = ["run", "tasks", "models", "init", "flops", "pretrain", "search", "report", "export", "predict",
             "experiment", "compare", "demo"]
 

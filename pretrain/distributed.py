@@ -27,7 +27,7 @@ class Context:
         return self.world_size > 1
 
 
-def setup(device_setting: str) -> Context:
+def start(device_setting: str) -> Context:
     """Join the process group that `torchrun` describes in the environment, if any."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))

@@ -123,7 +123,7 @@ def export_main_mlm(discriminator: ElectraForPreTraining, head: MLMHead) -> Elec
     return exported
 
 
-def count_parameters(*modules: nn.Module | None) -> int:
+def distinct_params(*modules: nn.Module | None) -> int:
     """Distinct parameters across modules (a shared tensor counts once)."""
     seen: dict[int, int] = {}
     for module in modules:

@@ -18,7 +18,7 @@ from pretrain.config import PretrainConfig
 from pretrain.corpus import corpus_files, tokenized_paragraphs
 from pretrain.networks import (
     build_networks,
-    count_parameters,
+    distinct_params,
     export_discriminator,
     export_main_mlm,
     network_config,
@@ -100,9 +100,9 @@ class Run:
             "generator_fraction": config.generator_fraction if model.generator is not None else None,
             "discriminator_shape": asdict(self.discriminator_shape),
             "generator_shape": asdict(self.generator_shape) if self.generator_shape else None,
-            "parameters": {"discriminator": count_parameters(model.discriminator),
-                           "generator": count_parameters(model.generator),
-                           "total": count_parameters(model)},
+            "parameters": {"discriminator": distinct_params(model.discriminator),
+                           "generator": distinct_params(model.generator),
+                           "total": distinct_params(model)},
             "steps": progress.step, "tokens_seen": progress.tokens, "train_flops": progress.flops,
             "wall_time_s": progress.elapsed_s, "stage": progress.stage,
             "batch_size": config.batch_size, "seq_len": config.seq_len, "world_size": world_size,

@@ -53,7 +53,7 @@ def preflight(config: PretrainConfig) -> PretrainConfig:
 def pretrain(config: PretrainConfig, on_log: LogCallback | None = None) -> dict:
     """Train until the first budget is spent; write OUT and return its pretrain_meta.json dict."""
     config = preflight(config)
-    context = dist.setup(config.device)
+    context = dist.start(config.device)
     try:
         return _pretrain(config, context, on_log or (lambda step, metrics: None))
     finally:

@@ -29,12 +29,12 @@ def model_identity(name: str, path: str) -> str:
     return str(Path(path).expanduser().resolve())
 
 
-def count_params(config: dict) -> int:
+def encoder_params(config: dict) -> int:
     """Encoder parameters with embedding tables (ElectraModel/BertModel, no pooler or head)."""
     shape = shape_of(config)
     tables = (shape.vocab_size + config.get("max_position_embeddings", 512)
               + config.get("type_vocab_size", flops.TYPE_VOCAB_SIZE))
-    return flops.count_non_embedding_params(shape) + shape.embedding_size * tables
+    return flops.non_embedding_params(shape) + shape.embedding_size * tables
 
 
 def run_flops(model_name: str, model_path: str, runs: list[dict]) -> dict:
@@ -53,7 +53,7 @@ def run_flops(model_name: str, model_path: str, runs: list[dict]) -> dict:
         cost = flops.finetune_flops(shape, examples_trained(record), settings["max_length"])
         finetune[record["task"]] = finetune.get(record["task"], 0.0) + cost
     return {"convention": CONVENTION, "model_id": model_identity(model_name, model_path),
-            "num_params": count_params(config),
+            "num_params": encoder_params(config),
             "pretrain_flops": pretrain_flops, "pretrain_flops_basis": basis,
             "inference_seq_len": INFERENCE_SEQ_LEN,
             "inference_flops": flops.inference_flops(shape, INFERENCE_SEQ_LEN),

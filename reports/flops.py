@@ -23,7 +23,7 @@ from pretrain.common.models import (
 
 
 @dataclass(frozen=True)
-class Target:
+class ModelShapes:
     """What `--model` named: shapes to count and the config a measured model is built from."""
 
     label: str
@@ -33,7 +33,7 @@ class Target:
     config: dict
 
 
-def resolve_target(name_or_dir: str, generator_fraction: float | None) -> Target:
+def model_shapes(name_or_dir: str, generator_fraction: float | None) -> ModelShapes:
     """Shapes for a registry name (no download) or a checkpoint directory's config.json files."""
     path = Path(name_or_dir).expanduser()
     if path.is_dir():
@@ -44,13 +44,13 @@ def resolve_target(name_or_dir: str, generator_fraction: float | None) -> Target
         fraction = preset.generator_fraction if generator_fraction is None else generator_fraction
         generator, source = _generator_from_fraction(shape, fraction)
         # An ElectraModel is BERT plus an optional embedding projection, so it measures both families.
-        return Target(f"{preset.name} (registry shape)", shape, generator, source,
+        return ModelShapes(f"{preset.name} (registry shape)", shape, generator, source,
                       discriminator_config(preset).to_dict())
     raise UserError(f"unknown model {name_or_dir!r}; choose one of {', '.join(PRESETS)} "
                     "or pass a checkpoint directory containing config.json")
 
 
-def _from_directory(path: Path, generator_fraction: float | None) -> Target:
+def _from_directory(path: Path, generator_fraction: float | None) -> ModelShapes:
     root = config_dir(path)
     if root is None:
         raise UserError(f"{str(path)!r} has no config.json (nor {DISCRIMINATOR_DIR}/config.json); pass a "
@@ -69,7 +69,7 @@ def _from_directory(path: Path, generator_fraction: float | None) -> Target:
             shape, same_shape[0].generator_fraction if same_shape else 0.25)
     else:
         generator, source = None, ""
-    return Target(f"{root} (checkpoint config)", shape, generator, source, config)
+    return ModelShapes(f"{root} (checkpoint config)", shape, generator, source, config)
 
 
 def _read_config(path: Path) -> dict:

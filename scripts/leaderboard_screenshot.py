@@ -22,8 +22,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -82,19 +80,6 @@ def serve(store: Path, work: Path, port: int) -> subprocess.Popen:
         env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def wait_healthy(url: str, process: subprocess.Popen, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2):
-                return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                status = process.poll()
-                raise SystemExit(f"mlflow ui did not come up on {url} (exit status {status})") from None
-            time.sleep(0.5)
-
-
 def screenshot(chromium: str, url: str, png: Path, profile: Path, budget_ms: int) -> None:
     """Headless Chromium; the UI is a JS app, so virtual time lets it fetch and render first."""
     command = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
@@ -119,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         url = f"http://127.0.0.1:{port}"
         process = serve(work / "mlflow.db", work, port)
         try:
-            wait_healthy(url, process)
+            try:
+                mlflow_view.wait_healthy(url, process)
+            except RuntimeError as error:
+                raise SystemExit(str(error)) from None
             page = mlflow_view.runs_url(url, experiment_id)
             if args.view == "default":
                 page = page.partition("?")[0]

@@ -6,12 +6,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 
 from harness.cli import main
+from harness.tracking import mlflow_view
 from reports.leaderboard import published_rows
 
 
@@ -33,15 +33,10 @@ def server(tmp_path):
         env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120  # ~5 s idle; a busy two-core machine can take much longer
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2):
-                    break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"mlflow ui did not come up on {url} (exit status {process.poll()})")
-                time.sleep(0.5)
+        try:
+            mlflow_view.wait_healthy(url, process)
+        except RuntimeError as error:
+            pytest.fail(str(error))
         yield url
     finally:
         process.terminate()

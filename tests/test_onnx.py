@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from pretrain.common.errors import UserError
 from reports.bundle import sha256
 from tests import mlflow_store
 from tests.conftest import REPO, WORDS, write_glue_dir, write_tiny_model
@@ -159,15 +158,19 @@ def test_predict_runs_in_an_environment_with_only_onnxruntime_tokenizers_and_num
     assert json.loads(done.stdout)["label"] in ("entailment", "not_entailment")
 
 
-def test_a_pair_for_a_single_sentence_task_is_refused(work):
-    from reports.onnx_predictor import Predictor, Request
+def test_a_pair_for_a_single_sentence_task_is_refused(work, tmp_path, capsys):
+    from reports.onnx_predictor import Predictor
 
-    predictor = Predictor(work["bundle"])
-    predictor.manifest = predictor.manifest | {"task": "sst2"}  # as a bundle of a one-sentence task reads
-    predictor.pair = False
-    with pytest.raises(UserError, match="^x: sst2 classifies one sentence, got a pair; pass one text "):
-        predictor.predict([Request("a cat", "a dog", where="x")])
-    assert Predictor(work["bundle"]).pair is True  # rte, from the registry
+    # A one-sentence bundle: CoLA has two labels, as RTE, so the RTE classifier exports as a CoLA one.
+    bundle = tmp_path / "cola"
+    code, _, err = run(export_args(work, "--model", work["run"] / "models" / "rte-seed0", "--task", "cola",
+                                   "--output", bundle), capsys)
+    assert code == 0, err
+    assert Predictor(bundle).pair is False and Predictor(work["bundle"]).pair is True  # from the registry
+    code, _, err = run(["predict", "--bundle", bundle, "a cat", "a dog"], capsys)
+    assert code == 2 and "cola classifies one sentence, got a pair; pass one text " in err
+    code, out, _ = run(["predict", "--bundle", bundle, "a cat sat ."], capsys)
+    assert code == 0 and json.loads(out)["label"] in ("0", "1")  # CoLA's labels, as in its TSVs
 
 
 def test_long_input_is_truncated_with_a_note(work, capsys):

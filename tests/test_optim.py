@@ -116,19 +116,39 @@ def test_electra_adam_two_worked_steps():
     assert state["exp_avg_sq"].item() == pytest.approx(0.00124975)
 
 
-def test_electra_is_the_recipe_default_and_builds_electra_adam(model):
-    assert FinetuneConfig().optimizer == "electra"
-    assert isinstance(build_optimizer(model, 1e-3, 0.8, 0.01, 1e-6, "electra"), ElectraAdam)
-    assert isinstance(build_optimizer(model, 1e-3, 0.8, 0.01, 1e-6, "electra", "adamw"), torch.optim.AdamW)
-
-
-def test_electra_adam_state_round_trips(model):
+def _first_step(model, kind: str) -> list[float]:
+    """How far one step with all-ones gradients moves each parameter (lr 1e-3, no decays)."""
     model = copy.deepcopy(model)
-    optimizer = build_optimizer(model, 1e-3, 0.8, 0.01, 1e-6, "electra")
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = build_optimizer(model, 1e-3, 1.0, 0.0, 1e-6, "electra", kind)
     for p in model.parameters():
         p.grad = torch.ones_like(p)
     optimizer.step()
-    again = build_optimizer(model, 1e-3, 0.8, 0.01, 1e-6, "electra")
-    again.load_state_dict(optimizer.state_dict())
-    first = next(iter(model.parameters()))
-    torch.testing.assert_close(again.state[first]["exp_avg"], optimizer.state[first]["exp_avg"])
+    return [(old - p.detach()).abs().max().item() for old, p in zip(before, model.parameters(), strict=True)]
+
+
+def test_the_recipe_default_takes_electras_uncorrected_first_step(model):
+    # Without bias correction the first update is lr * 0.1 / sqrt(0.001) = 3.16 lr; AdamW's is lr.
+    electra, adamw = _first_step(model, FinetuneConfig().optimizer), _first_step(model, "adamw")
+    assert electra == pytest.approx([3.1623e-3] * len(electra), rel=1e-3)
+    assert adamw == pytest.approx([1e-3] * len(adamw), rel=1e-3)
+
+
+def test_electra_adam_resumed_from_its_state_dict_steps_as_if_never_stopped(model):
+    straight, resumed = copy.deepcopy(model), copy.deepcopy(model)
+
+    def step(net, optimizer, scale):
+        for p in net.parameters():
+            p.grad = torch.full_like(p, scale)
+        optimizer.step()
+
+    optimizer = build_optimizer(straight, 1e-3, 0.8, 0.01, 1e-6, "electra")
+    step(straight, optimizer, 1.0)
+    step(straight, optimizer, -2.0)
+    first = build_optimizer(resumed, 1e-3, 0.8, 0.01, 1e-6, "electra")
+    step(resumed, first, 1.0)
+    again = build_optimizer(resumed, 1e-3, 0.8, 0.01, 1e-6, "electra")  # a new process, after a resume
+    again.load_state_dict(first.state_dict())
+    step(resumed, again, -2.0)
+    for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

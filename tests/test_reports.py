@@ -259,10 +259,15 @@ def test_bad_results_files_are_one_line_and_write_nothing(two_runs, tmp_path, ca
     assert not out.exists() and not (tmp_path / "mlflow.db").exists()
 
 
-def test_unreachable_tracking_server_is_one_line(two_runs, tmp_path, capsys):
-    with socket.socket() as probe:  # a port nobody listens on
+def refused_port() -> int:
+    """A loopback port nobody listens on: a connection to it is refused."""
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return probe.getsockname()[1]
+
+
+def test_unreachable_tracking_server_is_one_line(two_runs, tmp_path, capsys):
+    port = refused_port()
     started = time.monotonic()
     code = main(["report", "--runs", str(two_runs[0]), "--output", str(tmp_path / "report"),
                  "--tracking-uri", f"http://127.0.0.1:{port}"])
@@ -272,17 +277,16 @@ def test_unreachable_tracking_server_is_one_line(two_runs, tmp_path, capsys):
     assert time.monotonic() - started < 10 and not (tmp_path / "report").exists()
 
 
-def test_a_failed_leaderboard_update_says_the_results_are_saved(two_runs, monkeypatch):
+def test_a_failed_leaderboard_update_says_the_results_are_saved(two_runs):
     from harness.tracking import mlflow_leaderboard
     from pretrain.common.errors import UserError
 
-    def store_down(rows, uri):
-        raise UserError("MLflow store http://127.0.0.1:9 failed while updating the leaderboard (refused)")
-
-    monkeypatch.setattr(mlflow_leaderboard, "upsert", store_down)
-    with pytest.raises(UserError, match=r"\(refused\); the results are saved: add them later with `harness "
-                                        f"report --runs {two_runs[0]}`"):
-        mlflow_leaderboard.record([two_runs[0]], "http://127.0.0.1:9")
+    uri = f"http://127.0.0.1:{refused_port()}"
+    with pytest.raises(UserError) as raised:
+        mlflow_leaderboard.record([two_runs[0]], uri)
+    message = str(raised.value)
+    assert message.startswith(f"MLflow tracking server {uri} is unreachable (")
+    assert message.endswith(f"; the results are saved: add them later with `harness report --runs {two_runs[0]}`")
 
 
 def test_departures_from_the_recipe_are_named_and_recipe_values_are_not(tmp_path):

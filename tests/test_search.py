@@ -15,7 +15,7 @@ from harness.cli import main
 from harness.search import study as studies
 from harness.search.space import SearchSpace
 from harness.search.targets import dev_score
-from harness.search.trials import SearchRun, Target, run_search
+from harness.search.trials import SearchRun, SearchTarget, run_search
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
 from tests import mlflow_store
@@ -46,7 +46,7 @@ def fake_target(calls=None):
         return FinetuneResult(history=history, metrics={"validation": {"score": score}}, outputs={},
                               num_train_steps=4, train_time_s=0.1, train_examples_per_s=160.0,
                               train_tokens_per_s=1000.0, train_examples_seen=16)
-    return Target("glue", "rte", "fake", "small", 3, train, dev_score)
+    return SearchTarget("glue", "rte", "fake", "small", 3, train, dev_score)
 
 
 SPACE = SearchSpace(learning_rate=(1e-4, 1e-2), num_epochs=(2, 4), batch_size=(16, 32, 64))
@@ -179,7 +179,7 @@ def test_worker_gives_up_when_every_trial_fails(tmp, mlflow_db):
 def test_fixed_settings_reach_every_trial(tmp, mlflow_db):
     calls = []
     search(tmp, mlflow_db, 3, lambda: fake_target(calls),
-           settings=FinetuneConfig(max_train_examples=500, precision="fp32"))
+           config=FinetuneConfig(max_train_examples=500, precision="fp32"))
     assert {(c.max_train_examples, c.precision, c.adam_epsilon) for c in calls} == {(500, "fp32", 1e-6)}
     trial = load(tmp).trials[0]
     assert calls[0].learning_rate == trial.params["learning_rate"] and calls[0].seed == trial.params["seed"]
@@ -280,7 +280,7 @@ def test_cli_builds_the_search_run(tmp, capsys, monkeypatch):
     assert seen == [SearchRun(benchmark="glue", task="rte", model="runs/tiny", trials=10,
                               output_dir=Path("runs/search/glue-rte-tiny"),
                               space=SearchSpace(num_epochs=(1, 4), batch_size=(8,)),
-                              settings=FinetuneConfig(max_train_examples=500), storage="sqlite:///runs/optuna.db",
+                              config=FinetuneConfig(max_train_examples=500), storage="sqlite:///runs/optuna.db",
                               study_name="glue-rte-tiny", pruner="hyperband", seed=7, heartbeat_s=60)]
     assert "4 complete, 2 pruned, 1 failed" in out and "pruning skipped 5 epochs, about 2.0 min" in out
 

@@ -242,7 +242,7 @@ def test_settings_go_to_their_configs(tiny_model, tmp_path, capsys, monkeypatch)
     squad_run = seen["run"]
     assert squad_run.task == SQUAD_TASKS["2.0"] and squad_run.source == SquadSource(data_dir="d")
     assert squad_run.config == FinetuneConfig(batch_size=8, max_length=512)
-    assert squad_run.settings == SquadConfig(doc_stride=64, answerability_head=False, holdout_fraction=0.5)
+    assert squad_run.squad_config == SquadConfig(doc_stride=64, answerability_head=False, holdout_fraction=0.5)
 
 
 def test_max_length_defaults_to_electras_512(tiny_model, tmp_path, capsys):

@@ -34,17 +34,17 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_numbers(args)
-    target = flops_report.resolve_target(args.model, args.generator_fraction)
+    shapes = flops_report.model_shapes(args.model, args.generator_fraction)
     # measured first: it may refuse the length, before anything is printed
-    measured = flops_report.measure(target.config, args.seq_len) if args.measure else None
-    print(target.label)
-    print(f"  {'discriminator' if target.generator else 'model'}: {_describe(target.discriminator)}")
-    generator = (f"{_describe(target.generator)} ({target.generator_source})" if target.generator
+    measured = flops_report.measure(shapes.config, args.seq_len) if args.measure else None
+    print(shapes.label)
+    print(f"  {'discriminator' if shapes.generator else 'model'}: {_describe(shapes.discriminator)}")
+    generator = (f"{_describe(shapes.generator)} ({shapes.generator_source})" if shapes.generator
                  else "none (BERT's MLM objective)")
     print(f"  generator: {generator}")
     print(f"inference FLOPs per example, seq_len {args.seq_len}:")
-    print(_row(PAPER, flops.inference_flops(target.discriminator, args.seq_len)))
-    num_params = flops.count_non_embedding_params(target.discriminator)
+    print(_row(PAPER, flops.inference_flops(shapes.discriminator, args.seq_len)))
+    num_params = flops.non_embedding_params(shapes.discriminator)
     print(_row(f"2*N*tokens, N={num_params:,} (forward third of 6*N*tokens)",
                flops.six_n_flops(num_params, args.seq_len) / 3))
     if measured is not None:
@@ -53,10 +53,10 @@ def run(args: argparse.Namespace) -> int:
         num_tokens = args.train_steps * args.batch_size * args.seq_len
         print(f"pre-training FLOPs, {args.train_steps:,} steps x batch {args.batch_size} x "
               f"seq_len {args.seq_len}:")
-        print(_row(PAPER, flops.pretrain_flops(target.discriminator, target.generator, args.train_steps,
+        print(_row(PAPER, flops.pretrain_flops(shapes.discriminator, shapes.generator, args.train_steps,
                                                args.batch_size, args.seq_len)))
-        if target.generator is not None:
-            num_params += flops.count_non_embedding_params(target.generator)
+        if shapes.generator is not None:
+            num_params += flops.non_embedding_params(shapes.generator)
         print(_row(f"6*N*tokens (transformers Trainer), N={num_params:,}",
                    flops.six_n_flops(num_params, num_tokens)))
     return 0

@@ -126,7 +126,7 @@ def run_squad_command(args) -> int:
     from tasks.registry import squad_task
 
     task = squad_task(args.version)
-    config, settings = load_squad_settings(args.config, args.overrides)
+    config, squad_config = load_squad_settings(args.config, args.overrides)
     from harness.finetuning.squad_run import (  # torch: after the settings check
         SquadRun,
         run_squad,
@@ -138,7 +138,7 @@ def run_squad_command(args) -> int:
         f"{Path(args.model).name}-{task.name}-{datetime.now():%Y%m%d-%H%M%S}")
     source = SquadSource(data_dir=args.data_dir, train_file=args.train_file, dev_file=args.dev_file)
     results = run_squad(SquadRun(model=args.model, task=task, output_dir=output_dir, config=config,
-                                 settings=settings, source=source, seeds=args.seeds,
+                                 squad_config=squad_config, source=source, seeds=args.seeds,
                                  tracking_uri=args.tracking_uri))
     print(summary_table(results))
     print(f"\nresults: {output_dir / 'results.json'}")

@@ -97,9 +97,9 @@ def run_glue_search(args) -> int:
     from harness.search.targets import glue_target
     from tasks.config import FinetuneConfig
 
-    settings = load_config(FinetuneConfig, args.config, args.overrides)
-    return _search(args, args.task, settings,
-                   lambda: glue_target(args.model, args.task, args.data_dir, settings))
+    config = load_config(FinetuneConfig, args.config, args.overrides)
+    return _search(args, args.task, config,
+                   lambda: glue_target(args.model, args.task, args.data_dir, config))
 
 
 def run_squad_search(args) -> int:
@@ -109,13 +109,13 @@ def run_squad_search(args) -> int:
     from tasks.squad import SquadSource
 
     task = squad_task(args.version)
-    settings, squad_settings = load_squad_settings(args.config, args.overrides)
+    config, squad_config = load_squad_settings(args.config, args.overrides)
     source = SquadSource(data_dir=args.data_dir, train_file=args.train_file, dev_file=args.dev_file)
-    return _search(args, task.name, settings,
-                   lambda: squad_target(args.model, args.version, source, settings, squad_settings))
+    return _search(args, task.name, config,
+                   lambda: squad_target(args.model, args.version, source, config, squad_config))
 
 
-def _search(args, task: str, settings, make_target) -> int:
+def _search(args, task: str, config, make_target) -> int:
     from harness.search.space import load_space
     from harness.search.trials import SearchRun, default_study_name, run_search
     from pretrain.common.errors import UserError
@@ -128,7 +128,7 @@ def _search(args, task: str, settings, make_target) -> int:
     study_name = args.study_name or default_study_name(args.benchmark, task, args.model)
     run = SearchRun(benchmark=args.benchmark, task=task, model=args.model, trials=args.trials,
                     output_dir=args.output_dir or Path("runs/search") / study_name, space=space,
-                    settings=settings, storage=args.storage, study_name=study_name, pruner=args.pruner,
+                    config=config, storage=args.storage, study_name=study_name, pruner=args.pruner,
                     seed=args.seed, heartbeat_s=args.heartbeat_s, tracking_uri=args.tracking_uri)
     record = run_search(run, make_target)
     print(summary(record, run))

@@ -34,7 +34,7 @@ class SquadRun:
     task: SquadTask
     output_dir: Path
     config: FinetuneConfig = FinetuneConfig()
-    settings: SquadConfig = SquadConfig()
+    squad_config: SquadConfig = SquadConfig()
     source: SquadSource = SquadSource()
     seeds: int = 1
     tracking_uri: str | None = None
@@ -65,10 +65,10 @@ class SquadBenchmark:
             raise UserError(f"max_length {config.max_length} exceeds the model's {positions} positions; "
                             f"pass max_length={positions} or less")
         # Head and null threshold decided (and a bad combination refused) before the data is read.
-        self.run = run = dataclasses.replace(run, settings=run.settings.resolved(run.task))
+        self.run = run = dataclasses.replace(run, squad_config=run.squad_config.resolved(run.task))
         # Read, validate and window all data before any training or output: bad input fails in seconds.
         self.built, data = _build(run, setup, config)
-        settings = as_dict(run.settings)
+        settings = as_dict(run.squad_config)
         return Plan(run.task.name, (run.task.name,), {run.task.name: config},
                     results={"settings": settings, "data": data}, params=settings)
 
@@ -104,7 +104,7 @@ def _build(run: SquadRun, setup: ModelSetup, config: FinetuneConfig) -> tuple[Sq
     """The task's windows, and the data block of results.json; prints what the user should know."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
-        splits = squad.load_splits(run.task, run.source, run.settings)
+        splits = squad.load_splits(run.task, run.source, run.squad_config)
     for warning in caught:  # squad_data's counted answer problems: one line each, not a stack of them
         print(f"harness: warning: {warning.message}", file=sys.stderr)
     holdout = splits.info["holdout"]
@@ -112,7 +112,7 @@ def _build(run: SquadRun, setup: ModelSetup, config: FinetuneConfig) -> tuple[Sq
         print(f"note: no train file, so training uses {holdout['train_articles']} articles of "
               f"{splits.info['dev_file']} and evaluation the {holdout['dev_articles']} held out "
               f"(holdout_fraction={holdout['fraction']}, holdout_seed={holdout['seed']})")
-    built = squad.build_task(run.task, splits, setup.tokenizer, config.max_length, run.settings,
+    built = squad.build_task(run.task, splits, setup.tokenizer, config.max_length, run.squad_config,
                              config.max_train_examples)
     data = splits.info | {
         "num_train_examples_used": built.num_train_examples, "num_train_windows": len(built.train),
@@ -132,7 +132,7 @@ def _dev_outputs(run: SquadRun, built: SquadFinetuneTask, answers: dict, null_od
     examples = built.examples[SPLIT]
     scores = squad_metrics.question_scores(run.task.version, answers, examples,
                                            null_odds if run.task.has_unanswerable else None,
-                                           run.settings.null_threshold)
+                                           run.squad_config.null_threshold)
     ids = list(examples["id"])
     split = dev_outputs.squad_split(ids, {name: [found[q] for q in ids] for name, found in scores.items()},
                                     [a["text"] for a in examples["answers"]],

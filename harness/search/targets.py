@@ -1,4 +1,4 @@
-"""What `harness search` can tune: one function per benchmark that loads a task once and returns a Target.
+"""What `harness search` can tune: one function per benchmark, loading a task once, returning a SearchTarget.
 
 A benchmark joins the search with a function here and a subparser in harness/commands/search.py.
 """
@@ -12,7 +12,7 @@ import transformers
 
 from harness.config import as_dict
 from harness.finetuning import model_setup
-from harness.search.trials import Target
+from harness.search.trials import SearchTarget
 from pretrain.common.errors import UserError
 from tasks import batching, glue, squad
 from tasks.config import FinetuneConfig, SquadConfig
@@ -21,19 +21,19 @@ from tasks.glue_data import glue_dir, load_glue
 from tasks.registry import GLUE_TASKS, squad_task
 
 
-def glue_target(model: str, task_name: str, data_dir: str | None, settings: FinetuneConfig) -> Target:
+def glue_target(model: str, task_name: str, data_dir: str | None, config: FinetuneConfig) -> SearchTarget:
     """One GLUE task: its train and dev splits tokenised once, a fresh classifier per trial."""
     task = GLUE_TASKS.get(task_name)
     if task is None or task.predicted_by is not None:
         choices = ", ".join(name for name, t in GLUE_TASKS.items() if t.predicted_by is None)
         raise UserError(f"cannot search task {task_name!r}; choose one of {choices}")
-    setup = model_setup.load(model, settings.precision)
+    setup = model_setup.load(model, config.precision)
     # Test splits are of no use to a search: drop them before tokenising.
     splits = {split: data for split, data in load_glue(task, glue_dir(data_dir)).items()
               if not split.startswith("test")}
-    max_length = settings.max_length or task.max_length
-    built = glue.build_task(task, splits, setup.tokenizer, max_length, settings.max_train_examples,
-                            double_unordered=settings.double_unordered, head=settings.head)
+    max_length = config.max_length or task.max_length
+    built = glue.build_task(task, splits, setup.tokenizer, max_length, config.max_train_examples,
+                            double_unordered=config.double_unordered, head=config.head)
     collate = batching.collator(setup.tokenizer)
 
     def train(config: FinetuneConfig, on_epoch):
@@ -42,23 +42,23 @@ def glue_target(model: str, task_name: str, data_dir: str | None, settings: Fine
         model_ = glue.load_model(setup.model_path, task, setup.attention, config.head).to(setup.device)
         return finetune(model_, built, config, collate, on_epoch=on_epoch, progress=False)
 
-    return Target("glue", task.name, model, setup.size, task.num_epochs, train, dev_score)
+    return SearchTarget("glue", task.name, model, setup.size, task.num_epochs, train, dev_score)
 
 
-def squad_target(model: str, version: str, source: squad.SquadSource, settings: FinetuneConfig,
-                 squad_settings: SquadConfig) -> Target:
+def squad_target(model: str, version: str, source: squad.SquadSource, config: FinetuneConfig,
+                 squad_config: SquadConfig) -> SearchTarget:
     """One SQuAD version: its windows built once, a fresh span model per trial; scored by dev F1."""
     task = squad_task(version)
-    setup = model_setup.load(model, settings.precision)
-    max_length = settings.max_length or task.max_length
+    setup = model_setup.load(model, config.precision)
+    max_length = config.max_length or task.max_length
     positions = setup.model_config.max_position_embeddings
     if max_length > positions:
         raise UserError(f"max_length {max_length} exceeds the model's {positions} positions; "
                         f"pass max_length={positions} or less")
-    squad_settings.uses_head(task)
-    splits = squad.load_splits(task, source, squad_settings)
-    built = squad.build_task(task, splits, setup.tokenizer, max_length, squad_settings,
-                             settings.max_train_examples)
+    squad_config.uses_head(task)
+    splits = squad.load_splits(task, source, squad_config)
+    built = squad.build_task(task, splits, setup.tokenizer, max_length, squad_config,
+                             config.max_train_examples)
     collate = batching.collator(setup.tokenizer)
 
     def train(config: FinetuneConfig, on_epoch):
@@ -68,8 +68,8 @@ def squad_target(model: str, version: str, source: squad.SquadSource, settings: 
         return finetune(model_, built, config, collate, on_epoch=on_epoch, progress=False)
 
     defaults = as_dict(SquadConfig())
-    fixed = {key: value for key, value in as_dict(squad_settings).items() if value != defaults[key]}
-    return Target("squad", task.name, model, setup.size, task.num_epochs, train, dev_score, fixed)
+    fixed = {key: value for key, value in as_dict(squad_config).items() if value != defaults[key]}
+    return SearchTarget("squad", task.name, model, setup.size, task.num_epochs, train, dev_score, fixed)
 
 
 def dev_score(row: dict[str, float]) -> float:

@@ -42,7 +42,7 @@ MAX_FAILURES_IN_A_ROW = 5  # a worker whose trials keep failing stops instead of
 
 
 @dataclass
-class Target:
+class SearchTarget:
     """One benchmark task on one model, loaded once; `train` fine-tunes a fresh model per trial."""
 
     benchmark: str
@@ -65,7 +65,7 @@ class SearchRun:
     trials: int
     output_dir: Path
     space: SearchSpace = SearchSpace()
-    settings: FinetuneConfig = FinetuneConfig()  # fixed settings every trial shares
+    config: FinetuneConfig = FinetuneConfig()  # fixed settings every trial shares
     storage: str = studies.DEFAULT_STORAGE
     study_name: str | None = None
     pruner: str = "median"
@@ -78,12 +78,12 @@ def default_study_name(benchmark: str, task: str, model: str) -> str:
     return f"{benchmark}-{task}-{Path(model).name}"
 
 
-def run_search(run: SearchRun, make_target: Callable[[], Target]) -> dict[str, Any]:
+def run_search(run: SearchRun, make_target: Callable[[], SearchTarget]) -> dict[str, Any]:
     """Run trials of the study until it holds run.trials finished ones; returns best_params.json's record.
 
     The storage is opened before `make_target` loads the model and data, so a bad URL fails at once.
     """
-    settings = fixed_settings(run.settings, run.space)
+    settings = fixed_settings(run.config, run.space)
     name = run.study_name or default_study_name(run.benchmark, run.task, run.model)
     storage = studies.open_storage(run.storage, run.heartbeat_s, on_stale=_close_stale_run)
     target = make_target()
@@ -104,7 +104,7 @@ def run_search(run: SearchRun, make_target: Callable[[], Target]) -> dict[str, A
                       tags={"optuna_study": name, "optuna_storage": studies.redact(run.storage),
                             "task": run.task, "model": run.model, "worker": worker}):
         if not stopper.done(study):
-            objective = _objective(target, space, run.settings, name, worker)
+            objective = _objective(target, space, run.config, name, worker)
             study.optimize(objective, catch=(Exception,),
                            callbacks=[_free_memory, stopper, _best_writer(best_path, run)])
         record = studies.best_record(study, run.storage)
@@ -118,10 +118,10 @@ def run_search(run: SearchRun, make_target: Callable[[], Target]) -> dict[str, A
     return record
 
 
-def fixed_settings(settings: FinetuneConfig, space: SearchSpace) -> dict[str, Any]:
+def fixed_settings(config: FinetuneConfig, space: SearchSpace) -> dict[str, Any]:
     """The settings every trial shares that differ from the defaults; a searched one is an error."""
     defaults = as_dict(FinetuneConfig())
-    fixed = {key: value for key, value in as_dict(settings).items() if value != defaults[key]}
+    fixed = {key: value for key, value in as_dict(config).items() if value != defaults[key]}
     searched = sorted(set(fixed) & set(as_dict(space)))
     if searched:
         key, value = searched[0], fixed[searched[0]]
@@ -161,7 +161,7 @@ def _best_writer(path: Path, run: SearchRun) -> Callable:
     return write
 
 
-def _objective(target: Target, space: SearchSpace, settings: FinetuneConfig, study_name: str,
+def _objective(target: SearchTarget, space: SearchSpace, config: FinetuneConfig, study_name: str,
                worker: str) -> Callable[[optuna.Trial], float]:
     def objective(trial: optuna.Trial) -> float:
         import mlflow
@@ -172,14 +172,14 @@ def _objective(target: Target, space: SearchSpace, settings: FinetuneConfig, stu
         # here leaves a run for the worker that fails the trial to end (_close_stale_run).
         with _trial_run(trial, tags):
             params = space.suggest(trial)
-            config = dataclasses.replace(settings, **params).resolved(target.size, target.task_epochs)
-            mlflow.log_params({key: str(value) for key, value in as_dict(config).items()})
-            return _train_trial(trial, target, config, worker)
+            trial_config = dataclasses.replace(config, **params).resolved(target.size, target.task_epochs)
+            mlflow.log_params({key: str(value) for key, value in as_dict(trial_config).items()})
+            return _train_trial(trial, target, trial_config, worker)
 
     return objective
 
 
-def _train_trial(trial: optuna.Trial, target: Target, config: FinetuneConfig, worker: str) -> float:
+def _train_trial(trial: optuna.Trial, target: SearchTarget, config: FinetuneConfig, worker: str) -> float:
     """Fine-tune one trial's config, reporting each epoch's dev score to the pruner; the final score."""
     planned = math.ceil(config.num_epochs)
     started, epochs_run = time.perf_counter(), 0

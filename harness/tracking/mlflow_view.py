@@ -12,7 +12,9 @@ while the UI's GenAI/Model training switch is on GenAI), whose sidebar has no ru
 from __future__ import annotations
 
 import json
+import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 NOTE_TAG = "mlflow.note.content"
@@ -110,3 +112,18 @@ def mlflow_command() -> str:
     if python.is_relative_to(Path.cwd()):
         python = python.relative_to(Path.cwd())  # .tox/demo/bin/python: short, and it runs from here
     return f"{shlex.quote(str(python))} -m mlflow"
+
+
+def wait_healthy(url: str, process: subprocess.Popen, timeout_s: float = 120) -> None:
+    """Wait until the `mlflow ui` that `process` runs answers on {url}/health (~5 s idle; a busy two-core
+    machine can take much longer); a RuntimeError naming its exit status if it stops or times out first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2):
+                return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                status = process.poll()
+                raise RuntimeError(f"mlflow ui did not come up on {url} (exit status {status})") from None
+            time.sleep(0.5)

@@ -128,7 +128,7 @@ def six_n_flops(num_non_embedding_params: int, num_tokens: int) -> float:
     return float(6 * num_non_embedding_params * num_tokens)
 
 
-def count_non_embedding_params(shape) -> int:
+def non_embedding_params(shape) -> int:
     """Parameters outside embedding tables: what ElectraModel.num_parameters(exclude_embeddings=True) gives.
 
     Covers the encoder, the embedding LayerNorm and the embedding projection; no pooler or head.
