@@ -44,7 +44,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.experiments.demo import Demo, choose_plan, default_inputs, run_demo
+    from harness.experiments.demo_run import Demo, choose_plan, default_inputs, run_demo
     from pretrain.common.errors import UserError
 
     data_dir, corpus = default_inputs(args.data_dir, args.corpus)
