@@ -32,7 +32,7 @@ from pretrain.common.models import PRETRAIN_META
 from pretrain.config import PretrainConfig, check_runnable, resolve
 from pretrain.corpus import corpus_files
 from pretrain.data import BatchStream
-from pretrain.metrics import MetricWindow, final_metrics
+from pretrain.metric_window import MetricWindow, final_metrics
 from pretrain.prepare import Run, build_run, prepare_examples
 
 LogCallback = Callable[[int, dict[str, float]], None]

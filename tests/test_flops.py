@@ -14,7 +14,7 @@ from pretrain.common.flops import (
     six_n_flops,
 )
 from pretrain.common.models import PRESETS, TransformerShape, generator_shape, shape_of
-from reports.flops import measured_forward_flops
+from reports.flop_counts import measured_forward_flops
 
 ELECTRA_SMALL = shape_of(PRESETS["electra-small"])
 ELECTRA_BASE = shape_of(PRESETS["electra-base"])

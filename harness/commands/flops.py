@@ -7,7 +7,7 @@ import argparse
 from pretrain.common import flops
 from pretrain.common.errors import UserError
 from pretrain.common.models import PRESETS, TransformerShape
-from reports import flops as flops_report
+from reports import flop_counts
 
 PAPER = "paper convention (ELECTRA flops_computation.py)"
 
@@ -34,9 +34,9 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_numbers(args)
-    shapes = flops_report.model_shapes(args.model, args.generator_fraction)
+    shapes = flop_counts.model_shapes(args.model, args.generator_fraction)
     # measured first: it may refuse the length, before anything is printed
-    measured = flops_report.measure(shapes.config, args.seq_len) if args.measure else None
+    measured = flop_counts.measure(shapes.config, args.seq_len) if args.measure else None
     print(shapes.label)
     print(f"  {'discriminator' if shapes.generator else 'model'}: {_describe(shapes.discriminator)}")
     generator = (f"{_describe(shapes.generator)} ({shapes.generator_source})" if shapes.generator

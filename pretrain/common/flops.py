@@ -18,7 +18,7 @@ term for term so our figures line up with Table 1:
     script (its other LayerNorms are per element) kept so we match its outputs exactly.
 
 Cross-check: `six_n_flops` is transformers' Trainer convention (6 · non-embedding params · tokens);
-reports/flops.py adds a measured count (torch's FlopCounterMode on a real forward pass).
+reports/flop_counts.py adds a measured count (torch's FlopCounterMode on a real forward pass).
 
 Part of the lowest layer (README, "Architecture"): the budget that stops pre-training and the
 reports that print costs use these same formulas. Torch-free.
