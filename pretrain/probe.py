@@ -39,10 +39,7 @@ def unigram_auc(run, batch: dict[str, torch.Tensor], seed: int = 0) -> float | N
     input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
     generator = torch.Generator(device=input_ids.device).manual_seed(seed)
     positions, weights = obj.choose_masked(input_ids, attention_mask, model.masking, generator)
-    real = attention_mask.bool()
-    for special in model.masking.special_ids:
-        real &= input_ids != special
-    pool = input_ids[real]
+    pool = input_ids[obj.real_tokens(input_ids, attention_mask, model.masking)]
     if pool.numel() == 0:
         return None
     picks = torch.randint(0, pool.numel(), positions.shape, generator=generator, device=input_ids.device)
@@ -52,8 +49,7 @@ def unigram_auc(run, batch: dict[str, torch.Tensor], seed: int = 0) -> float | N
     discriminator.eval()
     try:
         with run.autocast():
-            hidden = discriminator.electra(input_ids=corrupted, attention_mask=attention_mask,
-                                           token_type_ids=batch["token_type_ids"]).last_hidden_state
+            hidden = model.encode(discriminator, corrupted, attention_mask, batch["token_type_ids"])
             logits = discriminator.discriminator_predictions(hidden)
     finally:
         discriminator.train(was_training)
