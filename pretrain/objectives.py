@@ -34,7 +34,8 @@ def max_predictions(mask_prob: float, seq_len: int) -> int:
     return max(1, int((mask_prob + 0.005) * seq_len))
 
 
-def real_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, settings: MaskingSettings) -> torch.Tensor:
+def real_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                settings: MaskingSettings) -> torch.Tensor:
     """Boolean [B, L]: the positions that may be masked (attended to, not a special token)."""
     real = attention_mask.bool()
     for special in settings.special_ids:
