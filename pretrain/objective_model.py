@@ -39,13 +39,13 @@ class PretrainingModel(nn.Module):
         targets = input_ids.gather(1, positions)
         stats: dict[str, torch.Tensor] = {"masked_total": weights.sum()}
         if self.objective == "mlm":
-            hidden = self._encode(self.discriminator, masked_ids, attention_mask, token_type_ids)
+            hidden = self.encode(self.discriminator, masked_ids, attention_mask, token_type_ids)
             logits = self.main_head(obj.gather_positions(hidden, positions))
             return self._mlm(logits, targets, weights, stats, "mlm"), stats
 
         frozen_generator = self.objective == "two-stage" and stage == 2
         with torch.set_grad_enabled(torch.is_grad_enabled() and not frozen_generator):
-            gen_hidden = self._encode(self.generator, masked_ids, attention_mask, token_type_ids)
+            gen_hidden = self.encode(self.generator, masked_ids, attention_mask, token_type_ids)
             gen_logits = self.generator.generator_lm_head(self.generator.generator_predictions(
                 obj.gather_positions(gen_hidden, positions))).float()  # loss and sampling
             gen_loss = self._mlm(gen_logits, targets, weights, stats, "generator")
@@ -57,7 +57,7 @@ class PretrainingModel(nn.Module):
         stats["replaced_total_all"] = replaced.sum()
         stats["tokens_total"] = attention_mask.sum()
 
-        hidden = self._encode(self.discriminator, corrupted, attention_mask, token_type_ids)
+        hidden = self.encode(self.discriminator, corrupted, attention_mask, token_type_ids)
         if self.objective in ("electra", "electra-15", "two-stage"):
             scored = obj.scatter_any(weights > 0, positions, input_ids.shape[1]) \
                 if self.objective == "electra-15" else attention_mask
@@ -78,7 +78,7 @@ class PretrainingModel(nn.Module):
         return (main_loss if frozen_generator else gen_loss + main_loss), stats
 
     @staticmethod
-    def _encode(network, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
+    def encode(network, input_ids, attention_mask, token_type_ids) -> torch.Tensor:
         return network.electra(input_ids=input_ids, attention_mask=attention_mask,
                                token_type_ids=token_type_ids).last_hidden_state
 

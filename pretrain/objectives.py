@@ -34,6 +34,15 @@ def max_predictions(mask_prob: float, seq_len: int) -> int:
     return max(1, int((mask_prob + 0.005) * seq_len))
 
 
+def real_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                settings: MaskingSettings) -> torch.Tensor:
+    """Boolean [B, L]: the positions that may be masked (attended to, not a special token)."""
+    real = attention_mask.bool()
+    for special in settings.special_ids:
+        real &= input_ids != special
+    return real
+
+
 def choose_masked(input_ids: torch.Tensor, attention_mask: torch.Tensor, settings: MaskingSettings,
                   generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """([B, N] positions, [B, N] float weights) with N = max_predictions(mask_prob, L), as the official code.
@@ -46,9 +55,7 @@ def choose_masked(input_ids: torch.Tensor, attention_mask: torch.Tensor, setting
     """
     batch, width = input_ids.shape
     slots = max_predictions(settings.mask_prob, width)
-    candidates = attention_mask.bool()
-    for special in settings.special_ids:
-        candidates &= input_ids != special
+    candidates = real_tokens(input_ids, attention_mask, settings)
     has_candidates = candidates.any(dim=1, keepdim=True)
     count = torch.round(attention_mask.sum(dim=1, keepdim=True) * settings.mask_prob).clamp(min=1, max=slots)
     count = count * has_candidates  # an example without maskable tokens predicts nothing

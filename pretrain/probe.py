@@ -9,9 +9,18 @@ every probe, dropout off. Its own seeded generator draws them, so probing never 
 random numbers (a resumed run stays identical to an unbroken one). Only the model changes between
 probes, so the curve is smooth where a per-batch figure is not (0.49-0.70 around 0.6 on one batch of
 8, measured on the tests' micro model).
+
+The same batch, uncorrupted, shows whether the encoder collapses: `cls_rank` is the effective rank of
+the discriminator's last-layer [CLS] states across the batch's sequences (centred; exp of the entropy
+of the normalised squared singular values, Roy & Vetterli 2007). A random-init electra-tiny has
+tens (its [CLS] varies in many directions); the demo's 1e14-FLOPs discriminators measured 1-3: their
+[CLS] varies along about one direction, and they fine-tune worse than random weights
+(reports/results/pretrain-levers.md).
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
@@ -19,6 +28,7 @@ from pretrain import objectives as obj
 from pretrain.data import BatchStream
 
 UNIGRAM_AUC = "disc_auc_unigram"
+CLS_RANK = "cls_rank"
 DETECTORS = ("electra", "electra-15", "two-stage", "all-tokens-mlm")  # objectives with a trained head
 
 
@@ -39,22 +49,43 @@ def unigram_auc(run, batch: dict[str, torch.Tensor], seed: int = 0) -> float | N
     input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
     generator = torch.Generator(device=input_ids.device).manual_seed(seed)
     positions, weights = obj.choose_masked(input_ids, attention_mask, model.masking, generator)
-    real = attention_mask.bool()
-    for special in model.masking.special_ids:
-        real &= input_ids != special
-    pool = input_ids[real]
+    pool = input_ids[obj.real_tokens(input_ids, attention_mask, model.masking)]
     if pool.numel() == 0:
         return None
     picks = torch.randint(0, pool.numel(), positions.shape, generator=generator, device=input_ids.device)
     corrupted, replaced = obj.corrupt(input_ids, positions, weights, pool[picks])
-    discriminator = model.discriminator
-    was_training = discriminator.training
-    discriminator.eval()
-    try:
-        with run.autocast():
-            hidden = discriminator.electra(input_ids=corrupted, attention_mask=attention_mask,
-                                           token_type_ids=batch["token_type_ids"]).last_hidden_state
-            logits = discriminator.discriminator_predictions(hidden)
-    finally:
-        discriminator.train(was_training)
+    with _evaluating(model.discriminator) as discriminator, run.autocast():
+        hidden = model.encode(discriminator, corrupted, attention_mask, batch["token_type_ids"])
+        logits = discriminator.discriminator_predictions(hidden)
     return float(obj.detection_auc(logits, replaced, attention_mask))
+
+
+@torch.no_grad()
+def cls_rank(run, batch: dict[str, torch.Tensor]) -> float:
+    """Effective rank of the discriminator's last-layer [CLS] states over `batch` (uncorrupted)."""
+    model = run.model
+    with _evaluating(model.discriminator) as discriminator, run.autocast():
+        hidden = model.encode(discriminator, batch["input_ids"], batch["attention_mask"],
+                              batch["token_type_ids"])
+    return effective_rank(hidden[:, 0].float())
+
+
+def effective_rank(rows: torch.Tensor) -> float:
+    """exp(entropy) of the centred rows' normalised squared singular values: 1 for rows on one line,
+    d for rows spread evenly over d directions."""
+    values = torch.linalg.svdvals(rows - rows.mean(dim=0)) ** 2
+    if values.sum() <= 0:
+        return 0.0  # identical rows: no direction at all
+    share = values / values.sum()
+    return float(torch.exp(-(share * share.clamp_min(1e-30).log()).sum()))
+
+
+@contextlib.contextmanager
+def _evaluating(network: torch.nn.Module):
+    """`network` with dropout off, put back in the mode it was in."""
+    was_training = network.training
+    network.eval()
+    try:
+        yield network
+    finally:
+        network.train(was_training)

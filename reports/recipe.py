@@ -19,15 +19,13 @@ from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 # numerical noise only; save_models and predict_test decide which files are written; seed is where
 # the seeds start, and seeds are the noise the median is taken over. Every other setting counts.
 NOT_DEPARTURES = frozenset({"eval_batch_size", "precision", "compile", "save_models", "predict_test", "seed"})
-# What a recipe setting was before it existed, for results files written then (their config block
-# holds every setting of its time, max_grad_norm among them): they clipped the batch mean's
-# gradient, the official code clips the batch sum's.
-LEGACY = {"loss_reduction": "mean"}
+# What a recipe setting was in results files written before it existed (their config blocks hold
+# every setting of their time): fine-tuning clipped the batch mean's gradient (the official code
+# clips the batch sum's), and SQuAD predicted with independent start and end heads.
+BEFORE_SETTING = {"loss_reduction": "mean", "joint_prediction": False}
 # SQuAD without a train file trains on some dev articles and scores the rest: never the paper's setup.
 HOLDOUT = ("holdout_fraction", "holdout_seed")
 SQUAD_BY_NAME = {task.name: task for task in SQUAD_TASKS.values()}
-# What a SQuAD setting was in runs recorded before it existed: they predicted with independent heads.
-SQUAD_BEFORE_SETTING = {"joint_prediction": False}
 
 
 def departures(results: Mapping, size: str | None) -> dict[str, object]:
@@ -50,7 +48,7 @@ def _finetune(config: Mapping, tasks: Sequence, size: str | None) -> dict[str, o
     recipe = FinetuneConfig()
     for field in dataclasses.fields(FinetuneConfig):
         name, default = field.name, getattr(recipe, field.name)
-        value = config.get(name, LEGACY.get(name, default) if "max_grad_norm" in config else default)
+        value = config.get(name, BEFORE_SETTING.get(name, default) if "max_grad_norm" in config else default)
         if name in NOT_DEPARTURES or value == default:
             continue
         if default is None and tasks and (size or name not in ("learning_rate", "layerwise_lr_decay")):
@@ -68,7 +66,7 @@ def _squad(settings: Mapping, task, holdout: Mapping | None) -> dict[str, object
     found = {}
     for field in dataclasses.fields(SquadConfig):
         name = field.name
-        value = settings.get(name, SQUAD_BEFORE_SETTING.get(name, getattr(recipe, name)))
+        value = settings.get(name, BEFORE_SETTING.get(name, getattr(recipe, name)))
         if name in NOT_DEPARTURES or name in HOLDOUT:
             continue
         if value != getattr(recipe, name):

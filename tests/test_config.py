@@ -43,6 +43,8 @@ def test_invalid_values_and_missing_file(tmp_path):
         load_config(FinetuneConfig, None, ["batch_size=0"])
     with pytest.raises(UserError, match="warmup_fraction must be between 0 and 1"):
         load_config(FinetuneConfig, None, ["warmup_fraction=2"])
+    with pytest.raises(UserError, match=r"reinit_layers must be 0 or more \(got -1\)"):
+        load_config(FinetuneConfig, None, ["reinit_layers=-1"])
     with pytest.raises(UserError, match="does not exist"):
         load_config(FinetuneConfig, tmp_path / "missing.toml")
 
