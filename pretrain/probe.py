@@ -10,12 +10,13 @@ random numbers (a resumed run stays identical to an unbroken one). Only the mode
 probes, so the curve is smooth where a per-batch figure is not (0.49-0.70 around 0.6 on one batch of
 8, measured on the tests' micro model).
 
-The same batch, uncorrupted, shows whether the encoder collapses: `cls_rank` is the effective rank of
-the discriminator's last-layer [CLS] states across the batch's sequences (centred; exp of the entropy
-of the normalised squared singular values, Roy & Vetterli 2007). A random-init electra-tiny has
-tens (its [CLS] varies in many directions); the demo's 1e14-FLOPs discriminators measured 1-3: their
-[CLS] varies along about one direction, and they fine-tune worse than random weights
-(reports/results/pretrain-levers.md).
+The same batch, uncorrupted, shows whether the encoder collapses (`collapse`), in two figures of
+the discriminator's last layer: `position_cosine`, the mean cosine between a sequence's real
+positions, and `cls_rank`, the effective rank of the [CLS] states across the batch's sequences
+(centred; exp of the entropy of the normalised squared singular values, Roy & Vetterli 2007).
+Measured on SST-2 dev sentences (reports/results/pretrain-levers.md): random-init electra-tiny
+0.42 and 40, the same shape pre-trained with MLM to 1e14 FLOPs 0.23 and 3.5, with ELECTRA under
+every lever tried 0.64-0.88 and 1.2-2.8; the ELECTRA ones fine-tune worse than random weights.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pretrain import objectives as obj
 from pretrain.data import BatchStream
 
 UNIGRAM_AUC = "disc_auc_unigram"
-CLS_RANK = "cls_rank"
+COLLAPSE = ("position_cosine", "cls_rank")
 DETECTORS = ("electra", "electra-15", "two-stage", "all-tokens-mlm")  # objectives with a trained head
 
 
@@ -61,13 +62,22 @@ def unigram_auc(run, batch: dict[str, torch.Tensor], seed: int = 0) -> float | N
 
 
 @torch.no_grad()
-def cls_rank(run, batch: dict[str, torch.Tensor]) -> float:
-    """Effective rank of the discriminator's last-layer [CLS] states over `batch` (uncorrupted)."""
+def collapse(run, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    """{position_cosine, cls_rank} of the discriminator's last layer on `batch` (uncorrupted)."""
     model = run.model
     with _evaluating(model.discriminator) as discriminator, run.autocast():
         hidden = model.encode(discriminator, batch["input_ids"], batch["attention_mask"],
-                              batch["token_type_ids"])
-    return effective_rank(hidden[:, 0].float())
+                              batch["token_type_ids"]).float()
+    return {"position_cosine": position_cosine(hidden, batch["attention_mask"]),
+            "cls_rank": effective_rank(hidden[:, 0])}
+
+
+def position_cosine(hidden: torch.Tensor, attention_mask: torch.Tensor) -> float:
+    """Mean over sequences of the mean cosine between every pair of real positions (self-pairs included)."""
+    unit = torch.nn.functional.normalize(hidden, dim=-1) * attention_mask[..., None]
+    summed = unit.sum(dim=1)  # sum over pairs of u_i . u_j = |sum of u|^2
+    count = attention_mask.sum(dim=1).float()
+    return float(((summed * summed).sum(dim=-1) / count.clamp(min=1) ** 2).mean())
 
 
 def effective_rank(rows: torch.Tensor) -> float:

@@ -128,7 +128,7 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
                 auc = probe.unigram_auc(run, probe_batch)
                 if auc is not None:  # the detector on a fixed corruption source, beside disc_auc
                     metrics[probe.UNIGRAM_AUC] = auc  # metrics is window.last: kept for the meta
-                metrics[probe.CLS_RANK] = probe.cls_rank(run, probe_batch)  # has the encoder collapsed?
+                metrics |= probe.collapse(run, probe_batch)  # has the encoder collapsed?
                 on_log(progress.step, metrics)
     meta = _save(out, config, run, stream, progress, context, window.last, final=True)
     return meta

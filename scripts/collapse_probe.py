@@ -1,9 +1,9 @@
 """How collapsed is each checkpoint's encoder on real sentences? For the levers' table.
 
-For each discriminator directory given: the effective rank of its last-layer [CLS] states over the
-first 256 SST-2 dev sentences (pretrain.probe.effective_rank, as the `cls_rank` probe computes it
-on the pre-training batch) and the mean cosine between a sentence's positions in the last layer.
-Usage: python reports/results/pretrain-levers-collapse.py DIR [DIR ...] (SHARED_DIR or ../shared).
+For each discriminator directory given, on the first 256 SST-2 dev sentences: the effective rank of
+its last-layer [CLS] states and the mean cosine between a sentence's positions in the last layer,
+as pretrain/probe.py's collapse probe computes them on the pre-training batch.
+Usage: python scripts/collapse_probe.py DIR [DIR ...] (SHARED_DIR or ../shared).
 """
 
 import csv
@@ -14,18 +14,18 @@ from pathlib import Path
 import torch
 import transformers
 
-from pretrain.probe import effective_rank
+from pretrain.probe import effective_rank, position_cosine
 
 transformers.logging.set_verbosity_error()
-shared = Path(os.environ.get("SHARED_DIR", Path(__file__).resolve().parents[3] / "shared"))
+shared = Path(os.environ.get("SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
 with open(shared / "data/glue/SST-2/dev.tsv", newline="") as handle:
-    sentences = [row["sentence"] for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)][:256]
+    rows = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+    sentences = [row["sentence"] for row in rows][:256]
 for path in sys.argv[1:]:
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     model = transformers.AutoModel.from_pretrained(path).eval()
     batch = tokenizer(sentences, padding=True, truncation=True, max_length=128, return_tensors="pt")
     with torch.no_grad():
         hidden = model(**batch).last_hidden_state
-    unit = torch.nn.functional.normalize(hidden, dim=-1)
-    cosines = [(u[m][:, None] * u[m][None]).sum(-1).mean() for u, m in zip(unit, batch["attention_mask"].bool())]
-    print(f"{path}\tcls_rank {effective_rank(hidden[:, 0]):.1f}\tposition cosine {torch.stack(cosines).mean():.2f}")
+    print(f"{path}\tcls_rank {effective_rank(hidden[:, 0]):.1f}\t"
+          f"position_cosine {position_cosine(hidden, batch['attention_mask']):.2f}")

@@ -114,9 +114,11 @@ def test_tiny_model_losses_fall(tmp_path, micro, corpus, optimizer, learning_rat
     # The detector on the fixed unigram corruption is logged beside disc_auc and kept in the meta.
     assert all(0.0 <= m["disc_auc_unigram"] <= 1.0 for m in logged)
     assert meta["metrics"]["disc_auc_unigram"] == last["disc_auc_unigram"]
-    # So is the collapse probe: the [CLS] states' effective rank over the fixed batch's sequences.
+    # So is the collapse probe: positions' mean cosine, the [CLS] states' effective rank over the batch.
     assert all(1.0 <= m["cls_rank"] <= resolve(micro_config(tmp_path, corpus)).batch_size for m in logged)
-    assert meta["metrics"]["cls_rank"] == last["cls_rank"]
+    assert all(-1.0 <= m["position_cosine"] <= 1.0 for m in logged)
+    assert {k: meta["metrics"][k] for k in ("cls_rank", "position_cosine")} == \
+        {k: last[k] for k in ("cls_rank", "position_cosine")}
 
 
 def test_effective_rank_worked_values():
@@ -132,6 +134,17 @@ def test_effective_rank_worked_values():
     assert effective_rank(rows(1.0, 1.0)) == pytest.approx(2.0)
     assert effective_rank(torch.tensor([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])) == pytest.approx(1.0)
     assert effective_rank(torch.ones(4, 3)) == 0.0
+
+
+def test_position_cosine_worked_values():
+    """Sequence 1: real positions (1, 0), (0, 1), padding; pairs (self included) give (1 + 0 + 0 + 1)/4
+    = 0.5. Sequence 2: (2, 0), (3, 0), (-1, 0): of the 9 ordered pairs, 5 have cosine +1 and the 4 that
+    pair the last with another -1, so (5 - 4)/9 = 1/9. Mean (0.5 + 1/9)/2 = 0.30556; padding is never read."""
+    from pretrain.probe import position_cosine
+
+    hidden = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [7.0, 7.0]], [[2.0, 0.0], [3.0, 0.0], [-1.0, 0.0]]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
+    assert position_cosine(hidden, mask) == pytest.approx((0.5 + 1 / 9) / 2)
 
 
 def test_output_loads_with_plain_transformers(tmp_path, micro, corpus):
