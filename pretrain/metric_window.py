@@ -16,7 +16,7 @@ RATIOS = (("generator_accuracy", "generator_correct", "masked_total"),
           ("replaced_fraction", "replaced_total_all", "tokens_total"),
           ("replaced_of_masked", "replaced_total_all", "masked_total"))
 MEANS = ("loss", "generator_loss", "mlm_loss", "discriminator_loss", "disc_auc", "grad_norm")
-PROBES = ("disc_auc_unigram", "position_cosine", "cls_rank")  # pretrain/probe.py
+PROBES = ("disc_auc_unigram", "position_cosine")  # pretrain/probe.py
 FINAL_KEYS = MEANS[:5] + tuple(name for name, _, _ in RATIOS) + PROBES
 
 

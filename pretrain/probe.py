@@ -10,13 +10,11 @@ random numbers (a resumed run stays identical to an unbroken one). Only the mode
 probes, so the curve is smooth where a per-batch figure is not (0.49-0.70 around 0.6 on one batch of
 8, measured on the tests' micro model).
 
-The same batch, uncorrupted, shows whether the encoder collapses (`collapse`), in two figures of
-the discriminator's last layer: `position_cosine`, the mean cosine between a sequence's real
-positions, and `cls_rank`, the effective rank of the [CLS] states across the batch's sequences
-(centred; exp of the entropy of the normalised squared singular values, Roy & Vetterli 2007).
-Measured on SST-2 dev sentences (reports/results/pretrain-levers.md): random-init electra-tiny
-0.42 and 40, the same shape pre-trained with MLM to 1e14 FLOPs 0.23 and 3.5, with ELECTRA under
-every lever tried 0.64-0.88 and 1.2-2.8; the ELECTRA ones fine-tune worse than random weights.
+The same batch, uncorrupted, shows whether the encoder collapses: `position_cosine` is the mean
+cosine between a sequence's real positions in the discriminator's last layer. On this probe batch
+(Gutenberg, seed 0; reports/results/pretrain-levers.md) random-init electra-tiny measured 0.22, the
+same shape pre-trained with MLM to 1e14 FLOPs 0.32, and with ELECTRA under every lever tried
+0.60-0.95; those ELECTRA encoders fine-tune worse than random weights.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ from pretrain import objectives as obj
 from pretrain.data import BatchStream
 
 UNIGRAM_AUC = "disc_auc_unigram"
-COLLAPSE = ("position_cosine", "cls_rank")
+POSITION_COSINE = "position_cosine"
 DETECTORS = ("electra", "electra-15", "two-stage", "all-tokens-mlm")  # objectives with a trained head
 
 
@@ -62,14 +60,13 @@ def unigram_auc(run, batch: dict[str, torch.Tensor], seed: int = 0) -> float | N
 
 
 @torch.no_grad()
-def collapse(run, batch: dict[str, torch.Tensor]) -> dict[str, float]:
-    """{position_cosine, cls_rank} of the discriminator's last layer on `batch` (uncorrupted)."""
+def collapse(run, batch: dict[str, torch.Tensor]) -> float:
+    """`position_cosine` of the discriminator's last layer on `batch` (uncorrupted)."""
     model = run.model
     with _evaluating(model.discriminator) as discriminator, run.autocast():
         hidden = model.encode(discriminator, batch["input_ids"], batch["attention_mask"],
                               batch["token_type_ids"]).float()
-    return {"position_cosine": position_cosine(hidden, batch["attention_mask"]),
-            "cls_rank": effective_rank(hidden[:, 0])}
+    return position_cosine(hidden, batch["attention_mask"])
 
 
 def position_cosine(hidden: torch.Tensor, attention_mask: torch.Tensor) -> float:
@@ -78,16 +75,6 @@ def position_cosine(hidden: torch.Tensor, attention_mask: torch.Tensor) -> float
     summed = unit.sum(dim=1)  # sum over pairs of u_i . u_j = |sum of u|^2
     count = attention_mask.sum(dim=1).float()
     return float(((summed * summed).sum(dim=-1) / count.clamp(min=1) ** 2).mean())
-
-
-def effective_rank(rows: torch.Tensor) -> float:
-    """exp(entropy) of the centred rows' normalised squared singular values: 1 for rows on one line,
-    d for rows spread evenly over d directions."""
-    values = torch.linalg.svdvals(rows - rows.mean(dim=0)) ** 2
-    if values.sum() <= 0:
-        return 0.0  # identical rows: no direction at all
-    share = values / values.sum()
-    return float(torch.exp(-(share * share.clamp_min(1e-30).log()).sum()))
 
 
 @contextlib.contextmanager

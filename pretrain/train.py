@@ -128,7 +128,8 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
                 auc = probe.unigram_auc(run, probe_batch)
                 if auc is not None:  # the detector on a fixed corruption source, beside disc_auc
                     metrics[probe.UNIGRAM_AUC] = auc  # metrics is window.last: kept for the meta
-                metrics |= probe.collapse(run, probe_batch)  # has the encoder collapsed?
+                # has the encoder collapsed? (all positions alike)
+                metrics[probe.POSITION_COSINE] = probe.collapse(run, probe_batch)
                 on_log(progress.step, metrics)
     meta = _save(out, config, run, stream, progress, context, window.last, final=True)
     return meta

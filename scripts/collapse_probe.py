@@ -2,7 +2,7 @@
 
 For each discriminator directory given, on the first 256 SST-2 dev sentences: the effective rank of
 its last-layer [CLS] states and the mean cosine between a sentence's positions in the last layer,
-as pretrain/probe.py's collapse probe computes them on the pre-training batch.
+the second as pretrain/probe.py's collapse probe computes it on the pre-training batch.
 Usage: python scripts/collapse_probe.py DIR [DIR ...] (SHARED_DIR or ../shared).
 """
 
@@ -14,9 +14,19 @@ from pathlib import Path
 import torch
 import transformers
 
-from pretrain.probe import effective_rank, position_cosine
+from pretrain.probe import position_cosine
 
 transformers.logging.set_verbosity_error()
+
+
+def effective_rank(rows: torch.Tensor) -> float:
+    """exp(entropy) of the centred rows' normalised squared singular values (Roy & Vetterli 2007): 1 for
+    rows on one line, d for rows spread evenly over d directions."""
+    values = torch.linalg.svdvals(rows - rows.mean(dim=0)) ** 2
+    share = values / values.sum()
+    return float(torch.exp(-(share * share.clamp_min(1e-30).log()).sum()))
+
+
 shared = Path(os.environ.get("SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
 with open(shared / "data/glue/SST-2/dev.tsv", newline="") as handle:
     rows = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)

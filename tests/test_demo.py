@@ -46,7 +46,8 @@ def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, cap
             (t, s, n) for t, n in (("stsb", 24), ("rte", 12)) for s in (0, 1)}  # 12 of 16; STS-B both orders
         assert not list((out / "glue" / arm / "predictions").glob("*/test.tsv"))
     # The detector's AUC on the fixed corruption source, where pre-training ended.
-    assert set(summary["detector"]) == {"disc_auc", "disc_auc_unigram"}
+    assert set(summary["detector"]) == {"disc_auc", "disc_auc_unigram", "position_cosine"}
+    assert f"encoder collapse: positions' mean cosine {summary['detector']['position_cosine']:.2f}" in printed
     assert f"end of pre-training: replaced-token AUC {summary['detector']['disc_auc_unigram']:.3f} on a fixed " \
            "unigram corruption" in printed
     # The side-by-side table, harness compare's verdict, the export and one real prediction.

@@ -61,9 +61,13 @@ def detector_line(found: dict) -> list[str]:
     if "disc_auc_unigram" not in found:
         return []
     live = found.get("disc_auc", float("nan"))
-    return [f"end of pre-training: replaced-token AUC {found['disc_auc_unigram']:.3f} on a fixed unigram "
-            f"corruption (pretrain/probe.py; 0.5 = chance), {live:.3f} against its own generator's "
-            "samples", ""]
+    lines = [f"end of pre-training: replaced-token AUC {found['disc_auc_unigram']:.3f} on a fixed unigram "
+             f"corruption (pretrain/probe.py; 0.5 = chance), {live:.3f} against its own generator's samples"]
+    if "position_cosine" in found:
+        lines.append(f"  encoder collapse: positions' mean cosine {found['position_cosine']:.2f} on the "
+                     "probe batch (random-init electra-tiny 0.22, MLM at 1e14 FLOPs 0.32, collapsed ELECTRA "
+                     "runs 0.60-0.95; reports/results/pretrain-levers.md)")
+    return [*lines, ""]
 
 
 def better_line(summary: dict) -> str:

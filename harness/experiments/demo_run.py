@@ -38,6 +38,9 @@ from tasks.registry import parse_tasks
 
 STAGES = ("pre-train", "fine-tune control", "fine-tune pre-trained", "compare, export, predict")
 
+# What the demo reports of the pre-trained discriminator where pre-training ended (pretrain/probe.py).
+DETECTOR_FIGURES = ("disc_auc", "disc_auc_unigram", "position_cosine")
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -180,7 +183,7 @@ def run_demo(demo: Demo) -> dict:
     prediction = _predict(bundle, plan.example)
     metrics = next((p.pretrain.get("metrics", {}) for p in points if p.objective != CONTROL), {})
     summary = {"plan": dataclasses.asdict(plan), "wall_time_s": time.monotonic() - clock.started,
-               "detector": {k: metrics[k] for k in ("disc_auc", "disc_auc_unigram") if k in metrics},
+               "detector": {k: metrics[k] for k in DETECTOR_FIGURES if k in metrics},
                "better": better, "exported": exported, "glue_verdict": verdict,
                "glue_p_value": glue_row.get("p_value"), "bundle": str(bundle), "prediction": prediction,
                "comparison": comparison, "diverged": str(diverged) if diverged else None,
