@@ -1,8 +1,9 @@
 """How collapsed is each checkpoint's encoder on real sentences? For the levers' table.
 
 For each discriminator directory given, on the first 256 SST-2 dev sentences: the effective rank of
-its last-layer [CLS] states and the mean cosine between a sentence's positions in the last layer,
-the second as pretrain/probe.py's collapse probe computes it on the pre-training batch.
+its last-layer [CLS] states and the mean cosine between a sentence's positions in the last layer;
+then that cosine on the pre-training probe batch (Gutenberg, the demo's plan, seed 0), as
+pretrain/probe.py logs it during pre-training (the corpus is tokenised into runs/cache once).
 Usage: python scripts/collapse_probe.py DIR [DIR ...] (SHARED_DIR or ../shared).
 """
 
@@ -14,6 +15,9 @@ from pathlib import Path
 import torch
 import transformers
 
+from pretrain import distributed, probe
+from pretrain.config import PretrainConfig, resolve
+from pretrain.prepare import prepare_examples
 from pretrain.probe import position_cosine
 
 transformers.logging.set_verbosity_error()
@@ -31,11 +35,21 @@ shared = Path(os.environ.get("SHARED_DIR", Path(__file__).resolve().parents[2] /
 with open(shared / "data/glue/SST-2/dev.tsv", newline="") as handle:
     rows = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
     sentences = [row["sentence"] for row in rows][:256]
+config = resolve(PretrainConfig(preset="electra-tiny", corpus=(str(shared / "data/corpus/gutenberg"),),
+                                output_dir="unused", max_flops=1e14, cache_dir="runs/cache"))
+pretrain_tokenizer, examples = prepare_examples(config, distributed.start("cpu"))
+probe_batch = probe.fixed_batch(examples, config, pretrain_tokenizer.pad_token_id, torch.device("cpu"))
 for path in sys.argv[1:]:
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     model = transformers.AutoModel.from_pretrained(path).eval()
     batch = tokenizer(sentences, padding=True, truncation=True, max_length=128, return_tensors="pt")
     with torch.no_grad():
         hidden = model(**batch).last_hidden_state
-    print(f"{path}\tcls_rank {effective_rank(hidden[:, 0]):.1f}\t"
-          f"position_cosine {position_cosine(hidden, batch['attention_mask']):.2f}")
+    on_probe = "n/a (another vocabulary)"
+    if tokenizer.get_vocab() == pretrain_tokenizer.get_vocab():
+        with torch.no_grad():
+            probe_hidden = model(**probe_batch).last_hidden_state
+        on_probe = f"{position_cosine(probe_hidden, probe_batch['attention_mask']):.2f}"
+    on_sst2 = position_cosine(hidden, batch["attention_mask"])
+    print(f"{path}\tSST-2: cls_rank {effective_rank(hidden[:, 0]):.1f}, position_cosine {on_sst2:.2f}\t"
+          f"probe batch: position_cosine {on_probe}")
