@@ -324,6 +324,30 @@ def test_export_bad_arguments(work, tmp_path, capsys):
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (extra, err)
 
 
+def test_an_export_into_a_busy_output_is_refused_in_one_line(work, tmp_path, capsys):
+    """While another process writes a bundle to --output (it holds the lock beside it), a second
+    export is refused with one line and leaves the folder alone."""
+    import subprocess
+    import sys
+
+    output = tmp_path / "bundle"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); "
+         "print('held', flush=True); sys.stdin.read()", str(tmp_path / ".bundle.export.lock")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, _, err = run(export_args(work, "--run", work["run"], "--task", "rte", "--output", output), capsys)
+    finally:
+        holder.communicate("")
+    assert code == 2 and err.strip() == (f"harness: error: another `harness export onnx` is writing {str(output)!r}; "
+                                         "wait for it to finish or choose another --output"), err
+    assert not output.exists()
+    # Released (its process ended), the same export goes through.
+    code, _, err = run(export_args(work, "--run", work["run"], "--task", "rte", "--output", output), capsys)
+    assert code == 0 and (output / "manifest.json").is_file(), err
+
+
 def test_parity_failure_fails_the_export(work, tmp_path, capsys, monkeypatch):
     from reports import onnx_export
 

@@ -12,8 +12,7 @@ from tqdm.auto import tqdm
 from harness.config import as_dict
 from harness.tracking import mlflow_runs
 from pretrain import checkpoint, train
-from pretrain.common import console
-from pretrain.common.errors import UserError
+from pretrain.common import atomic, console
 from pretrain.common.quiet import quiet_libraries
 from pretrain.config import PretrainConfig
 
@@ -40,23 +39,14 @@ def output_lock(output_dir: str | None) -> Iterator[None]:
 
     Two runs writing one folder's checkpoints would resume from and overwrite each other's steps.
     """
-    from filelock import FileLock, Timeout
-
     if not output_dir:
         yield
         return
     out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(out / ".pretrain.lock"))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise UserError(f"another `harness pretrain` is writing to {str(out)!r}; wait for it to finish "
-                        "(then rerun to resume or extend it) or choose another --output") from None
-    try:
+    with atomic.exclusive(out / ".pretrain.lock",
+                          f"another `harness pretrain` is writing to {str(out)!r}; wait for it to finish "
+                          "(then rerun to resume or extend it) or choose another --output"):
         yield
-    finally:
-        lock.release()
 
 
 def _run_pretrain(config: PretrainConfig, experiment: str, tracking_uri: str | None,

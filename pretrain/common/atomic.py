@@ -110,3 +110,26 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"cannot write {type(value).__name__} to JSON")
+
+
+@contextlib.contextmanager
+def exclusive(lock_file: Path, busy: str) -> Iterator[None]:
+    """Held while one command writes an output; a second, in another process, is refused at once.
+
+    `busy` is the one-line UserError the second gets. The lock is an OS file lock (filelock), so it
+    dies with its process: a killed run leaves no stale lock, only the (harmless) empty file.
+    """
+    from filelock import FileLock, Timeout
+
+    from pretrain.common.errors import UserError
+
+    Path(lock_file).parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_file))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise UserError(busy) from None
+    try:
+        yield
+    finally:
+        lock.release()
