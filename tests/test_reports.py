@@ -394,11 +394,11 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
     assert [r.data.tags["source"] for r in newest[:2]] == ["measured", "measured"]
     assert max(r.info.start_time for r in runs if r.data.tags["source"] == "published") <= \
         min(r.info.start_time for r in runs if r.data.tags["source"] == "measured")
-    assert state["selectedColumns"][:3] == ["metrics.`glue_score`", "metrics.`glue_tasks`",
-                                            "metrics.`pretrain_flops_1e18`"]
+    assert state["selectedColumns"] == ["metrics.`glue_score`", "metrics.`glue_tasks`", "metrics.`flops_1e18`",
+                                        "tags.`recipe`"]
     # what the UI prints as stored: scores to 2 decimals (66.666...), FLOPs / 1e18 without float noise
     assert renamed.data.metrics["glue_score"] == 66.67 and renamed.data.metrics["rte"] == 75.0
-    assert renamed.data.metrics["pretrain_flops_1e18"] == 1.294
+    assert renamed.data.metrics["flops_1e18"] == 1.294
     assert f"#/experiments/{experiment.experiment_id}/runs?viewStateShareKey=leaderboard" in \
         capsys.readouterr().out
 
