@@ -1,12 +1,41 @@
 #!/usr/bin/env bash
-cd "$(dirname "$0")/../.."  # the repository root, with the harness installed; needs runs/demo from harness demo
-export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# The levers of pretrain-levers.md, one pre-training setting at a time at the demo's CPU plan.
+# Needs runs/demo from `harness demo` (its control and pre-trained arms are the baselines) and the
+# harness installed; ~20-35 min a lever on one thread (OMP_NUM_THREADS=1, two levers side by side).
+set -e
+cd "$(dirname "$0")/../.."  # the repository root
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=${THREADS:-1}
 T=sqlite:///runs/lever/mlflow.db
-harness pretrain --preset electra-tiny --corpus ../shared/data/corpus/gutenberg --output runs/lever/pretrain-mask25 \
-  --max-flops 1e14 --tracking-uri $T optimizer=adamw mask_prob=0.25 cache_dir=runs/cache
-harness run glue --model runs/lever/pretrain-mask25/discriminator --tasks sst2,stsb,rte --seeds 3 \
-  --data-dir ../shared/data/glue --output-dir runs/lever/glue-mask25 --tracking-uri $T \
-  max_train_examples=1500 predict_test=false
-harness compare runs/lever/glue-mask25 runs/demo/glue/random-init
-harness compare runs/lever/glue-mask25 runs/demo/glue/electra-1e+14
-echo LEVER DONE
+
+lever() {  # lever NAME [PSEED=N] SETTING... : pre-train, fine-tune SST-2 first, then STS-B and RTE, compare
+  local name=$1 seed=0; shift
+  if [[ $1 == PSEED=* ]]; then seed=${1#PSEED=}; shift; fi
+  local out=runs/lever/pretrain-$name control=runs/demo/glue/random-init
+  harness pretrain --preset electra-tiny --corpus ../shared/data/corpus/gutenberg --output "$out" \
+    --max-flops 1e14 --tracking-uri $T optimizer=adamw cache_dir=runs/cache seed="$seed" "$@"
+  if [[ "$*" == *tokenizer=* ]]; then  # another vocabulary: a control with the same tokenizer
+    harness init --preset electra-tiny --tokenizer "$out/discriminator" --output "runs/lever/init-$name" --keep-existing
+    harness run glue --model "runs/lever/init-$name" --tasks sst2,stsb,rte --seeds 3 --data-dir ../shared/data/glue \
+      --output-dir "runs/lever/glue-init-$name" --tracking-uri $T max_train_examples=1500 predict_test=false
+    control=runs/lever/glue-init-$name
+  fi
+  for tasks in sst2 sst2,stsb,rte; do  # a lever whose SST-2 stays at the majority class can stop here
+    harness run glue --model "$out/discriminator" --tasks $tasks --seeds 3 --data-dir ../shared/data/glue \
+      --output-dir "runs/lever/glue-$name" --tracking-uri $T max_train_examples=1500 predict_test=false
+    harness compare "runs/lever/glue-$name" "$control" --tasks $tasks
+  done
+  harness compare "runs/lever/glue-$name" runs/demo/glue/electra-1e+14
+}
+
+lever mask25 mask_prob=0.25
+lever temp2 temperature=2.0
+lever vocab8k tokenizer=train train_vocab_size=8192
+lever lr2e-4 learning_rate=2e-4
+lever lr1e-4 learning_rate=1e-4
+lever lr1e-4-s1 PSEED=1 learning_rate=1e-4
+lever electra15 --objective electra-15
+lever lambda10 disc_weight=10
+lever mlm --objective mlm
+# The collapse of each encoder, on SST-2 dev sentences and on the pre-training probe batch:
+python scripts/collapse_probe.py runs/demo/random-init runs/demo/pretrain/electra-1e+14/discriminator \
+  runs/lever/pretrain-*/discriminator
