@@ -35,6 +35,7 @@ lever lr1e-4 learning_rate=1e-4
 lever lr1e-4-s1 PSEED=1 learning_rate=1e-4
 lever electra15 --objective electra-15
 lever lambda10 disc_weight=10
+lever untied embedding_sharing=untied
 lever mlm --objective mlm
 # The collapse of each encoder, on SST-2 dev sentences and on the pre-training probe batch:
 python scripts/collapse_probe.py runs/demo/random-init runs/demo/pretrain/electra-1e+14/discriminator \
