@@ -107,6 +107,8 @@ class GlueBenchmark:
         mlflow_logging.log_intervals(results["summary"], results["glue"])
         mlflow.set_tag("glue_convention", GLUE_CONVENTION)
         results["submission"] = _write_submission(output_dir, results, self.run.config.predict_test)
+
+
 def _write_submission(output_dir: Path, results: dict, predict_test: bool = True) -> dict:
     """GLUE server files from each task's best-dev seed, zipped; which of the server's files it lacks."""
     files = {}
