@@ -62,6 +62,11 @@ class PretrainConfig:
     weight_decay: float = 0.01
     adam_epsilon: float = 1e-6
     max_grad_norm: float = 1.0
+    # Learning-rate multiplier for the discriminator's transformer layers and detection head, not the
+    # embeddings it shares with the generator: a small-budget lever (reports/results/pretrain-levers.md)
+    # that slows the layers the detector's plateau collapses while the generator trains the embeddings
+    # at full rate. 1 is the paper's (one rate for everything).
+    disc_layers_lr_scale: float = 1.0
 
     # Budgets: at least one
     max_steps: int | None = None
@@ -123,6 +128,11 @@ def _check(c: PretrainConfig) -> list[str]:
         value = getattr(c, name)
         if value is not None and value <= 0:
             errors.append(f"{name}={value} must be positive")
+    if not 0 <= c.disc_layers_lr_scale <= 1:
+        errors.append(f"disc_layers_lr_scale={c.disc_layers_lr_scale} must be between 0 and 1")
+    if c.disc_layers_lr_scale != 1 and c.objective in NO_GENERATOR:
+        errors.append(f"disc_layers_lr_scale scales the discriminator against its generator; "
+                      f"--objective {c.objective} has none, so leave it at 1")
     for name in ("learning_rate", "max_time_s", "max_flops", "temperature"):
         value = getattr(c, name)
         if value is not None and value <= 0:

@@ -30,6 +30,9 @@ from pretrain.packing import packed_examples
 from pretrain.vocab import load_tokenizer, tokenizer_fingerprint
 
 NO_DECAY = ("bias", "LayerNorm")  # ELECTRA's optimiser exempts biases and LayerNorm from decay
+# The discriminator's transformer layers and detection head: what `disc_layers_lr_scale` slows (its
+# embeddings are the generator's too, under either network's name).
+DISCRIMINATOR_LAYERS = ("discriminator.electra.encoder.", "discriminator.discriminator_predictions.")
 
 
 def prepare_examples(config: PretrainConfig, context: dist.Context):
@@ -148,12 +151,19 @@ def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
 
 
 def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch.device):
-    """ElectraAdam or AdamW (fused where torch supports it), decay 0.01 except biases and LayerNorm."""
-    decay, no_decay = [], []
+    """ElectraAdam or AdamW (fused where torch supports it), decay 0.01 except biases and LayerNorm.
+
+    Each group carries `lr_scale`, which the loop multiplies into the scheduled rate:
+    `disc_layers_lr_scale` for the discriminator's own layers and head, 1 for the rest. At the default
+    scale there are two groups, as before the setting, so older checkpoints resume."""
+    split = config.disc_layers_lr_scale != 1
+    groups: dict[tuple[bool, bool], list] = {}
     for name, param in model.named_parameters():
-        (no_decay if any(k in name for k in NO_DECAY) else decay).append(param)
-    groups = [{"params": decay, "weight_decay": config.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
+        key = (not any(k in name for k in NO_DECAY), split and name.startswith(DISCRIMINATOR_LAYERS))
+        groups.setdefault(key, []).append(param)
+    groups = [{"params": params, "weight_decay": config.weight_decay if decays else 0.0,
+               "lr_scale": config.disc_layers_lr_scale if layers else 1.0}
+              for (decays, layers), params in sorted(groups.items(), reverse=True)]
     if config.optimizer == "electra":
         return ElectraAdam(groups, lr=config.learning_rate, eps=config.adam_epsilon)
     return torch.optim.AdamW(groups, lr=config.learning_rate, eps=config.adam_epsilon,

@@ -100,8 +100,8 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
             progress.stage = 2
         # Learning rate from the fraction of the budget used.
         lr = learning_rate(config, stage_fraction(config, scheduled, progress.stage))
-        for group in run.optimizer.param_groups:
-            group["lr"] = lr
+        for group in run.optimizer.param_groups:  # checkpoints from before lr_scale have none: 1
+            group["lr"] = lr * group.get("lr_scale", 1.0)
         # Batch, then forward, backward, clip, step.
         batch, batch_tokens = stream.next_batch()
         if context.device.type == "cuda":  # a copy from pinned memory does not block the host

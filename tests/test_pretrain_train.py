@@ -161,6 +161,29 @@ def test_output_loads_with_plain_transformers(tmp_path, micro, corpus):
     assert saved["train_flops"] > 0 and saved["tokens_seen"] > 0
 
 
+def test_disc_layers_lr_scale_holds_the_discriminators_layers_and_trains_the_rest(tmp_path, micro, corpus):
+    config = micro_config(tmp_path, corpus, max_steps=4, optimizer="adamw", disc_layers_lr_scale=0.0,
+                          checkpoint_every_steps=1, keep_checkpoints=4)
+    pretrain(config)
+    out = Path(config.output_dir) / "checkpoints"
+    first, last = (torch.load(out / f"step-{step}" / "training_state.pt", weights_only=True)["model"]
+                   for step in (1, 4))
+    layers = [name for name in first if name.startswith(("discriminator.electra.encoder.",
+                                                         "discriminator.discriminator_predictions."))]
+    rest = [name for name in first if name not in layers]
+    assert layers and all(torch.equal(first[name], last[name]) for name in layers)
+    moved = {name for name in rest if not torch.equal(first[name], last[name])}
+    assert "discriminator.electra.embeddings.word_embeddings.weight" in moved  # shared: the generator's
+    assert any(name.startswith("generator.electra.encoder.") for name in moved)
+
+
+@pytest.mark.parametrize("settings, message", [({"disc_layers_lr_scale": 1.5}, "between 0 and 1"),
+                                               ({"disc_layers_lr_scale": 0.5, "objective": "mlm"}, "has none")])
+def test_disc_layers_lr_scale_is_checked(tmp_path, micro, corpus, settings, message):
+    with pytest.raises(ValueError, match=message):
+        micro_config(tmp_path, corpus, **settings)
+
+
 def final_weights(out: Path) -> dict[str, torch.Tensor]:
     step = max(int(p.name.split("-")[1]) for p in (out / "checkpoints").iterdir())
     state = torch.load(out / "checkpoints" / f"step-{step}" / "training_state.pt", weights_only=True)
