@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -86,7 +87,8 @@ def _args(tmp_path, corpus, glue_data, *extra, **flags):
 
 
 @pytest.mark.slow
-def test_experiment_pretrains_every_arm_to_its_budget_finetunes_and_resumes(tmp_path, micro, glue_data, capsys):
+def test_experiment_pretrains_every_arm_to_its_budget_finetunes_and_resumes(tmp_path, micro, glue_data, capsys,
+                                                                           monkeypatch):
     corpus = write_corpus(tmp_path / "corpus.txt")
     assert main(_args(tmp_path, corpus, glue_data)) == 0
     out = tmp_path / "exp"
@@ -129,6 +131,11 @@ def test_experiment_pretrains_every_arm_to_its_budget_finetunes_and_resumes(tmp_
     assert "kept" in capsys.readouterr().out
     glue = json.loads((out / "glue" / "mlm-2e+08" / "results.json").read_text())
     assert sorted(r["seed"] for r in glue["runs"] if r["task"] == "rte") == [0, 1, 2]
+
+    # The same data folder by a relative path is the same experiment (`harness demo` records it absolute).
+    monkeypatch.chdir(glue_data.parent)
+    assert main(_args(tmp_path, corpus, Path(glue_data.name))) == 0
+    assert "kept" in capsys.readouterr().out
 
     # Changing a shared setting would make the arms incomparable: refused, nothing touched.
     assert main(_args(tmp_path, corpus, glue_data, "finetune.learning_rate=1e-4")) == 2

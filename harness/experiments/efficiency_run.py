@@ -235,7 +235,13 @@ def _fixed_settings(exp: Efficiency) -> dict:
     """What every arm shares; changing any of it would make the arms incomparable."""
     return {"format": FORMAT, "preset": exp.preset, "corpus": [str(Path(c).resolve()) for c in exp.corpus],
             "pretrain_settings": sorted(exp.pretrain_settings), "finetune": as_dict(exp.finetune),
-            "data_dir": exp.data_dir}
+            "data_dir": _resolved(exp.data_dir)}
+
+
+def _resolved(data_dir: str | None) -> str | None:
+    """A local data folder as an absolute path, so `../shared/data/glue` and `/work/shared/data/glue`
+    match (as `harness demo` records it); None (the Hub) as it is."""
+    return str(Path(data_dir).resolve()) if data_dir else data_dir
 
 
 def _check_manifest(exp: Efficiency) -> None:
@@ -244,6 +250,7 @@ def _check_manifest(exp: Efficiency) -> None:
     fixed = _fixed_settings(exp)
     if path.is_file():
         saved = json.loads(path.read_text()).get("fixed", {})
+        saved["data_dir"] = _resolved(saved.get("data_dir"))  # manifests written before it was resolved
         changed = [key for key in fixed if saved.get(key) != fixed[key]]
         if changed:
             raise UserError(f"{str(exp.output_dir)!r} holds an experiment with other {', '.join(changed)}; "
