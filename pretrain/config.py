@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from pretrain.common.models import PRESETS
@@ -20,7 +21,7 @@ SHARINGS: tuple[str, ...] = Sharing.__args__
 # Objectives without a separate generator network.
 NO_GENERATOR = ("mlm",)
 # Values of settings added later, for configs saved before them (those runs used these).
-LEGACY_DEFAULTS = {"optimizer": "adamw"}
+LEGACY_DEFAULTS = {"optimizer": "adamw", "disc_layers_lr_scale": 1.0}
 # Settings that may change between a run and its resumption: they do not change what is computed.
 RESUMABLE_CHANGES = ("output_dir", "log_every_steps", "checkpoint_every_steps", "checkpoint_every_s",
                      "keep_checkpoints", "cache_dir", "device", "compile")
@@ -195,8 +196,12 @@ def config_differences(saved: dict, current: PretrainConfig,
     now = dataclasses.asdict(current)
     saved = LEGACY_DEFAULTS | saved
     return [f"{key}: {saved.get(key)!r} -> {value!r}" for key, value in now.items()
-            if key not in ignore and _normal(saved.get(key)) != _normal(value)]
+            if key not in ignore and _normal(key, saved.get(key)) != _normal(key, value)]
 
 
-def _normal(value):
+def _normal(key: str, value):
+    """Comparable form: lists for tuples; corpus paths resolved, so `../shared/data/corpus/x` from the
+    checkout and the absolute path `harness demo` records are one corpus."""
+    if key == "corpus" and value is not None:
+        return [str(Path(path).resolve()) for path in value]
     return list(value) if isinstance(value, tuple | list) else value

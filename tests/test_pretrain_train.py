@@ -88,6 +88,18 @@ def test_runs_saved_before_the_optimizer_setting_resume_as_adamw():
     del saved["optimizer"]
     assert config_differences(saved, resolve(PretrainConfig(optimizer="adamw"))) == []
     assert config_differences(saved, resolve(PretrainConfig())) == ["optimizer: 'adamw' -> 'electra'"]
+    del saved["disc_layers_lr_scale"]  # added later still: runs before it used one rate for everything
+    assert config_differences(saved, resolve(PretrainConfig(optimizer="adamw"))) == []
+    assert config_differences(saved, resolve(PretrainConfig(optimizer="adamw", disc_layers_lr_scale=0.5))) == \
+        ["disc_layers_lr_scale: 1.0 -> 0.5"]
+
+
+def test_a_corpus_named_by_another_path_to_it_is_the_same_setting(tmp_path, monkeypatch):
+    (tmp_path / "data").mkdir()
+    saved = dataclasses.asdict(resolve(PretrainConfig(corpus=(str(tmp_path / "data"),))))
+    monkeypatch.chdir(tmp_path)
+    assert config_differences(saved, resolve(PretrainConfig(corpus=("data",)))) == []
+    assert config_differences(saved, resolve(PretrainConfig(corpus=("other",)))) != []
 
 
 def test_the_first_budget_reached_stops():
