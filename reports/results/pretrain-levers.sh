@@ -37,6 +37,10 @@ lever electra15 --objective electra-15
 lever lambda10 disc_weight=10
 lever untied embedding_sharing=untied
 lever mlm --objective mlm
+lever gen-half generator_fraction=0.5
+lever gen-eighth generator_fraction=0.125
+lever batch8 batch_size=8
+lever disclr02 disc_layers_lr_scale=0.2
 # The collapse of each encoder, on SST-2 dev sentences and on the pre-training probe batch:
 python scripts/collapse_probe.py runs/demo/random-init runs/demo/pretrain/electra-1e+14/discriminator \
   runs/lever/pretrain-*/discriminator
