@@ -157,13 +157,13 @@ def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch
     `disc_layers_lr_scale` for the discriminator's own layers and head, 1 for the rest. At the default
     scale there are two groups, as before the setting, so older checkpoints resume."""
     split = config.disc_layers_lr_scale != 1
-    groups: dict[tuple[bool, bool], list] = {}
+    kinds: dict[tuple[bool, bool], list] = {}  # (decays, discriminator layer) -> parameters
     for name, param in model.named_parameters():
-        key = (not any(k in name for k in NO_DECAY), split and name.startswith(DISCRIMINATOR_LAYERS))
-        groups.setdefault(key, []).append(param)
+        kind = (not any(k in name for k in NO_DECAY), split and name.startswith(DISCRIMINATOR_LAYERS))
+        kinds.setdefault(kind, []).append(param)
     groups = [{"params": params, "weight_decay": config.weight_decay if decays else 0.0,
                "lr_scale": config.disc_layers_lr_scale if layers else 1.0}
-              for (decays, layers), params in sorted(groups.items(), reverse=True)]
+              for (decays, layers), params in sorted(kinds.items(), reverse=True)]
     if config.optimizer == "electra":
         return ElectraAdam(groups, lr=config.learning_rate, eps=config.adam_epsilon)
     return torch.optim.AdamW(groups, lr=config.learning_rate, eps=config.adam_epsilon,
