@@ -21,7 +21,7 @@ SHARINGS: tuple[str, ...] = Sharing.__args__
 # Objectives without a separate generator network.
 NO_GENERATOR = ("mlm",)
 # Values of settings added later, for configs saved before them (those runs used these).
-LEGACY_DEFAULTS = {"optimizer": "adamw", "disc_layers_lr_scale": 1.0}
+LEGACY_DEFAULTS = {"optimizer": "adamw", "disc_layers_lr_scale": 1.0, "disc_bias_prior": None}
 # Settings that may change between a run and its resumption: they do not change what is computed.
 RESUMABLE_CHANGES = ("output_dir", "log_every_steps", "checkpoint_every_steps", "checkpoint_every_s",
                      "keep_checkpoints", "cache_dir", "device", "compile")
@@ -68,6 +68,13 @@ class PretrainConfig:
     # that slows the layers the detector's plateau collapses while the generator trains the embeddings
     # at full rate (measured at 1e14 FLOPs: they collapse all the same). 1 is the paper's.
     disc_layers_lr_scale: float = 1.0
+    # The detection head's starting bias as a replaced-token rate p (the bias is log(p / (1 - p))); None
+    # starts it at 0, the paper's. At 0 the head predicts "replaced" half the time against a base rate
+    # near mask_prob, and the first steps learn that rate by pushing every position along one
+    # direction: every encoder measured at 1e14 FLOPs was collapsed (positions' cosine 0.999) by step
+    # 20 (reports/results/pretrain-levers.md). A small-budget lever; the usual prior initialisation
+    # of a classifier's bias for an imbalanced class.
+    disc_bias_prior: float | None = None
 
     # Budgets: at least one
     max_steps: int | None = None
@@ -132,6 +139,13 @@ def _check(c: PretrainConfig) -> list[str]:
     if c.disc_layers_lr_scale != 1 and not c.has_generator:
         errors.append(f"disc_layers_lr_scale scales the discriminator against its generator; "
                       f"--objective {c.objective} has none, so leave it at 1")
+    if c.disc_bias_prior is not None:
+        if not 0 < c.disc_bias_prior < 1:
+            errors.append(f"disc_bias_prior={c.disc_bias_prior} must be a rate strictly between 0 and 1 "
+                          "(try the mask rate, 0.15)")
+        elif c.objective != "electra":
+            errors.append(f"disc_bias_prior is the replaced-token rate over every position, which "
+                          f"--objective electra scores; --objective {c.objective} does not, so leave it unset")
     for name in ("learning_rate", "max_time_s", "max_flops", "temperature"):
         value = getattr(c, name)
         if value is not None and value <= 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -137,6 +138,10 @@ def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
     torch.manual_seed(config.seed)
     discriminator, generator, head = build_networks(disc_config, gen_config, config.embedding_sharing,
                                                     config.objective in MAIN_MLM)
+    if config.disc_bias_prior is not None:
+        with torch.no_grad():
+            discriminator.discriminator_predictions.dense_prediction.bias.fill_(
+                math.log(config.disc_bias_prior / (1 - config.disc_bias_prior)))
     masking = MaskingSettings(
         mask_id=tokenizer.mask_token_id, vocab_size=len(tokenizer),
         special_ids=(tokenizer.cls_token_id, tokenizer.sep_token_id, pad_id, tokenizer.mask_token_id),

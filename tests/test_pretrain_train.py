@@ -196,6 +196,38 @@ def test_disc_layers_lr_scale_is_checked(tmp_path, micro, corpus, settings, mess
         micro_config(tmp_path, corpus, **settings)
 
 
+@pytest.mark.parametrize("prior", [None, 0.15])
+def test_disc_bias_prior_starts_the_detector_at_that_replaced_rate(micro, prior):
+    """Before any step, an untrained detector says "replaced" with probability near the prior (0.5
+    without one: the paper's zero bias)."""
+    from types import SimpleNamespace
+
+    from pretrain.distributed import Context
+    from pretrain.prepare import build_run
+
+    class Tokenizer(SimpleNamespace):
+        def __len__(self):
+            return 60
+
+    tokenizer = Tokenizer(pad_token_id=0, cls_token_id=2, sep_token_id=3, mask_token_id=4)
+    config = PretrainConfig(preset=MICRO.name, max_steps=1, precision="fp32", device="cpu",
+                            disc_bias_prior=prior)
+    run = build_run(resolve(config), Context(0, 1, torch.device("cpu")), tokenizer)
+    ids = torch.randint(10, 60, (8, 32))
+    with torch.no_grad():
+        logits = run.model.discriminator(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    assert torch.sigmoid(logits).mean().item() == pytest.approx(prior or 0.5, abs=0.02)
+
+
+@pytest.mark.parametrize("settings, message", [({"disc_bias_prior": 1.0}, "strictly between 0 and 1"),
+                                               ({"disc_bias_prior": 0.15, "objective": "mlm"}, "leave it unset"),
+                                               ({"disc_bias_prior": 0.15, "objective": "electra-15"},
+                                                "leave it unset")])
+def test_disc_bias_prior_is_checked(tmp_path, micro, corpus, settings, message):
+    with pytest.raises(ValueError, match=message):
+        micro_config(tmp_path, corpus, **settings)
+
+
 def final_weights(out: Path) -> dict[str, torch.Tensor]:
     step = max(int(p.name.split("-")[1]) for p in (out / "checkpoints").iterdir())
     state = torch.load(out / "checkpoints" / f"step-{step}" / "training_state.pt", weights_only=True)
