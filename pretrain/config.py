@@ -144,8 +144,8 @@ def _check(c: PretrainConfig) -> list[str]:
             errors.append(f"disc_bias_prior={c.disc_bias_prior} must be a rate strictly between 0 and 1 "
                           "(try the mask rate, 0.15)")
         elif c.objective != "electra":
-            errors.append(f"disc_bias_prior is the replaced-token rate over every position, which "
-                          f"--objective electra scores; --objective {c.objective} does not, so leave it unset")
+            errors.append(f"disc_bias_prior is a replaced-token rate over every position, which --objective "
+                          f"electra scores; {c.objective} does not, so leave it unset")
     for name in ("learning_rate", "max_time_s", "max_flops", "temperature"):
         value = getattr(c, name)
         if value is not None and value <= 0:
