@@ -41,6 +41,9 @@ lever gen-half generator_fraction=0.5
 lever gen-eighth generator_fraction=0.125
 lever batch8 batch_size=8
 lever disclr02 disc_layers_lr_scale=0.2
+lever biasprior disc_bias_prior=0.15
+# The prior on the copy probe (seeds 0-2):
+for seed in 0 1 2; do python benchmarks/copy_task_probe.py --objectives electra disc_bias_prior=0.15 seed=$seed; done
 # The collapse of each encoder, on SST-2 dev sentences and on the pre-training probe batch:
 python scripts/collapse_probe.py runs/demo/random-init runs/demo/pretrain/electra-1e+14/discriminator \
   runs/lever/pretrain-*/discriminator
