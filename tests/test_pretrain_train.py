@@ -68,6 +68,22 @@ def micro_config(tmp_path: Path, corpus: Path, name: str = "out", **settings) ->
     return PretrainConfig(**values)
 
 
+def micro_run(**settings):
+    """`build_run` of the micro preset on the CPU, with a 60-word stand-in tokenizer (no corpus)."""
+    from types import SimpleNamespace
+
+    from pretrain.distributed import Context
+    from pretrain.prepare import build_run
+
+    class Tokenizer(SimpleNamespace):
+        def __len__(self):
+            return 60
+
+    tokenizer = Tokenizer(pad_token_id=0, cls_token_id=2, sep_token_id=3, mask_token_id=4)
+    config = PretrainConfig(preset=MICRO.name, max_steps=1, precision="fp32", device="cpu", **settings)
+    return build_run(resolve(config), Context(0, 1, torch.device("cpu")), tokenizer)
+
+
 def test_learning_rate_schedule_pinned():
     config = resolve(PretrainConfig(preset="electra-small", max_steps=1000, warmup_fraction=0.1,
                                     optimizer="adamw"))
@@ -189,41 +205,24 @@ def test_disc_layers_lr_scale_holds_the_discriminators_layers_and_trains_the_res
     assert any(name.startswith("generator.electra.encoder.") for name in moved)
 
 
-@pytest.mark.parametrize("settings, message", [({"disc_layers_lr_scale": 1.5}, "between 0 and 1"),
-                                               ({"disc_layers_lr_scale": 0.5, "objective": "mlm"}, "has none")])
-def test_disc_layers_lr_scale_is_checked(tmp_path, micro, corpus, settings, message):
-    with pytest.raises(ValueError, match=message):
-        micro_config(tmp_path, corpus, **settings)
-
-
 @pytest.mark.parametrize("prior", [None, 0.15])
 def test_disc_bias_prior_starts_the_detector_at_that_replaced_rate(micro, prior):
     """Before any step, an untrained detector says "replaced" with probability near the prior (0.5
     without one: the paper's zero bias)."""
-    from types import SimpleNamespace
-
-    from pretrain.distributed import Context
-    from pretrain.prepare import build_run
-
-    class Tokenizer(SimpleNamespace):
-        def __len__(self):
-            return 60
-
-    tokenizer = Tokenizer(pad_token_id=0, cls_token_id=2, sep_token_id=3, mask_token_id=4)
-    config = PretrainConfig(preset=MICRO.name, max_steps=1, precision="fp32", device="cpu",
-                            disc_bias_prior=prior)
-    run = build_run(resolve(config), Context(0, 1, torch.device("cpu")), tokenizer)
+    run = micro_run(disc_bias_prior=prior)
     ids = torch.randint(10, 60, (8, 32))
     with torch.no_grad():
         logits = run.model.discriminator(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
     assert torch.sigmoid(logits).mean().item() == pytest.approx(prior or 0.5, abs=0.02)
 
 
-@pytest.mark.parametrize("settings, message", [({"disc_bias_prior": 1.0}, "strictly between 0 and 1"),
+@pytest.mark.parametrize("settings, message", [({"disc_layers_lr_scale": 1.5}, "between 0 and 1"),
+                                               ({"disc_layers_lr_scale": 0.5, "objective": "mlm"}, "has none"),
+                                               ({"disc_bias_prior": 1.0}, "strictly between 0 and 1"),
                                                ({"disc_bias_prior": 0.15, "objective": "mlm"}, "leave it unset"),
                                                ({"disc_bias_prior": 0.15, "objective": "electra-15"},
                                                 "leave it unset")])
-def test_disc_bias_prior_is_checked(tmp_path, micro, corpus, settings, message):
+def test_the_discriminator_levers_are_checked(tmp_path, micro, corpus, settings, message):
     with pytest.raises(ValueError, match=message):
         micro_config(tmp_path, corpus, **settings)
 
@@ -471,16 +470,8 @@ def test_the_unigram_probe_scores_replaced_tokens_and_leaves_the_rng_alone(micro
     from types import SimpleNamespace
 
     from pretrain import probe
-    from pretrain.distributed import Context
-    from pretrain.prepare import build_run
 
-    class Tokenizer(SimpleNamespace):
-        def __len__(self):
-            return 60
-
-    tokenizer = Tokenizer(pad_token_id=0, cls_token_id=2, sep_token_id=3, mask_token_id=4)
-    run = build_run(resolve(PretrainConfig(preset=MICRO.name, max_steps=1, precision="fp32", device="cpu")),
-                    Context(0, 1, torch.device("cpu")), tokenizer)
+    run = micro_run()
     ids = torch.randint(10, 60, (8, 32))
     ids[:, 0], ids[:, -1] = 2, 3
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
