@@ -27,4 +27,17 @@ ft pre-ep10 runs/item1/pretrain/discriminator num_epochs=10
 ft ctl-ep10 runs/item1/random num_epochs=10
 ft pre-reinit2 runs/item1/pretrain/discriminator reinit_layers=2
 ft pre-reinit4 runs/item1/pretrain/discriminator reinit_layers=4
+# Later checks (2026-11-24) on the demo's own checkpoint (runs/demo from `harness demo`), vs its control:
+D=runs/demo/pretrain/electra-1e+14/discriminator
+ft demo-nodecay $D layerwise_lr_decay=1.0
+ft demo-nodecay-lr1e-3 $D layerwise_lr_decay=1.0 learning_rate=1e-3
+mkdir -p runs/item1/demo-nodrop && cp $D/* runs/item1/demo-nodrop/ && python - <<'PY'
+import json; path = "runs/item1/demo-nodrop/config.json"; config = json.load(open(path))
+config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0); json.dump(config, open(path, "w"), indent=2)
+PY
+ft demo-nodrop runs/item1/demo-nodrop
+for name in demo-nodecay demo-nodecay-lr1e-3 demo-nodrop; do harness compare runs/item1/$name runs/demo/glue/random-init --tasks sst2; done
+# The gradient, traced (one seed each):
+for model in runs/demo/random-init runs/lever/pretrain-mlm/discriminator $D runs/lever/pretrain-batch8/discriminator \
+    runs/lever/pretrain-temp2/discriminator; do python scripts/finetune_trace.py $model 2>/dev/null; done
 echo ALL DONE
