@@ -42,6 +42,7 @@ lever gen-eighth generator_fraction=0.125
 lever batch8 batch_size=8
 lever disclr02 disc_layers_lr_scale=0.2
 lever biasprior disc_bias_prior=0.15
+lever tied embedding_sharing=tied  # 2026-11-24, THREADS=2 alone
 # [CLS] left out of the detection loss: a one-off patch (not a setting: it changed nothing)
 cat > runs/lever/nocls.py <<'PY'
 import sys
