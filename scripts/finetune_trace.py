@@ -26,10 +26,6 @@ shared = Path(os.environ.get("SHARED_DIR", Path(__file__).resolve().parents[2] /
 _finetune, _clip = orchestration.finetune, torch.nn.utils.clip_grad_norm_
 
 
-def grad_norm(parameters) -> float:
-    return float(torch.sqrt(sum((p.grad.float() ** 2).sum() for p in parameters if p.grad is not None)))
-
-
 def traced(model, task, config, collate, **kwargs):
     """The loop's finetune with its clip wrapped: the clip is where every step's gradients are whole."""
     layers = model.base_model.encoder.layer
@@ -48,7 +44,8 @@ def traced(model, task, config, collate, **kwargs):
         if step == 1 or step % LOG == 0:
             output = seen["output"]
             margin = (output.logits[:, 1] - output.logits[:, 0]).float()
-            norms = "  ".join(f"{grad_norm(ps):10.2f}" for ps in groups.values())
+            grads = [[p.grad for p in ps if p.grad is not None] for ps in groups.values()]
+            norms = "  ".join(f"{float(torch.nn.utils.get_total_norm(g)):10.2f}" for g in grads)
             print(f"{step:4d}  {float(output.loss):.3f}  {float(margin.std()):9.3f}  {norms}", flush=True)
         return _clip(parameters, max_norm, *args, **kw)
 
