@@ -26,10 +26,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The parsed command line. key=value settings may stand on either side of a flag
+    (`a=1 --tasks rte b=2`): argparse alone takes only the first run of them and rejects the rest, and its
+    `parse_intermixed_args` refuses subcommands, so the stragglers are appended here, in order."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and hasattr(args, "overrides") and all("=" in word and word[0] != "-" for word in extra):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     from pretrain.common.errors import UserError
 
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     try:
         return args.handler(args) or 0
     except UserError as error:

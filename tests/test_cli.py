@@ -522,3 +522,19 @@ def test_init_writes_loadable_checkpoint(tiny_model, tmp_path, capsys):
     code, out, _ = run(["init", "--preset", "electra-tiny", "--tokenizer", str(tiny_model), "--output",
                         str(tmp_path / "init"), "--keep-existing"], capsys)
     assert code == 0 and "keeping" in out
+
+
+def test_settings_on_both_sides_of_a_flag_are_all_kept_in_order(capsys):
+    from harness.cli import parse
+
+    args = parse(["run", "glue", "--model", "m", "num_epochs=1", "--tasks", "rte", "batch_size=8", "seed=2"])
+    assert args.tasks == "rte" and args.overrides == ["num_epochs=1", "batch_size=8", "seed=2"]
+    args = parse(["pretrain", "--preset", "electra-tiny", "--corpus", "c", "--output", "o", "a=1", "--max-flops",
+                  "1e9", "b=2"])
+    assert args.overrides == ["a=1", "b=2"]
+    # a stray word that is no setting, or a setting given to a command that takes none, is still argparse's error
+    for argv in (["run", "glue", "--model", "m", "a=1", "--tasks", "rte", "oops"], ["tasks", "a=1"]):
+        with pytest.raises(SystemExit) as stop:
+            parse(argv)
+        assert stop.value.code == 2
+    assert "unrecognized arguments: oops" in capsys.readouterr().err
