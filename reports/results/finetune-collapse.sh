@@ -36,6 +36,10 @@ import json; path = "runs/item1/demo-nodrop/config.json"; config = json.load(ope
 config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0); json.dump(config, open(path, "w"), indent=2)
 PY
 ft demo-nodrop runs/item1/demo-nodrop
+# every layer re-initialised, the demo's embeddings kept, on all three of the demo's tasks (2026-11-24, two threads):
+harness run glue --model $D --tasks sst2,stsb,rte --seeds 3 --data-dir $G --output-dir runs/item1/demo-reinit4 \
+  --tracking-uri $T max_train_examples=1500 predict_test=false save_models=false reinit_layers=4
+harness compare runs/item1/demo-reinit4 runs/demo/glue/random-init
 for name in demo-nodecay demo-nodecay-lr1e-3 demo-nodrop; do harness compare runs/item1/$name runs/demo/glue/random-init --tasks sst2; done
 # The gradient, traced (one seed each):
 for model in runs/demo/random-init runs/lever/pretrain-mlm/discriminator $D runs/lever/pretrain-batch8/discriminator \
