@@ -12,7 +12,7 @@ lever() {  # lever NAME [PSEED=N] SETTING... : pre-train, fine-tune SST-2 first,
   if [[ $1 == PSEED=* ]]; then seed=${1#PSEED=}; shift; fi
   local out=runs/lever/pretrain-$name control=runs/demo/glue/random-init
   harness pretrain --preset electra-tiny --corpus ../shared/data/corpus/gutenberg --output "$out" \
-    --max-flops 1e14 --tracking-uri $T optimizer=adamw cache_dir=runs/cache seed="$seed" "$@"
+    --max-flops "${MAXF:-1e14}" --tracking-uri $T optimizer=adamw cache_dir=runs/cache seed="$seed" "$@"
   if [[ "$*" == *tokenizer=* ]]; then  # another vocabulary: a control with the same tokenizer
     harness init --preset electra-tiny --tokenizer "$out/discriminator" --output "runs/lever/init-$name" --keep-existing
     harness run glue --model "runs/lever/init-$name" --tasks sst2,stsb,rte --seeds 3 --data-dir ../shared/data/glue \
@@ -43,6 +43,8 @@ lever batch8 batch_size=8
 lever disclr02 disc_layers_lr_scale=0.2
 lever biasprior disc_bias_prior=0.15
 lever tied embedding_sharing=tied  # 2026-11-24, THREADS=2 alone
+# The budget itself, ten times the demo's (2026-11-24, THREADS=2 alone, ~75 min), with a checkpoint every 2e14 FLOPs
+MAXF=1e15 lever budget1e15 checkpoint_every_steps=1282 keep_checkpoints=10 checkpoint_every_s=86400
 # [CLS] left out of the detection loss: a one-off patch (not a setting: it changed nothing)
 cat > runs/lever/nocls.py <<'PY'
 import sys
