@@ -45,6 +45,12 @@ lever biasprior disc_bias_prior=0.15
 lever tied embedding_sharing=tied  # 2026-11-24, THREADS=2 alone
 # The budget itself, ten times the demo's (2026-11-24, THREADS=2 alone, ~75 min), with a checkpoint every 2e14 FLOPs
 MAXF=1e15 lever budget1e15 checkpoint_every_steps=1282 keep_checkpoints=10 checkpoint_every_s=86400
+for step in 1282 2564 3846 5128; do  # each checkpoint on the way, SST-2 and STS-B as the demo fine-tunes them
+  harness run glue --model runs/lever/pretrain-budget1e15/checkpoints/step-$step/discriminator --tasks sst2,stsb \
+    --seeds 3 --data-dir ../shared/data/glue --output-dir runs/lever/glue-budget1e15-step$step --tracking-uri $T \
+    max_train_examples=1500 predict_test=false save_models=false
+  harness compare runs/lever/glue-budget1e15-step$step runs/demo/glue/random-init --tasks sst2,stsb
+done
 # [CLS] left out of the detection loss: a one-off patch (not a setting: it changed nothing)
 cat > runs/lever/nocls.py <<'PY'
 import sys
