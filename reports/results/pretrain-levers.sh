@@ -51,6 +51,11 @@ for step in 1282 2564 3846 5128; do  # each checkpoint on the way, SST-2 and STS
     max_train_examples=1500 predict_test=false save_models=false
   harness compare runs/lever/glue-budget1e15-step$step runs/demo/glue/random-init --tasks sst2,stsb
 done
+for model in runs/demo/random-init runs/lever/pretrain-budget1e15/discriminator; do  # SST-2 at 10 epochs, both arms
+  harness run glue --model $model --tasks sst2 --seeds 3 --data-dir ../shared/data/glue --output-dir \
+    runs/lever/glue-ep10-$(basename $(dirname $model)) --tracking-uri $T max_train_examples=1500 predict_test=false num_epochs=10
+done
+harness compare runs/lever/glue-ep10-pretrain-budget1e15 runs/lever/glue-ep10-demo --tasks sst2
 # [CLS] left out of the detection loss: a one-off patch (not a setting: it changed nothing)
 cat > runs/lever/nocls.py <<'PY'
 import sys
