@@ -35,9 +35,9 @@ def effective_rank(rows: torch.Tensor) -> float:
     return float(torch.exp(-(share * share.clamp_min(1e-30).log()).sum()))
 
 
-def states_and_scales(model, batch) -> tuple[tuple[torch.Tensor, ...], list[float]]:
-    """Every layer's output states, and each layer's feed-forward LayerNorm input std (per token, mean)."""
-    mask = batch["attention_mask"].bool()
+def states_and_scales(model, batch, mask) -> tuple[tuple[torch.Tensor, ...], list[float]]:
+    """Every layer's output states, and each layer's feed-forward LayerNorm input std (mean over the
+    tokens `mask` keeps)."""
     scales = []
 
     def record(module, inputs, output):
@@ -63,7 +63,8 @@ for path in sys.argv[1:]:
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     model = transformers.AutoModel.from_pretrained(path).eval()
     batch = tokenizer(sentences, padding=True, truncation=True, max_length=128, return_tensors="pt")
-    states, scales = states_and_scales(model, batch)
+    real = batch["attention_mask"].bool()  # the tokens, not the padding
+    states, scales = states_and_scales(model, batch, real)
     hidden = states[-1]
     on_probe = "n/a (another vocabulary)"
     if tokenizer.get_vocab() == pretrain_tokenizer.get_vocab():
@@ -73,6 +74,6 @@ for path in sys.argv[1:]:
     on_sst2 = position_cosine(hidden, batch["attention_mask"])
     print(f"{path}\tSST-2: cls_rank {effective_rank(hidden[:, 0]):.1f}, position_cosine {on_sst2:.2f}\t"
           f"probe batch: position_cosine {on_probe}")
-    tokens = [effective_rank(layer[batch["attention_mask"].bool()]) for layer in states]
+    tokens = [effective_rank(layer[real]) for layer in states]
     print(f"\ttoken rank by depth (embeddings, layer 1, ...): {' '.join(f'{r:.1f}' for r in tokens)}\t"
           f"feed-forward LayerNorm input std by layer: {' '.join(f'{v:.2f}' for v in scales)}")
