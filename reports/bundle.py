@@ -23,7 +23,10 @@ MANIFEST = "manifest.json"
 SEAL = "manifest_sha256"
 TOKENIZER = "tokenizer.json"
 MODEL_FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+# The inputs a bundle may take: the tokenizer's own (its model_input_names, in this order), and for a span
+# model the answer mask's context_mask (tasks/squad_spans.context_mask); a bundle lists its own.
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids", "context_mask")
+TOKEN_INPUTS = INPUT_NAMES[:3]
 KINDS = ("sequence-classification", "question-answering")
 PER_TOKEN_OUTPUTS = ("start_logits", "end_logits")  # one value per position; the rest one per example
 VERSIONED = ("electra-harness", "torch", "transformers", "onnx", "onnxruntime", "tokenizers", "numpy")

@@ -19,7 +19,7 @@ import torch
 import transformers
 
 from pretrain.common.errors import UserError
-from reports.bundle import INPUT_NAMES, KINDS, PER_TOKEN_OUTPUTS
+from reports.bundle import KINDS, PER_TOKEN_OUTPUTS, TOKEN_INPUTS
 
 OPSET = 17
 PARITY_TOLERANCE = 1e-4  # max |logit difference| between PyTorch and onnxruntime fp32
@@ -37,6 +37,7 @@ class Checkpoint:
     max_position_embeddings: int
     answerability_head: bool  # `harness run squad`'s answerability classifier beside the HF files
     joint_prediction: bool = False  # its joint end head beside them (ends come as beams, not logits)
+    token_types: bool = True  # whether the model reads token_type_ids (DeBERTa-v3: type_vocab_size 0)
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -68,22 +69,32 @@ def inspect_checkpoint(path: Path) -> Checkpoint:
                         "fine-tune it with `harness run glue` or `harness run squad` and export that run")
     num_labels = len(config.get("id2label") or {}) or 2  # 2: transformers' default when unset
     return Checkpoint(path, kind, architecture, num_labels, int(config.get("max_position_embeddings", 512)),
-                      (path / HEAD_FILE).is_file(), (path / JOINT_FILE).is_file())
+                      (path / HEAD_FILE).is_file(), (path / JOINT_FILE).is_file(),
+                      config.get("type_vocab_size") != 0)
+
+
+def input_names(checkpoint: Checkpoint, tokenizer: transformers.PreTrainedTokenizerBase) -> tuple[str, ...]:
+    """The graph's inputs: the tokenizer's (RoBERTa's and DistilBERT's have no token_type_ids) that the model
+    reads (DeBERTa-v3's tokenizer makes token types its model ignores), and a span model's context_mask,
+    which its answer mask reads."""
+    names = tuple(name for name in TOKEN_INPUTS if name in tokenizer.model_input_names
+                  and (name != "token_type_ids" or checkpoint.token_types))
+    return names + (("context_mask",) if checkpoint.kind == QUESTION_ANSWERING else ())
 
 
 class _Outputs(torch.nn.Module):
     """Positional inputs in, a tuple of the named output tensors out: what the exporter traces."""
 
-    def __init__(self, model: torch.nn.Module, output_names: Sequence[str]):
+    def __init__(self, model: torch.nn.Module, input_names: Sequence[str], output_names: Sequence[str]):
         super().__init__()
-        self.model, self.output_names = model, tuple(output_names)
+        self.model, self.input_names, self.output_names = model, tuple(input_names), tuple(output_names)
 
-    def forward(self, input_ids, attention_mask, token_type_ids):
-        output = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+    def forward(self, *inputs):
+        output = self.model(**dict(zip(self.input_names, inputs, strict=True)))
         return tuple(output[name] for name in self.output_names)
 
 
-def load_model(checkpoint: Checkpoint) -> torch.nn.Module:
+def load_model(checkpoint: Checkpoint, input_names: Sequence[str]) -> torch.nn.Module:
     """The fine-tuned model in eval mode, eager attention (a plain graph onnxruntime can fuse)."""
     from tasks.loading import from_pretrained_quietly
     from tasks.squad_model import SquadModel
@@ -97,23 +108,24 @@ def load_model(checkpoint: Checkpoint) -> torch.nn.Module:
         reason = str(error).splitlines()[0][:200] if str(error) else ""
         raise UserError(f"cannot load the model in {str(checkpoint.path)!r} ({type(error).__name__}: "
                         f"{reason}); pass a directory save_pretrained() wrote") from error
-    return _Outputs(model, checkpoint.output_names).eval()
+    return _Outputs(model, input_names, checkpoint.output_names).eval()
 
 
 def export_onnx(model: torch.nn.Module, path: Path) -> None:
     """Trace `load_model`'s module to ONNX with dynamic batch and sequence axes."""
     # A padded pair batch, so the traced graph sees masking and both token types.
     input_ids = torch.tensor([[2, 5, 6, 7, 3, 8, 9, 3], [2, 5, 6, 3, 7, 3, 0, 0]])
-    attention_mask = (input_ids != 0).long()
-    token_type_ids = torch.tensor([[0, 0, 0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 1, 1, 0, 0]])
-    axes = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
+    examples = {"input_ids": input_ids, "attention_mask": (input_ids != 0).long(),
+                "token_type_ids": torch.tensor([[0, 0, 0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 1, 1, 0, 0]]),
+                "context_mask": torch.tensor([[0, 0, 0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 1, 1, 1, 1]])}
+    axes = {name: {0: "batch", 1: "sequence"} for name in model.input_names}
     axes |= {name: {0: "batch", 1: "sequence"} if name in PER_TOKEN_OUTPUTS else {0: "batch"}
              for name in model.output_names}
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # TracerWarnings about Python-side shape checks in transformers
         # The exporter restores the module's training flag afterwards, so it must be eval() already.
-        torch.onnx.export(model.eval(), (input_ids, attention_mask, token_type_ids), str(path), dynamo=False,
-                          opset_version=OPSET, input_names=list(INPUT_NAMES),
+        torch.onnx.export(model.eval(), tuple(examples[name] for name in model.input_names), str(path),
+                          dynamo=False, opset_version=OPSET, input_names=list(model.input_names),
                           output_names=list(model.output_names), dynamic_axes=axes)
 
 
@@ -145,8 +157,8 @@ def parity(model: torch.nn.Module, onnx_path: Path, feeds: Sequence[dict[str, np
     worst = 0.0
     for feed in feeds:
         with torch.inference_mode():
-            expected = model(*(torch.from_numpy(feed[name]) for name in INPUT_NAMES))
-        actual = session.run(list(model.output_names), feed)
+            expected = model(*(torch.from_numpy(feed[name]) for name in model.input_names))
+        actual = session.run(list(model.output_names), {name: feed[name] for name in model.input_names})
         real = feed["attention_mask"].astype(bool)
         for name, want, got in zip(model.output_names, expected, actual, strict=True):
             if not want.is_floating_point():  # beam indices: their log-probabilities, compared, tell

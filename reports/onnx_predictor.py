@@ -141,13 +141,14 @@ class Predictor:
         # change recorded the tokens windows share instead, and are read that way.
         step = qa.get("doc_stride_is_step", False)
         lengths = [len(e.ids) for e in self.tokenizer.encode_batch(questions, add_special_tokens=False)]
+        specials = self.tokenizer.post_processor.num_special_tokens_to_add(True)  # 3: [CLS] q [SEP] c [SEP]
         by_overlap: dict[int, list[int]] = {}
         steps = []
         for i, length in enumerate(lengths):
-            overlap = squad_spans.window_overlap(self.max_length, length, qa["doc_stride"]) if step \
-                else qa["doc_stride"]
+            overlap = (squad_spans.window_overlap(self.max_length, length, qa["doc_stride"], specials)
+                       if step else qa["doc_stride"])
             by_overlap.setdefault(overlap, []).append(i)
-            steps.append(squad_spans.window_step(self.max_length, length, overlap))
+            steps.append(squad_spans.window_step(self.max_length, length, overlap, specials))
         found: dict[int, list[Encoding]] = {}
         for overlap, members in by_overlap.items():
             self.truncating.enable_truncation(self.max_length, stride=overlap, strategy="only_second")
@@ -174,30 +175,35 @@ class Predictor:
         order = sorted(range(len(encodings)), key=lambda i: -len(encodings[i].ids))
         for first in range(0, len(order), self.batch_size):
             batch = order[first:first + self.batch_size]
-            yield batch, pad_batch([encodings[i] for i in batch], int(self.manifest["pad_token_id"]))
+            yield batch, pad_batch([encodings[i] for i in batch], int(self.manifest["pad_token_id"]),
+                                   self.input_names)
 
     def run(self, encodings: Sequence[Encoding]) -> list[list[np.ndarray]]:
         """Each model output, one array per encoding; per-token outputs cut to the encoding's length."""
         outputs: list[list] = [[None] * len(encodings) for _ in self.session.get_outputs()]
         per_token = [o.name in PER_TOKEN_OUTPUTS for o in self.session.get_outputs()]
         for batch, feed in self.batches(encodings):
-            results = self.session.run(None, {name: feed[name] for name in self.input_names})
+            results = self.session.run(None, feed)
             for output, result, cut in zip(outputs, results, per_token, strict=True):
                 for row, i in enumerate(batch):
                     output[i] = result[row, :len(encodings[i].ids)] if cut else result[row]
         return outputs
 
 
-def pad_batch(encodings: Sequence[Encoding], pad_id: int) -> dict[str, np.ndarray]:
-    """input_ids, attention_mask and token_type_ids as int64 arrays padded to the longest encoding."""
+def pad_batch(encodings: Sequence[Encoding], pad_id: int,
+              names: Sequence[str] = INPUT_NAMES[:3]) -> dict[str, np.ndarray]:
+    """The named inputs (of INPUT_NAMES) as int64 arrays padded to the longest encoding; context_mask is
+    squad_spans.context_mask of each (question, context) window."""
     length = max(len(e.ids) for e in encodings)
-    arrays = {name: np.zeros((len(encodings), length), dtype=np.int64) for name in INPUT_NAMES}
-    arrays["input_ids"].fill(pad_id)
+    arrays = {name: np.zeros((len(encodings), length), dtype=np.int64) for name in names}
+    if "input_ids" in arrays:
+        arrays["input_ids"].fill(pad_id)
+    rows = {"input_ids": lambda e: e.ids, "attention_mask": lambda e: [1] * len(e.ids),
+            "token_type_ids": lambda e: e.type_ids,
+            "context_mask": lambda e: squad_spans.context_mask(e.sequence_ids)}
     for row, encoding in enumerate(encodings):
-        size = len(encoding.ids)
-        arrays["input_ids"][row, :size] = encoding.ids
-        arrays["attention_mask"][row, :size] = 1
-        arrays["token_type_ids"][row, :size] = encoding.type_ids
+        for name, array in arrays.items():
+            array[row, :len(encoding.ids)] = rows[name](encoding)
     return arrays
 
 

@@ -11,9 +11,26 @@ from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 
+@dataclasses.dataclass
+class Collator(DataCollatorWithPadding):
+    """transformers' dynamic padding, plus the per-token features the tokenizer does not know (SQuAD's
+    context_mask), padded with zeros on the right to the same length."""
+
+    zero_padded: tuple[str, ...] = ("context_mask",)
+
+    def __call__(self, features: list[dict]) -> dict:
+        names = [name for name in self.zero_padded if features and name in features[0]]
+        extra = {name: [f[name] for f in features] for name in names}
+        batch = super().__call__([{k: v for k, v in f.items() if k not in extra} for f in features])
+        length = batch["input_ids"].shape[1]
+        for name, rows in extra.items():
+            batch[name] = torch.tensor([list(row) + [0] * (length - len(row)) for row in rows])
+        return batch
+
+
 def collator(tokenizer: PreTrainedTokenizerBase) -> DataCollatorWithPadding:
     """Dynamic padding to the longest sequence in the batch (a multiple of 8 keeps kernels aligned)."""
-    return DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8, return_tensors="pt")
+    return Collator(tokenizer, pad_to_multiple_of=8, return_tensors="pt")
 
 
 def lengths(dataset: Dataset) -> list[int]:

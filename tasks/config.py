@@ -61,8 +61,11 @@ class FinetuneConfig:
     group_by_length: bool = True
     max_train_examples: int | None = None  # subsample the training set, for quick looks
     # GLUE head: electra = [CLS] -> dropout -> dense, STS-B targets / 5 (saved as transformers' head,
-    # exactly: tasks/glue_head.py); hf = transformers' ElectraClassificationHead (dense, GELU, dense)
-    head: Literal["electra", "hf"] = "electra"
+    # exactly: tasks/glue_head.py; ELECTRA discriminators only); hf = the family's own transformers head
+    # (ELECTRA's: dense, GELU, dense); auto = electra for ELECTRA discriminators, hf for other families
+    head: Literal["auto", "electra", "hf"] = "auto"
+    # Let a Hub checkpoint whose family transformers lacks run its repository's own code; off: refused
+    trust_remote_code: bool = False
     # GLUE tasks whose registry row says double_unordered (mrpc, stsb) train on both sentence orders
     double_unordered: bool = True
     save_models: bool = True
@@ -83,11 +86,14 @@ class FinetuneConfig:
         if problems:
             raise ValueError("; ".join(problems))
 
-    def resolved(self, size: str, task_epochs: float, task_max_length: int | None = None) -> FinetuneConfig:
-        """This config with the size- and task-dependent defaults filled in."""
+    def resolved(self, size: str, task_epochs: float, task_max_length: int | None = None,
+                 family_head: str | None = None) -> FinetuneConfig:
+        """This config with the size-, family- and task-dependent defaults filled in (family_head: what
+        head=auto stands for with this model; None leaves it auto)."""
         learning_rate, decay = RECIPE[size]
         return dataclasses.replace(
-            self, learning_rate=self.learning_rate or learning_rate,
+            self, head=family_head if self.head == "auto" and family_head else self.head,
+            learning_rate=self.learning_rate or learning_rate,
             layerwise_lr_decay=self.layerwise_lr_decay if self.layerwise_lr_decay is not None else decay,
             num_epochs=self.num_epochs or task_epochs, max_length=self.max_length or task_max_length)
 

@@ -17,6 +17,7 @@ from pretrain.common import console, placement
 from pretrain.common.errors import UserError
 from tasks import batching
 from tasks.config import FinetuneConfig
+from tasks.layers import encoder_layers, pretrained_part
 from tasks.optim import build_optimizer, build_schedule
 
 
@@ -152,10 +153,11 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
 
 def reinit_top_layers(model: torch.nn.Module, count: int) -> None:
     """The top `count` encoder layers drawn afresh by the model's own initialiser (global RNG)."""
-    import transformers
-
-    pretrained = next(m for m in model.modules() if isinstance(m, transformers.PreTrainedModel))
-    layers = pretrained.base_model.encoder.layer
+    pretrained = pretrained_part(model)
+    layers = encoder_layers(model)
+    if layers is None:
+        raise UserError(f"reinit_layers needs the model's list of layers, and {type(pretrained).__name__} "
+                        "has no module list of them; leave reinit_layers at 0")
     if count > len(layers):
         raise UserError(f"reinit_layers={count} but the model has {len(layers)} layers; choose at most "
                         f"{len(layers)}")

@@ -100,13 +100,15 @@ def build_task(task: GlueTask, splits: dict[str, Dataset], tokenizer: PreTrained
         target_scale=target_scale)
 
 
-def load_model(model_path: str, task: GlueTask, attn_implementation: str,
-               head: str = "hf") -> torch.nn.Module:
-    """The discriminator with a fresh classification (or regression) head: transformers' or ELECTRA's."""
+def load_model(model_path: str, task: GlueTask, head: str = "hf", **load_options) -> torch.nn.Module:
+    """The encoder with a fresh classification (or regression) head: its family's own or ELECTRA's.
+
+    load_options: what from_pretrained takes besides (attn_implementation, trust_remote_code).
+    """
     labels = task.label_names or ("score",)
     model = from_pretrained_quietly(
         AutoModelForSequenceClassification, model_path, num_labels=task.num_labels,
-        attn_implementation=attn_implementation, id2label=dict(enumerate(labels)),
+        **load_options, id2label=dict(enumerate(labels)),
         label2id={name: i for i, name in enumerate(labels)},
         problem_type="regression" if task.is_regression else "single_label_classification")
     return glue_head.use_electra_head(model) if head == "electra" else model

@@ -7,23 +7,26 @@ transformers' linear warmup-then-decay schedule.
 
 from __future__ import annotations
 
-import re
-
 import torch
 from transformers import get_linear_schedule_with_warmup
 
 from pretrain.common.electra_adam import ElectraAdam, electra_lr_factor
+from pretrain.common.errors import UserError
+from tasks.layers import encoder_layers
 
-_LAYER = re.compile(r"encoder\.layers?\.(\d+)\.")
 _NO_DECAY = ("bias", "LayerNorm", "layer_norm")  # as ELECTRA's AdamWeightDecayOptimizer excludes
 
 
-def layer_depth(name: str, num_layers: int, head_depth: int) -> int:
-    """Depth of a parameter: embeddings 0, encoder layer i at i+1, anything else (the head) at head_depth."""
-    if ".embeddings" in name or name.startswith("embeddings"):  # embeddings and embeddings_project
-        return 0
-    match = _LAYER.search(name)
-    return int(match.group(1)) + 1 if match else head_depth
+def layer_depths(model: torch.nn.Module, head_depth: int) -> dict[str, int] | None:
+    """Depth of each parameter by name: embeddings 0 (word, position, relative-position embeddings and
+    their projection), the parameters of encoder layer i at i+1, anything else (the head, a pooler, a
+    final norm) at head_depth; None for a model without a list of layers (tasks/layers.py)."""
+    layers = encoder_layers(model)
+    if layers is None:
+        return None
+    in_layer = {id(p): i + 1 for i, layer in enumerate(layers) for p in layer.parameters()}
+    return {name: in_layer.get(id(p), 0 if "embed" in name.lower() else head_depth)
+            for name, p in model.named_parameters()}
 
 
 def parameter_groups(model: torch.nn.Module, learning_rate: float, decay: float, weight_decay: float,
@@ -36,11 +39,17 @@ def parameter_groups(model: torch.nn.Module, learning_rate: float, decay: float,
     """
     num_layers = model.config.num_hidden_layers
     head_depth = num_layers + 2 if depth_rule == "electra" else num_layers + 1
+    depths = layer_depths(model, head_depth)
+    if depths is None and decay != 1.0:
+        raise UserError(f"layer-wise learning-rate decay needs the model's list of layers, and "
+                        f"{type(model).__name__} has no module list of its {num_layers} layers; pass "
+                        "layerwise_lr_decay=1.0 to train every layer at one learning rate")
+    depths = depths or {}
     groups: dict[tuple[int, bool], dict] = {}
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
             continue
-        depth = layer_depth(name, num_layers, head_depth)
+        depth = depths.get(name, head_depth)
         decays = not any(marker in name for marker in _NO_DECAY)
         group = groups.setdefault((depth, decays), {
             "params": [], "lr": learning_rate * decay ** (head_depth - depth),

@@ -144,7 +144,10 @@ def build_task(task: SquadTask, splits: SquadSplits, tokenizer, max_length: int,
         num_train_examples=len(train_examples), num_misaligned=num_misaligned)
 
 
-def load_model(model_path: str, built: SquadFinetuneTask, attn_implementation: str) -> torch.nn.Module:
-    """The discriminator with fresh SQuAD heads: span, answerability classifier, joint end as `built` says."""
+def load_model(model_path: str, built: SquadFinetuneTask, **load_options) -> torch.nn.Module:
+    """The encoder with fresh SQuAD heads: span, answerability classifier, joint end as `built` says.
+
+    load_options: what from_pretrained takes besides (attn_implementation, trust_remote_code).
+    """
     return from_pretrained_quietly(SquadModel, model_path, answerability=built.uses_head, joint=built.joint,
-                                   attn_implementation=attn_implementation)
+                                   **load_options)

@@ -24,8 +24,8 @@ def _check_setup(tokenizer, max_length: int, doc_stride: int, max_query_length: 
         raise UserError(f"{type(tokenizer).__name__} is not a fast tokenizer; SQuAD needs offset mappings")
     if tokenizer.padding_side != "right":
         raise UserError(f"tokenizer pads on the {tokenizer.padding_side}; set padding_side='right' for SQuAD")
-    # Three special tokens ([CLS], [SEP], [SEP]) share the window with the question and the context.
-    context_room = max_length - max_query_length - 3
+    # The pair's special tokens ([CLS], [SEP], [SEP] for BERT) share the window with question and context.
+    context_room = max_length - max_query_length - tokenizer.num_special_tokens_to_add(pair=True)
     if context_room < 1:
         raise UserError(
             f"max_length {max_length} leaves no context tokens after a {max_query_length}-token question; "
@@ -48,6 +48,7 @@ def _tokenize(batch: dict, tokenizer, max_length: int, doc_stride: int, max_quer
     by_length: dict[int, list[int]] = {}
     for i, length in enumerate(lengths):
         by_length.setdefault(length, []).append(i)
+    specials = tokenizer.num_special_tokens_to_add(pair=True)
     windows = []  # (example, window number, row)
     for length, members in by_length.items():
         encoded = tokenizer(
@@ -55,7 +56,7 @@ def _tokenize(batch: dict, tokenizer, max_length: int, doc_stride: int, max_quer
             [batch["context"][i] for i in members],
             truncation="only_second",
             max_length=max_length,
-            stride=squad_spans.window_overlap(max_length, length, doc_stride),
+            stride=squad_spans.window_overlap(max_length, length, doc_stride, specials),
             return_overflowing_tokens=True,
             return_offsets_mapping=True,
         )
@@ -63,6 +64,7 @@ def _tokenize(batch: dict, tokenizer, max_length: int, doc_stride: int, max_quer
         for k, sample in enumerate(samples):
             row = {key: values[k] for key, values in encoded.items()}
             row["sequence_ids"] = encoded.sequence_ids(k)
+            row["context_mask"] = squad_spans.context_mask(row["sequence_ids"])
             windows.append((members[sample], k, row))
     windows.sort(key=lambda window: window[:2])
     columns = {key: [row[key] for _, _, row in windows] for key in windows[0][2]} if windows else {}
@@ -150,8 +152,9 @@ def _eval_batch(batch: dict, tokenizer, max_length: int, doc_stride: int, max_qu
         while last + 1 < len(sample_map) and sample_map[last + 1] == sample_map[first]:
             last += 1
         question_tokens = sequence_ids[first].count(0)
-        step = squad_spans.window_step(max_length, question_tokens,
-                                       squad_spans.window_overlap(max_length, question_tokens, doc_stride))
+        specials = tokenizer.num_special_tokens_to_add(pair=True)
+        overlap = squad_spans.window_overlap(max_length, question_tokens, doc_stride, specials)
+        step = squad_spans.window_step(max_length, question_tokens, overlap, specials)
         allowed += squad_spans.start_allowed(offset_mapping[first:last + 1], step)
         first = last + 1
     return {**encoded, "example_id": example_ids, "offset_mapping": offset_mapping, "allowed": allowed}

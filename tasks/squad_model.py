@@ -46,9 +46,12 @@ class SquadOutput(ModelOutput):
     end_top_index: torch.Tensor | None = None  # batch, beam, beam
 
 
-def answer_penalty(attention_mask: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
-    """0 where an answer may point (the context and its [SEP], and [CLS]), -1000 elsewhere; float32."""
-    answer_mask = (attention_mask * token_type_ids).float()
+def answer_penalty(attention_mask: torch.Tensor, context_mask: torch.Tensor) -> torch.Tensor:
+    """0 where an answer may point (the context and its [SEP], and [CLS]), -1000 elsewhere; float32.
+
+    context_mask: `squad_spans.context_mask` per window, BERT's token_type_ids for BERT-style tokenizers.
+    """
+    answer_mask = (attention_mask * context_mask).float()
     is_cls = (torch.arange(answer_mask.shape[1], device=answer_mask.device) == 0).float()
     return MASK_PENALTY * (torch.maximum(answer_mask, is_cls) - 1)
 
@@ -91,14 +94,16 @@ class SquadModel(torch.nn.Module):
         # With joint prediction the HF head's end column is unused: ends come from this head.
         self.joint_end = JointEnd(hidden_size) if joint else None
 
-    def forward(self, input_ids, attention_mask, token_type_ids=None, start_positions=None,
+    def forward(self, input_ids, attention_mask, context_mask=None, token_type_ids=None, start_positions=None,
                 end_positions=None, is_impossible=None) -> SquadOutput:
-        if token_type_ids is None:
-            raise ValueError("the answer mask needs token_type_ids (1 marks the context)")
-        output = self.qa(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                         output_hidden_states=True)
+        if context_mask is None:
+            raise ValueError("the answer mask needs context_mask (1 on the context and its closing tokens)")
+        # token_type_ids only where the tokenizer makes them (BERT, ELECTRA); RoBERTa, DistilBERT have none
+        types = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        output = self.qa(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                         **types)
         hidden = output.hidden_states[-1]  # batch, length, hidden
-        penalty = answer_penalty(attention_mask, token_type_ids)
+        penalty = answer_penalty(attention_mask, context_mask)
         # Under autocast the logits may be bf16: mask and take softmaxes in fp32.
         start_logits = output.start_logits.float() + penalty
         result = {"start_logits": start_logits}  # a ModelOutput keeps only the fields set when it is built

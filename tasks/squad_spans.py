@@ -25,20 +25,29 @@ def context_offsets(offsets: Sequence[Sequence[int]], sequence_ids: Sequence[int
     return [o if s == CONTEXT else None for o, s in zip(offsets, sequence_ids, strict=True)]
 
 
-def window_overlap(max_length: int, question_tokens: int, doc_stride: int) -> int:
+def context_mask(sequence_ids: Sequence[int | None]) -> list[int]:
+    """1 from a window's first context token to its end (the context and the special tokens closing it),
+    0 before ([CLS], the question, its separators): ELECTRA's answer mask, input_mask x segment_ids, which
+    equals BERT's token_type_ids here and is defined for tokenizers without token types (RoBERTa's)."""
+    first = list(sequence_ids).index(CONTEXT)
+    return [0] * first + [1] * (len(sequence_ids) - first)
+
+
+def window_overlap(max_length: int, question_tokens: int, doc_stride: int, specials: int = 3) -> int:
     """Tokens consecutive windows share so that their starts are doc_stride apart.
 
     ELECTRA (finetune/qa/qa_tasks.py, `featurize`) steps min(length, doc_stride) tokens from one window's
     start to the next, each window holding max_length - question - 3 context tokens; tokenizers' `stride`
     is the overlap instead, so the step is converted to the overlap for this question's length.
+    specials: the special tokens of a pair (3 for BERT's [CLS] q [SEP] c [SEP], 4 for RoBERTa's).
     """
-    room = max_length - question_tokens - 3  # [CLS] question [SEP] context [SEP]
+    room = max_length - question_tokens - specials
     return max(room - doc_stride, 0)
 
 
-def window_step(max_length: int, question_tokens: int, overlap: int) -> int:
+def window_step(max_length: int, question_tokens: int, overlap: int, specials: int = 3) -> int:
     """Context tokens from one window's start to the next's, given the overlap the tokenizer was run with."""
-    return max_length - question_tokens - 3 - overlap
+    return max_length - question_tokens - specials - overlap
 
 
 def max_context(lengths: Sequence[int], step: int) -> list[list[bool]]:

@@ -402,7 +402,7 @@ def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, joint, wo
     import transformers
 
     from reports.onnx_predictor import Predictor, Request
-    from tasks import squad, squad_data, squad_features
+    from tasks import batching, squad, squad_data, squad_features
     from tasks.config import SquadConfig
     from tasks.registry import SQUAD_TASKS
     from tasks.squad_model import SquadModel
@@ -440,8 +440,8 @@ def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, joint, wo
     examples, _ = squad_data.load_squad_json(tmp_path / "squad" / f"dev-v{version}.json", version)
     features = squad_features.prepare_eval_features(examples, tokenizer, 64, 16, 16)
     model.eval()
-    batch = tokenizer.pad(features.remove_columns(["example_id", "offset_mapping", "allowed"]).to_dict(),
-                          return_tensors="pt")
+    batch = batching.collator(tokenizer)(list(features.remove_columns(["example_id", "offset_mapping",
+                                                                       "allowed"])))
     with torch.inference_mode():
         output = model(**batch)
     # The fine-tuning loop's own reading of the outputs (cut to each window, beams kept whole).

@@ -25,7 +25,7 @@ class StubEncoder(torch.nn.Module):
 
     config = SimpleNamespace(hidden_size=1)
 
-    def forward(self, input_ids, attention_mask, token_type_ids, output_hidden_states):
+    def forward(self, input_ids, attention_mask, output_hidden_states, token_type_ids=None):
         return SimpleNamespace(start_logits=torch.tensor([START]), end_logits=torch.tensor([END]),
                                hidden_states=(torch.tensor([HIDDEN])[..., None],))
 
@@ -50,13 +50,13 @@ def _model(answerability=False, joint=False) -> SquadModel:
 
 def _run(model, **targets):
     return model(input_ids=torch.zeros(1, 4, dtype=torch.long), attention_mask=ATTENTION,
-                 token_type_ids=TYPES, **{name: torch.tensor([value]) for name, value in targets.items()})
+                 context_mask=TYPES, **{name: torch.tensor([value]) for name, value in targets.items()})
 
 
 def test_answer_penalty_keeps_context_final_sep_and_cls():
     attention = torch.tensor([[1, 1, 1, 1, 1, 1, 0, 0]])  # [CLS] q [SEP] c c [SEP] pad pad
-    types = torch.tensor([[0, 0, 0, 1, 1, 1, 0, 0]])
-    assert answer_penalty(attention, types).tolist() == [[0, -1000, -1000, 0, 0, 0, -1000, -1000]]
+    context = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1]])  # squad_spans.context_mask: to the window's end
+    assert answer_penalty(attention, context).tolist() == [[0, -1000, -1000, 0, 0, 0, -1000, -1000]]
 
 
 def test_span_loss_runs_over_the_masked_logits():

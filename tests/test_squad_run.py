@@ -206,7 +206,8 @@ def test_squad_heads_save_and_load(joint, tiny_model, tmp_path):
     model = SquadModel.from_pretrained(tiny_model, answerability=True, joint=joint).eval()
     batch = {"input_ids": torch.tensor([[2, 5, 7, 3, 9, 11, 12, 3]]),
              "attention_mask": torch.ones(1, 8, dtype=torch.long),
-             "token_type_ids": torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]])}
+             "token_type_ids": torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]]),
+             "context_mask": torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1]])}
     with torch.no_grad():
         before = model(**batch)
     model.save_pretrained(tmp_path / "saved")

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,10 +98,11 @@ def dev_examples(task: GlueTask | SquadTask, data_dir: str | None, limit: int) -
 
 def _build(source: Source, job: ExportJob, tokenizer, examples: Dataset, staging: Path) -> dict:
     """Export, parity, quantisation and dev scores into `staging`; returns the manifest."""
-    model = onnx_export.load_model(source.checkpoint)
+    model = onnx_export.load_model(source.checkpoint, onnx_export.input_names(source.checkpoint, tokenizer))
     onnx_export.export_onnx(model, staging / bundle.MODEL_FILES["fp32"])
     onnx_export.save_tokenizer(tokenizer, staging / bundle.TOKENIZER)
-    manifest = _manifest(source, tokenizer, staging, [bundle.MODEL_FILES["fp32"], bundle.TOKENIZER])
+    manifest = _manifest(source, tokenizer, staging, [bundle.MODEL_FILES["fp32"], bundle.TOKENIZER],
+                         model.input_names)
     _write_manifest(staging, manifest)
     fp32 = Predictor(staging, "fp32", batch_size=PARITY_BATCH)
     encoded = fp32.encode(onnx_check.requests_for(source.task, examples.select(range(
@@ -157,12 +159,12 @@ def _write_manifest(staging: Path, manifest: dict) -> None:
     atomic.write_json(path, written | {bundle.SEAL: bundle.manifest_digest(written)})
 
 
-def _manifest(source: Source, tokenizer, staging: Path, files: list[str]) -> dict:
+def _manifest(source: Source, tokenizer, staging: Path, files: list[str], inputs: Sequence[str]) -> dict:
     task = source.task
     labels = None if isinstance(task, SquadTask) or task.is_regression else list(task.label_names)
     return bundle.new_manifest(staging, files, {
         "task": task.name, "kind": source.checkpoint.kind, "labels": labels, "max_length": source.max_length,
-        "pad_token_id": tokenizer.pad_token_id or 0, "inputs": list(bundle.INPUT_NAMES),  # masked anyway
+        "pad_token_id": tokenizer.pad_token_id or 0, "inputs": list(inputs),  # padding is masked
         "outputs": list(source.checkpoint.output_names), **({"qa": source.qa} if source.qa else {}),
         "opset": onnx_export.OPSET,
         "source": {"model": source.model_name, "model_id": source.model_id,

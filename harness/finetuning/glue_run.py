@@ -58,7 +58,8 @@ class GlueBenchmark:
         # Read and validate every task's data before any training: bad input fails in seconds.
         data_dir = glue_dir(self.run.data_dir)
         self.data = {task.name: load_glue(task, data_dir) for task in self.run.tasks}
-        configs = {t.name: self.run.config.resolved(setup.size, t.num_epochs, t.max_length)
+        configs = {t.name: self.run.config.resolved(setup.size, t.num_epochs, t.max_length,
+                                                   setup.head)
                    for t in self.run.tasks if t.predicted_by is None}
         return Plan("glue", tuple(t.name for t in self.run.tasks), configs)
 
@@ -72,7 +73,7 @@ class GlueBenchmark:
 
     def load_model(self, built: glue.GlueFinetuneTask, config: FinetuneConfig,
                    setup: ModelSetup) -> torch.nn.Module:
-        return glue.load_model(setup.model_path, built.task, setup.attention, config.head)
+        return glue.load_model(setup.model_path, built.task, config.head, **setup.load_options)
 
     def write_predictions(self, built: glue.GlueFinetuneTask, config: FinetuneConfig, result: FinetuneResult,
                           stem: Path) -> dict:

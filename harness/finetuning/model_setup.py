@@ -4,7 +4,7 @@ attention and precision, resolved once per invocation (harness run, harness sear
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -12,8 +12,14 @@ import transformers
 
 from pretrain.common import placement
 from pretrain.common.errors import UserError
+from pretrain.common.hub import needs_remote_code
 from pretrain.common.models import resolve_model, size_of
 from tasks.config import FinetuneConfig
+
+# The GLUE head a family gets under head=auto (reports/FIDELITY.md, "Heads by family"): ELECTRA's own
+# single dense layer for its discriminators, where it is written back into transformers' head exactly;
+# every other family keeps the classification head its authors fine-tune with.
+ELECTRA_HEAD_FAMILIES = ("electra",)
 
 
 @dataclass(frozen=True)
@@ -23,31 +29,62 @@ class ModelSetup:
     model_path: str
     tokenizer: transformers.PreTrainedTokenizerBase
     model_config: transformers.PretrainedConfig
-    size: str  # recipe row: small, base or large
+    size: str  # recipe row: small, base or large, by the encoder's width and depth
     device: torch.device
     attention: str  # attn_implementation
     precision: str  # "bf16" or "fp32", as used
+    family: str = "electra"  # the config's model_type: electra, bert, roberta, deberta-v2, ...
+    trust_remote_code: bool = False  # the checkpoint's own code may run (the user said so)
+
+    @property
+    def head(self) -> str:
+        """The GLUE head head=auto stands for with this family."""
+        return "electra" if self.family in ELECTRA_HEAD_FAMILIES else "hf"
+
+    @property
+    def recipe(self) -> str:
+        """The recipe this model is fine-tuned with, as results.json and the leaderboard record it."""
+        return f"electra-{self.size}"
+
+    @property
+    def load_options(self) -> dict:
+        """What every from_pretrained of this model passes besides the path."""
+        return {"attn_implementation": self.attention, "trust_remote_code": self.trust_remote_code}
 
 
-def load(model: str, precision: str) -> ModelSetup:
+def load(model: str, precision: str, trust_remote_code: bool = False) -> ModelSetup:
     """Resolve --model, load its tokenizer and config, and pick the device, attention and precision."""
-    model_path = resolve_model(model)
-    model_config = load_model_config(model_path)  # first: the tokenizer reads config.json too
-    tokenizer = load_tokenizer(model_path)
+    model_path = resolve_model(model, trust_remote_code)
+    remote = needs_remote_code(Path(model_path))
+    if remote and not trust_remote_code:
+        raise UserError(f"{model!r} is a {remote!r} model that transformers can only load by running code "
+                        "from its repository; pass trust_remote_code=true if you trust that code")
+    model_config = load_model_config(model_path, trust_remote_code)  # first: the tokenizer reads config.json
+    tokenizer = load_tokenizer(model_path, trust_remote_code)
     device = placement.pick_device("auto")
     used = placement.resolve_precision(precision, device)
-    attention = placement.resolve_attention("auto", device, used)
-    return ModelSetup(model_path, tokenizer, model_config, size_of(model_config.hidden_size), device,
-                      attention, used)
+    attention = _supported(placement.resolve_attention("auto", device, used), model_config)
+    shape = (model_config.hidden_size, model_config.num_hidden_layers)
+    return ModelSetup(model_path, tokenizer, model_config, size_of(*shape), device, attention, used,
+                      model_config.model_type, trust_remote_code)
 
 
-def load_model_config(model_path: str) -> transformers.PretrainedConfig:
+def _supported(attention: str, config: transformers.PretrainedConfig) -> str:
+    """SDPA where the family has it, else eager (DeBERTa-v2/v3 has only eager attention)."""
+    mapping = transformers.AutoModel._model_mapping
+    model_class = mapping[type(config)] if type(config) in mapping else None
+    if attention == "sdpa" and model_class is not None and not getattr(model_class, "_supports_sdpa", True):
+        return "eager"
+    return attention
+
+
+def load_model_config(model_path: str, trust_remote_code: bool = False) -> transformers.PretrainedConfig:
     """The checkpoint's config, or a UserError naming config.json and what is wrong with it."""
     from huggingface_hub.errors import StrictDataclassError  # a field of the wrong type
 
     path = _config_json(model_path)
     try:
-        return transformers.AutoConfig.from_pretrained(model_path)
+        return transformers.AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, TypeError, StrictDataclassError) as error:
         reason = " ".join(str(error).split())
         raise UserError(f"{path!r} is not a usable model config ({reason}); restore it or save the model "
@@ -67,13 +104,18 @@ def _config_json(model_path: str) -> str:
     return str(path)
 
 
-def load_tokenizer(model_path: str):
+def load_tokenizer(model_path: str, trust_remote_code: bool = False):
     _config_json(model_path)
     try:
-        return transformers.AutoTokenizer.from_pretrained(model_path)
+        return transformers.AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, TypeError) as error:
         raise UserError(f"no usable tokenizer in {model_path!r} ({type(error).__name__}); save one there "
                         "with tokenizer.save_pretrained()") from error
+
+
+def for_model(config: FinetuneConfig, setup: ModelSetup) -> FinetuneConfig:
+    """The invocation's settings with head=auto replaced by the head it stands for with this model."""
+    return replace(config, head=setup.head) if config.head == "auto" else config
 
 
 def accelerator(device: torch.device) -> str:

@@ -83,10 +83,12 @@ def run_finetuning(run: Invocation, benchmark: Benchmark, progress: bool | None 
     if run.seeds < 1:
         raise UserError(f"--seeds must be at least 1 (got {run.seeds})")
     started = time.perf_counter()
-    setup = model_setup.load(run.model, run.config.precision)
+    setup = model_setup.load(run.model, run.config.precision, run.config.trust_remote_code)
     plan = benchmark.prepare(setup)
-    fresh = records.fresh_results(benchmark.results_format, run.model, setup.model_path, run.config,
+    config = model_setup.for_model(run.config, setup)  # head=auto recorded as the head it stands for
+    fresh = records.fresh_results(benchmark.results_format, run.model, setup.model_path, config,
                                   plan.tasks, run.seeds, **plan.results)
+    fresh["model"] |= {"family": setup.family, "recipe": setup.recipe}
     results = results_file.resume(run.output_dir, fresh, benchmark.same)
     store = results_file.ResultsFile(run.output_dir, started, benchmark.same)
     used = model_setup.as_run(setup, run.config)
@@ -96,8 +98,9 @@ def run_finetuning(run: Invocation, benchmark: Benchmark, progress: bool | None 
     mlflow_runs.use_experiment(benchmark.experiment, run.tracking_uri)
     mlflow_runs.end_orphans(benchmark.experiment, output_dir, run.output_dir)
     with mlflow_runs.run(f"{Path(run.model).name} {plan.name}",
-                         params=mlflow_logging.parent_params(run.config, plan.configs, used) | plan.params,
-                         tags={"model": run.model, "tasks": ",".join(plan.tasks)} | output_dir):
+                         params=mlflow_logging.parent_params(config, plan.configs, used) | plan.params,
+                         tags={"model": run.model, "tasks": ",".join(plan.tasks), "family": setup.family,
+                               "recipe": setup.recipe} | output_dir):
         for task, config in plan.configs.items():
             built = benchmark.build(task, config, setup)
             seeds = range(run.config.seed, run.config.seed + run.seeds)

@@ -59,7 +59,7 @@ class SquadBenchmark:
 
     def prepare(self, setup: ModelSetup) -> Plan:
         run = self.run
-        config = run.config.resolved(setup.size, run.task.num_epochs, run.task.max_length)
+        config = run.config.resolved(setup.size, run.task.num_epochs, run.task.max_length, setup.head)
         positions = setup.model_config.max_position_embeddings
         if config.max_length > positions:
             raise UserError(f"max_length {config.max_length} exceeds the model's {positions} positions; "
@@ -77,7 +77,7 @@ class SquadBenchmark:
 
     def load_model(self, built: SquadFinetuneTask, config: FinetuneConfig,
                    setup: ModelSetup) -> torch.nn.Module:
-        return squad.load_model(setup.model_path, built, setup.attention)
+        return squad.load_model(setup.model_path, built, **setup.load_options)
 
     def write_predictions(self, built: SquadFinetuneTask, config: FinetuneConfig, result: FinetuneResult,
                           stem: Path) -> dict:

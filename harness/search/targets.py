@@ -27,7 +27,8 @@ def glue_target(model: str, task_name: str, data_dir: str | None, config: Finetu
     if task is None or task.predicted_by is not None:
         choices = ", ".join(name for name, t in GLUE_TASKS.items() if t.predicted_by is None)
         raise UserError(f"cannot search task {task_name!r}; choose one of {choices}")
-    setup = model_setup.load(model, config.precision)
+    setup = model_setup.load(model, config.precision, config.trust_remote_code)
+    config = model_setup.for_model(config, setup)
     # Test splits are of no use to a search: drop them before tokenising.
     splits = {split: data for split, data in load_glue(task, glue_dir(data_dir)).items()
               if not split.startswith("test")}
@@ -37,9 +38,9 @@ def glue_target(model: str, task_name: str, data_dir: str | None, config: Finetu
     collate = batching.collator(setup.tokenizer)
 
     def train(config: FinetuneConfig, on_epoch):
-        config = dataclasses.replace(config, max_length=max_length)
+        config = model_setup.for_model(dataclasses.replace(config, max_length=max_length), setup)
         transformers.set_seed(config.seed)
-        model_ = glue.load_model(setup.model_path, task, setup.attention, config.head).to(setup.device)
+        model_ = glue.load_model(setup.model_path, task, config.head, **setup.load_options).to(setup.device)
         return finetune(model_, built, config, collate, on_epoch=on_epoch, progress=False)
 
     return SearchTarget("glue", task.name, model, setup.size, task.num_epochs, train, dev_score)
@@ -49,7 +50,7 @@ def squad_target(model: str, version: str, source: squad.SquadSource, config: Fi
                  squad_config: SquadConfig) -> SearchTarget:
     """One SQuAD version: its windows built once, a fresh span model per trial; scored by dev F1."""
     task = squad_task(version)
-    setup = model_setup.load(model, config.precision)
+    setup = model_setup.load(model, config.precision, config.trust_remote_code)
     max_length = config.max_length or task.max_length
     positions = setup.model_config.max_position_embeddings
     if max_length > positions:
@@ -64,7 +65,7 @@ def squad_target(model: str, version: str, source: squad.SquadSource, config: Fi
     def train(config: FinetuneConfig, on_epoch):
         config = dataclasses.replace(config, max_length=max_length)
         transformers.set_seed(config.seed)
-        model_ = squad.load_model(setup.model_path, built, setup.attention).to(setup.device)
+        model_ = squad.load_model(setup.model_path, built, **setup.load_options).to(setup.device)
         return finetune(model_, built, config, collate, on_epoch=on_epoch, progress=False)
 
     defaults = as_dict(SquadConfig())

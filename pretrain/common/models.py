@@ -2,8 +2,8 @@
 CPU-scale presets), the layout of a pre-training output, and resolution of a `--model` value to
 something `transformers` can load.
 
-Part of the lowest layer (README, "Architecture"): imports only pretrain.common.errors, and transformers
-or huggingface_hub inside the functions that need them.
+Part of the lowest layer (README, "Architecture"): imports only pretrain.common.errors and .hub, and
+transformers or huggingface_hub inside the functions that need them.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pretrain.common import hub
 from pretrain.common.errors import UserError
 
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                "pytorch_model.bin.index.json")
+WEIGHT_FILES = hub.WEIGHTS_ANY
 # A `harness pretrain` output: the discriminator and generator as plain transformers folders, and
 # the run's record (objective, shapes, steps, train FLOPs) that reports read.
 DISCRIMINATOR_DIR = "discriminator"
@@ -43,7 +43,7 @@ class TransformerShape:
 
 
 def shape_of(model) -> TransformerShape:
-    """Shape of a ModelPreset, a transformers config (Electra/Bert), a config.json dict, or a shape."""
+    """Shape of a ModelPreset, a transformers config (any encoder family), a config.json dict, or a shape."""
     if isinstance(model, TransformerShape):
         return model
     if isinstance(model, ModelPreset):
@@ -52,15 +52,33 @@ def shape_of(model) -> TransformerShape:
     if not isinstance(config, Mapping):
         raise UserError(f"cannot read a transformer shape from {type(model).__name__}; pass a model "
                         "preset, a transformers config or a config.json dict")
+    config = _standard_names(config)
     needed = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
-    missing = [key for key in needed if key not in config]
+    missing = [key for key in needed if config.get(key) is None]
     if missing:
-        raise UserError(f"model config lacks {', '.join(missing)}; pass a BERT or ELECTRA config.json")
+        raise UserError(f"model config lacks {', '.join(missing)}; pass an encoder's config.json")
     hidden_size = config["hidden_size"]
     # BERT has no factorized embeddings: its embedding width is the hidden width.
     embedding_size = config.get("embedding_size") or hidden_size
     return TransformerShape(hidden_size, config["num_hidden_layers"], config["num_attention_heads"],
                             config["intermediate_size"], embedding_size, config["vocab_size"])
+
+
+def _standard_names(config: Mapping) -> Mapping:
+    """A config.json dict under transformers' common names (DistilBERT's `dim`, `n_layers` ... are read
+    through its config class's attribute map); unchanged when they are there already or it has no type."""
+    if "hidden_size" in config and "num_hidden_layers" in config or "model_type" not in config:
+        return config
+    from transformers import AutoConfig
+
+    try:
+        loaded = AutoConfig.for_model(**config)
+    except (ValueError, TypeError, KeyError):
+        return config  # an unknown family: the caller names the missing keys
+    return {name: getattr(loaded, name, None) for name in (
+        "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size",
+        "embedding_size")} | {"intermediate_size": getattr(loaded, "intermediate_size", None)
+                              or getattr(loaded, "hidden_dim", None)}
 
 
 def generator_shape(shape: TransformerShape, fraction: float) -> TransformerShape:
@@ -135,34 +153,41 @@ def get_preset(name: str) -> ModelPreset:
     return PRESETS[name]
 
 
-def size_of(hidden_size: int) -> str:
-    """Recipe row for a discriminator of this width (ELECTRA's small/base/large hyperparameters)."""
-    if hidden_size <= 256:
-        return "small"
-    return "base" if hidden_size <= 768 else "large"
+def size_of(hidden_size: int, num_layers: int = 12) -> str:
+    """Recipe row (ELECTRA's small/base/large hyperparameters) for an encoder of this width and depth:
+    large from the Large shape's width (1024) or depth (24) on, base above Small's width (256)."""
+    if hidden_size >= 1024 or num_layers >= 24:
+        return "large"
+    return "base" if hidden_size > 256 else "small"
 
 
 def has_weights(directory: Path) -> bool:
     return _has_any(directory, WEIGHT_FILES)
 
 
-def resolve_model(name_or_path: str) -> str:
-    """Turn a `--model` value into a local directory or hub id that `from_pretrained` accepts.
+def resolve_model(name_or_path: str, trust_remote_code: bool = False) -> str:
+    """Turn a `--model` value into a local checkpoint directory that `from_pretrained` accepts.
 
-    Accepts a registry name (released discriminator on the Hub, loaded from the local cache when
-    offline), a Hugging Face checkpoint directory, or a `harness pretrain` output directory (whose
-    discriminator lives in `discriminator/`).
+    Accepts, in this order: a Hugging Face checkpoint directory or a `harness pretrain` output directory
+    (whose discriminator lives in `discriminator/`); a registry name (a shorthand for its released Hub
+    id); any Hub id, `org/name` with an optional `@revision`, from the Hub or, offline, from its cache.
+    trust_remote_code: fetch a Hub repo's *.py files too (they run only where the user allows it).
     """
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return str(_checkpoint_dir(path))
     if name_or_path in PRESETS:
-        return _hub_checkpoint(PRESETS[name_or_path])
-    if os.sep in name_or_path or name_or_path.startswith("."):
+        preset = PRESETS[name_or_path]
+        if preset.hub_id is None:
+            raise UserError(f"{preset.name!r} is a shape without released weights; pre-train it with "
+                            f"`harness pretrain --preset {preset.name}` and pass the output directory")
+        return str(hub.hub_checkpoint(preset.hub_id, code=trust_remote_code))
+    found = None if name_or_path.startswith((".", "~", os.sep)) else hub.parse_hub_id(name_or_path)
+    if found is None:
         raise UserError(f"model directory {name_or_path!r} does not exist; pass an existing checkpoint "
-                        f"directory or one of {', '.join(n for n, p in PRESETS.items() if p.hub_id)}")
-    raise UserError(f"unknown model {name_or_path!r}; choose one of "
-                    f"{', '.join(n for n, p in PRESETS.items() if p.hub_id)} or pass a checkpoint directory")
+                        f"directory, a Hub id such as google/electra-small-discriminator, or one of "
+                        f"{', '.join(n for n, p in PRESETS.items() if p.hub_id)}")
+    return str(hub.hub_checkpoint(*found, code=trust_remote_code))
 
 
 def config_dir(path: Path) -> Path | None:
@@ -183,33 +208,6 @@ def _checkpoint_dir(path: Path) -> Path:
                         f"({' or '.join(WEIGHT_FILES[::2])}); save the model with save_pretrained() "
                         "or create a random-init one with `harness init`")
     return candidate
-
-
-def _hub_checkpoint(preset: ModelPreset) -> str:
-    if preset.hub_id is None:
-        raise UserError(f"{preset.name!r} is a shape without released weights; pre-train it with "
-                        f"`harness pretrain --preset {preset.name}` and pass the output directory")
-    # safetensors when the repo has them (no pickle at all); Google's ELECTRA repos publish only
-    # pytorch_model.bin, which transformers reads with torch.load(weights_only=True): tensors, never code.
-    folder = _download(preset, ["*.json", "*.txt", "*.safetensors"])
-    if not _has_any(folder, WEIGHT_FILES[:2]):
-        folder = _download(preset, ["*.json", "*.txt", "pytorch_model*.bin"])
-    if not has_weights(folder):
-        raise UserError(f"the Hub snapshot of {preset.name!r} ({preset.hub_id}, in {str(folder)!r}) has no "
-                        f"weights ({' or '.join(WEIGHT_FILES[::2])}); connect once so they download, or "
-                        "pass a local checkpoint directory as --model")
-    return str(folder)
-
-
-def _download(preset: ModelPreset, allow_patterns: list[str]) -> Path:
-    from huggingface_hub import snapshot_download  # deferred: only hub names need it
-
-    try:
-        return Path(snapshot_download(preset.hub_id, allow_patterns=allow_patterns))
-    except Exception as error:  # offline, not cached, gated: all mean the same to the user
-        raise UserError(f"could not get {preset.name!r} ({preset.hub_id}) from the Hugging Face Hub or its "
-                        f"cache ({type(error).__name__}); connect once to download it, or pass a local "
-                        "checkpoint directory as --model") from error
 
 
 def _has_any(directory: Path, names: tuple[str, ...]) -> bool:

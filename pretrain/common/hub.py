@@ -1,0 +1,83 @@
+"""Hugging Face Hub ids as `--model` values: `org/name` with an optional `@revision`, resolved to a local
+snapshot folder by huggingface_hub's own `snapshot_download`, which is what `from_pretrained` calls. Offline
+(HF_HUB_OFFLINE=1) it reads the cache in its hub layout (`models--org--name/refs/<revision>`,
+`snapshots/<commit>/`), exactly as `from_pretrained` would.
+
+Part of the lowest layer: imports only pretrain.common.errors, and huggingface_hub or transformers inside
+the functions that need them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from pretrain.common.errors import UserError
+
+# The Hub's repo-id rule (huggingface_hub's validate_repo_id): letters, digits, '-', '_', '.', one optional
+# '/' between namespace and name; a revision (branch, tag or commit) may follow an '@'.
+_HUB_ID = re.compile(r"^(?P<repo>(?:[\w][\w.-]{0,95}/)?[\w][\w.-]{0,95})(?:@(?P<revision>[\w./-]+))?$")
+WEIGHTS_SAFE = ("model.safetensors", "model.safetensors.index.json")
+WEIGHTS_ANY = (*WEIGHTS_SAFE, "pytorch_model.bin", "pytorch_model.bin.index.json")
+# What a checkpoint needs besides its weights: configs, vocabularies (WordPiece .txt, BPE merges .txt,
+# SentencePiece .model). Never *.py: code from the Hub runs only where the user allows it.
+_FILES = ["*.json", "*.txt", "*.model"]
+
+
+def parse_hub_id(value: str) -> tuple[str, str | None] | None:
+    """(repo id, revision) of an `org/name[@revision]` value, or None when it is not shaped like one."""
+    match = _HUB_ID.match(value)
+    if match is None or ".." in value or value.endswith((".", "/")):
+        return None
+    return match.group("repo"), match.group("revision")
+
+
+def hub_checkpoint(repo_id: str, revision: str | None = None, code: bool = False) -> Path:
+    """The snapshot folder of a Hub checkpoint, safetensors preferred: the pickled .bin is fetched only for a
+    repo without them (transformers reads it with torch.load(weights_only=True): tensors, never code).
+    code: also the repo's *.py files (for trust_remote_code)."""
+    extra = ["*.py"] if code else []
+    folder = _snapshot(repo_id, revision, _FILES + extra + ["*.safetensors"])
+    if not any((folder / name).is_file() for name in WEIGHTS_SAFE):
+        folder = _snapshot(repo_id, revision, _FILES + extra + ["pytorch_model*.bin"])
+    if not any((folder / name).is_file() for name in WEIGHTS_ANY):
+        raise UserError(f"the Hub snapshot of {_shown(repo_id, revision)} (in {str(folder)!r}) has no "
+                        "weights (model.safetensors or pytorch_model.bin); connect once so they download, or "
+                        "pass a local checkpoint directory as --model")
+    return folder
+
+
+def _snapshot(repo_id: str, revision: str | None, allow_patterns: list[str]) -> Path:
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    try:
+        return Path(huggingface_hub.snapshot_download(repo_id, revision=revision,
+                                                      allow_patterns=allow_patterns))
+    except Exception as error:  # offline and not cached, unknown repo, gated, no network: one answer
+        where = "offline (HF_HUB_OFFLINE=1)" if constants.HF_HUB_OFFLINE else "online"
+        raise UserError(
+            f"{_shown(repo_id, revision)} is not a local directory and could not be had from the Hugging "
+            f"Face Hub or its cache {constants.HF_HUB_CACHE!r} ({where}: {type(error).__name__}); download "
+            f"it once with `hf download {repo_id}` where the Hub is reachable, point HF_HUB_CACHE at a cache "
+            "that holds it, or pass a local checkpoint directory as --model") from error
+
+
+def _shown(repo_id: str, revision: str | None) -> str:
+    return repr(f"{repo_id}@{revision}" if revision else repo_id)
+
+
+def needs_remote_code(checkpoint: Path) -> str | None:
+    """The model_type of a checkpoint that transformers can only load with the repo's own code
+    (trust_remote_code), or None for one it knows."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        config = json.loads((checkpoint / "config.json").read_text())
+    except (OSError, ValueError):
+        return None  # config.json's own check names what is wrong with it
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if config and "auto_map" in config and model_type not in CONFIG_MAPPING:
+        return str(model_type)
+    return None
