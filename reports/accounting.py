@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pretrain.common import flops
 from pretrain.common.errors import UserError
+from pretrain.common.hub import parse_hub_id
 from pretrain.common.models import PRESETS, PRETRAIN_META, shape_of
 
 CONVENTION = "ELECTRA paper (flops_computation.py): backward = forward, one-hot embeddings"
@@ -22,15 +23,38 @@ UNKNOWN = "unknown"
 
 
 def model_identity(name: str, path: str) -> str:
-    """A stable key for a discriminator: the hub id of a registry name, else its absolute path."""
-    preset = PRESETS.get(name)
-    if preset is not None and preset.hub_id and not Path(name).expanduser().is_dir():
-        return preset.hub_id
+    """A stable key for a discriminator: its Hub id (a registry name's, or the one given, with its
+    revision), else its absolute path."""
+    if not Path(name).expanduser().is_dir():
+        preset = PRESETS.get(name)
+        if preset is not None and preset.hub_id:
+            return preset.hub_id
+        found = parse_hub_id(name) if name not in PRESETS and not name.startswith((".", "~", "/")) else None
+        if found is not None:
+            return found[0] if found[1] is None else f"{found[0]}@{found[1]}"
     return str(Path(path).expanduser().resolve())
 
 
 def encoder_params(config: dict) -> int:
-    """Encoder parameters with embedding tables (ElectraModel/BertModel, no pooler or head)."""
+    """Encoder parameters with embedding tables, no pooler or head: counted on the family's own base model
+    (AutoModel) built on the meta device, so no memory and no weights; the ELECTRA/BERT formula for a
+    family transformers does not know. Both give the same count for ELECTRA, BERT and RoBERTa."""
+    import torch
+    import transformers
+
+    try:
+        family = transformers.AutoConfig.for_model(**config)
+        with torch.device("meta"):
+            model = transformers.AutoModel.from_config(family)
+    except (ValueError, KeyError, TypeError):
+        return _formula_params(config)
+    pooler = getattr(model, "pooler", None)  # BERT's [CLS] dense layer: the head's, as ELECTRA has none
+    return sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in
+                                                           (pooler.parameters() if pooler else ()))
+
+
+def _formula_params(config: dict) -> int:
+    """Encoder parameters with embedding tables from the shape (ElectraModel/BertModel, no pooler or head)."""
     shape = shape_of(config)
     tables = (shape.vocab_size + config.get("max_position_embeddings", 512)
               + config.get("type_vocab_size", flops.TYPE_VOCAB_SIZE))

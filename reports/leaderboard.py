@@ -50,6 +50,7 @@ class Row:
     values: dict[str, float] = field(default_factory=dict)
     notes: str = ""
     departures: str = ""  # measured: the settings that left ELECTRA's recipe ("" = none), recipe.describe
+    family: str = ""  # measured: the encoder family (the config's model_type) as results.json records it
 
     @property
     def row_id(self) -> str:
@@ -132,14 +133,19 @@ def measured_row(path: Path, results: dict) -> Row:
         notes = f"pre-training FLOPs {costs.get('pretrain_flops_basis') or accounting.UNKNOWN}"
     else:
         notes = ""
-    departures = recipe.describe(recipe.departures(results, _size(model.get("path"))))
-    return _with_glue(Row(key, model.get("name") or key, MEASURED, str(path), values, notes, departures))
+    departures = recipe.describe(recipe.departures(results, _size(model)))
+    return _with_glue(Row(key, model.get("name") or key, MEASURED, str(path), values, notes, departures,
+                          model.get("family", "")))
 
 
-def _size(model_path: str | None) -> str | None:
-    """The checkpoint's recipe row (small, base, large) from its config.json; None when it is unreadable."""
+def _size(model: dict) -> str | None:
+    """The run's recipe row (small, base, large): as results.json records it ("electra-base"), or for files
+    written before, from the checkpoint's config.json; None when it is unreadable."""
+    if isinstance(model.get("recipe"), str):
+        return model["recipe"].removeprefix("electra-")
     try:
-        return size_of(int(json.loads((Path(model_path) / "config.json").read_text())["hidden_size"]))
+        config = json.loads((Path(model.get("path")) / "config.json").read_text())
+        return size_of(int(config["hidden_size"]), int(config.get("num_hidden_layers", 12)))
     except (TypeError, ValueError, KeyError, OSError):
         return None
 
@@ -195,7 +201,8 @@ def merge(old: Row, new: Row) -> Row:
         if new_tasks == {t for t in GLUE_COLUMNS if t in values}:
             values |= {k: new.values[k] for k in GLUE_CI if k in new.values}
     notes = "" if {"pretrain_flops", "inference_flops"} <= values.keys() else (new.notes or old.notes)
-    return _with_glue(Row(old.key, new.model, MEASURED, "\n".join(references), values, notes, old.departures))
+    return _with_glue(Row(old.key, new.model, MEASURED, "\n".join(references), values, notes, old.departures,
+                          new.family or old.family))
 
 
 def merge_rows(rows: list[Row]) -> list[Row]:

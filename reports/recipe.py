@@ -18,7 +18,8 @@ from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 # keeps a run on the recipe: evaluation batch size, bf16 vs fp32 and torch.compile move scores by
 # numerical noise only; save_models and predict_test decide which files are written; seed is where
 # the seeds start, and seeds are the noise the median is taken over. Every other setting counts.
-NOT_DEPARTURES = frozenset({"eval_batch_size", "precision", "compile", "save_models", "predict_test", "seed"})
+NOT_DEPARTURES = frozenset({"eval_batch_size", "precision", "compile", "save_models", "predict_test", "seed",
+                            "trust_remote_code"})
 # What a recipe setting was in results files written before it existed (their config blocks hold
 # every setting of their time): fine-tuning clipped the batch mean's gradient (the official code
 # clips the batch sum's), and SQuAD predicted with independent start and end heads.
@@ -37,15 +38,19 @@ def departures(results: Mapping, size: str | None) -> dict[str, object]:
     names = results.get("tasks", ())
     glue = [GLUE_TASKS[t] for t in names if t in GLUE_TASKS and GLUE_TASKS[t].predicted_by is None]
     squad = [SQUAD_BY_NAME[t] for t in names if t in SQUAD_BY_NAME]
-    found = _finetune(results.get("config") or {}, glue + squad, size)
+    model = results.get("model") if isinstance(results.get("model"), Mapping) else {}
+    # head=auto is ELECTRA's head on an ELECTRA discriminator, the family's own on any other (files written
+    # before families were recorded are of ELECTRA discriminators, where "electra" was the default)
+    family_head = "electra" if model.get("family", "electra") == "electra" else "hf"
+    found = _finetune(results.get("config") or {}, glue + squad, size, family_head)
     if squad and isinstance(results.get("settings"), Mapping):
         found |= _squad(results["settings"], squad[0], (results.get("data") or {}).get("holdout"))
     return found
 
 
-def _finetune(config: Mapping, tasks: Sequence, size: str | None) -> dict[str, object]:
+def _finetune(config: Mapping, tasks: Sequence, size: str | None, family_head: str) -> dict[str, object]:
     found = {}
-    recipe = FinetuneConfig()
+    recipe = dataclasses.replace(FinetuneConfig(), head=family_head)
     for field in dataclasses.fields(FinetuneConfig):
         name, default = field.name, getattr(recipe, field.name)
         value = config.get(name, BEFORE_SETTING.get(name, default) if "max_grad_norm" in config else default)

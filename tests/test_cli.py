@@ -176,7 +176,7 @@ def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_
     from pretrain.common.models import resolve_model
     from tasks.config import FinetuneConfig
 
-    earlier = FinetuneConfig(learning_rate=3e-4, num_epochs=1.0)
+    earlier = FinetuneConfig(learning_rate=3e-4, num_epochs=1.0, head="electra")  # as a run records it
     atomic.write_json(tmp_path / "out" / "results.json", records.fresh_results(
         glue_run.RESULTS_FORMAT, str(tiny_model), resolve_model(str(tiny_model)), earlier, ["rte"], 1))
     code, _, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "learning_rate=1e-4",
@@ -395,7 +395,7 @@ def fake_hub(tmp_path, monkeypatch):
 
     repos, calls = tmp_path / "hub", []
 
-    def snapshot_download(repo_id, allow_patterns):
+    def snapshot_download(repo_id, revision=None, allow_patterns=None):
         calls.append(list(allow_patterns))
         snapshot = tmp_path / "cache" / repo_id
         snapshot.mkdir(parents=True, exist_ok=True)
@@ -425,7 +425,8 @@ def test_hub_repo_with_only_pytorch_bin_loads(fake_hub, tiny_model):
     (repo / "model.safetensors").unlink()
     torch.save(weights, repo / "pytorch_model.bin")
     folder = resolve_model("electra-small")
-    assert calls == [["*.json", "*.txt", "*.safetensors"], ["*.json", "*.txt", "pytorch_model*.bin"]]
+    assert calls == [["*.json", "*.txt", "*.model", "*.safetensors"],
+                     ["*.json", "*.txt", "*.model", "pytorch_model*.bin"]]
     model = from_pretrained_quietly(transformers.ElectraForPreTraining, folder)
     assert torch.equal(model.state_dict()["electra.embeddings.word_embeddings.weight"],
                        weights["electra.embeddings.word_embeddings.weight"])
@@ -442,7 +443,7 @@ def test_hub_repo_with_safetensors_never_fetches_the_pickle(fake_hub, tiny_model
     shutil.copytree(tiny_model, repo)
     (repo / "pytorch_model.bin").write_bytes(b"never read")
     folder = Path(resolve_model("electra-small"))
-    assert calls == [["*.json", "*.txt", "*.safetensors"]]
+    assert calls == [["*.json", "*.txt", "*.model", "*.safetensors"]]
     assert (folder / "model.safetensors").is_file() and not (folder / "pytorch_model.bin").exists()
 
 
@@ -457,9 +458,9 @@ def test_hub_snapshot_without_weights_is_one_line(fake_hub, tiny_model, tmp_path
                         str(tmp_path)], capsys)
     snapshot = tmp_path / "cache" / "google/electra-small-discriminator"
     assert code == 2 and err == (
-        f"harness: error: the Hub snapshot of 'electra-small' (google/electra-small-discriminator, in "
-        f"{str(snapshot)!r}) has no weights (model.safetensors or pytorch_model.bin); connect once so they "
-        "download, or pass a local checkpoint directory as --model\n")
+        f"harness: error: the Hub snapshot of 'google/electra-small-discriminator' (in {str(snapshot)!r}) has "
+        "no weights (model.safetensors or pytorch_model.bin); connect once so they download, or pass a local "
+        "checkpoint directory as --model\n")
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -486,8 +487,8 @@ def test_hub_name_offline_says_what_to_do(tmp_path, capsys, monkeypatch):
     code, _, err = run(["run", "glue", "--model", "electra-small", "--tasks", "rte", "--data-dir",
                         str(tmp_path)], capsys)
     assert code == 2
-    assert "could not get 'electra-small' (google/electra-small-discriminator)" in err
-    assert "pass a local checkpoint directory" in err
+    assert "'google/electra-small-discriminator' is not a local directory and could not be had" in err
+    assert "pass a local checkpoint directory" in err and err.count("\n") == 1
 
 
 def test_listings(capsys):

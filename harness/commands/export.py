@@ -28,7 +28,8 @@ def add_parser(subparsers) -> None:
     source = onnx.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", type=Path, metavar="RUN_DIR",
                         help="output directory of `harness run glue` or `harness run squad`")
-    source.add_argument("--model", type=Path, metavar="DIR", help="a fine-tuned checkpoint directory")
+    source.add_argument("--model", metavar="DIR_OR_HUB_ID",
+                        help="a fine-tuned checkpoint: a directory or a Hub id (org/name[@revision])")
     onnx.add_argument("--task", required=True,
                       help="GLUE task (sst2, mnli, ...) or squad / squad_v2 the model was fine-tuned on")
     onnx.add_argument("--seed", type=int, help="which seed of --run (default: the best dev score)")

@@ -41,8 +41,9 @@ def add_parser(subparsers) -> None:
 
 def common_arguments(parser, benchmark: str) -> None:
     """The arguments every benchmark run takes: model, seeds, settings, outputs, tracking."""
-    parser.add_argument("--model", required=True, help="registry name (harness models), checkpoint "
-                        "directory or harness pretrain output")
+    parser.add_argument("--model", required=True, help="Hugging Face Hub id (org/name[@revision]; offline, "
+                        "from the Hub cache), checkpoint directory, harness pretrain output, or registry "
+                        "name (harness models)")
     parser.add_argument("--seeds", type=int, default=1,
                         help="fine-tunings per task; the table reports median, mean, std, best")
     parser.add_argument("--config", help="TOML file of settings (see below)")

@@ -73,7 +73,8 @@ def add_parser(subparsers) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     """The flags every benchmark's search takes."""
     parser.add_argument("--model", required=True,
-                        help="registry name, checkpoint directory or harness pretrain output")
+                        help="Hub id (org/name[@revision]), checkpoint directory, harness pretrain output "
+                             "or registry name")
     parser.add_argument("--trials", type=int, default=30,
                         help="COMPLETE + PRUNED trials the study should hold (default: %(default)s)")
     parser.add_argument("--storage", default="sqlite:///runs/optuna.db",

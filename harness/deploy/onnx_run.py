@@ -36,7 +36,7 @@ class ExportJob:
 
     task: str
     run_dir: Path | None = None
-    model_dir: Path | None = None
+    model_dir: str | Path | None = None  # a checkpoint directory or Hub id
     seed: int | None = None
     output: Path | None = None
     quantize: str | None = None

@@ -38,7 +38,8 @@ def get_task(name: str) -> GlueTask | SquadTask:
     return TASKS[name]
 
 
-def resolve_source(task_name: str, run_dir: Path | None, model_dir: Path | None, seed: int | None) -> Source:
+def resolve_source(task_name: str, run_dir: Path | None, model_dir: str | Path | None,
+                   seed: int | None) -> Source:
     """The checkpoint of --run (its best-dev seed unless --seed) or --model, checked against --task."""
     task = get_task(task_name)
     if (run_dir is None) == (model_dir is None):

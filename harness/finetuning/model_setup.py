@@ -114,7 +114,11 @@ def load_tokenizer(model_path: str, trust_remote_code: bool = False):
 
 
 def for_model(config: FinetuneConfig, setup: ModelSetup) -> FinetuneConfig:
-    """The invocation's settings with head=auto replaced by the head it stands for with this model."""
+    """The invocation's settings with head=auto replaced by the head it stands for with this model; a head
+    the model's family cannot take is refused here, before any output or tracking."""
+    if config.head == "electra" and setup.head != "electra":
+        raise UserError(f"head=electra needs an ELECTRA discriminator, not a {setup.family} model; pass "
+                        "head=hf (or leave head=auto) to keep the model's own classification head")
     return replace(config, head=setup.head) if config.head == "auto" else config
 
 

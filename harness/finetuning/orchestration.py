@@ -84,8 +84,8 @@ def run_finetuning(run: Invocation, benchmark: Benchmark, progress: bool | None 
         raise UserError(f"--seeds must be at least 1 (got {run.seeds})")
     started = time.perf_counter()
     setup = model_setup.load(run.model, run.config.precision, run.config.trust_remote_code)
-    plan = benchmark.prepare(setup)
     config = model_setup.for_model(run.config, setup)  # head=auto recorded as the head it stands for
+    plan = benchmark.prepare(setup)
     fresh = records.fresh_results(benchmark.results_format, run.model, setup.model_path, config,
                                   plan.tasks, run.seeds, **plan.results)
     fresh["model"] |= {"family": setup.family, "recipe": setup.recipe}

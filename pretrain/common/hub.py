@@ -23,6 +23,7 @@ WEIGHTS_ANY = (*WEIGHTS_SAFE, "pytorch_model.bin", "pytorch_model.bin.index.json
 # What a checkpoint needs besides its weights: configs, vocabularies (WordPiece .txt, BPE merges .txt,
 # SentencePiece .model). Never *.py: code from the Hub runs only where the user allows it.
 _FILES = ["*.json", "*.txt", "*.model"]
+NOT_FOUND = "not found on the Hub or in its cache"
 
 
 def parse_hub_id(value: str) -> tuple[str, str | None] | None:

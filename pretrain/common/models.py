@@ -187,7 +187,15 @@ def resolve_model(name_or_path: str, trust_remote_code: bool = False) -> str:
         raise UserError(f"model directory {name_or_path!r} does not exist; pass an existing checkpoint "
                         f"directory, a Hub id such as google/electra-small-discriminator, or one of "
                         f"{', '.join(n for n, p in PRESETS.items() if p.hub_id)}")
-    return str(hub.hub_checkpoint(*found, code=trust_remote_code))
+    if "/" in found[0]:
+        return str(hub.hub_checkpoint(*found, code=trust_remote_code))
+    try:  # one word: a legacy Hub id (bert-base-uncased), or a mistyped registry name
+        return str(hub.hub_checkpoint(*found, code=trust_remote_code))
+    except UserError as error:
+        released = ", ".join(n for n, p in PRESETS.items() if p.hub_id)
+        raise UserError(f"unknown model {name_or_path!r}; choose one of {released}, pass a checkpoint "
+                        f"directory or a Hub id such as google/electra-small-discriminator ({hub.NOT_FOUND})"
+                        ) from error
 
 
 def config_dir(path: Path) -> Path | None:
