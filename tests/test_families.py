@@ -13,7 +13,7 @@ import torch
 
 from harness.cli import main
 from tests.conftest import REPO, write_glue_dir, write_tiny_model
-from tests.families import FAMILIES, write_family_model, write_hub_cache, write_squad_file
+from tests.families import FAMILIES, SIZES, write_family_model, write_hub_cache, write_squad_file
 
 QUICK = ["num_epochs=1", "batch_size=8", "precision=fp32", "predict_test=false"]
 
@@ -233,3 +233,23 @@ def test_head_electra_on_another_family_is_one_line(family_model, glue_data, tmp
                                  "model; pass head=hf (or leave head=auto) to keep the model's own "
                                  "classification head\n")
     assert not (tmp_path / "run").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_family_without_a_span_head_is_refused_before_anything_runs(tmp_path, capsys):
+    import transformers
+
+    model = tmp_path / "esm"  # ESM (a protein encoder): sequence classification, no question answering
+    model.mkdir()
+    (model / "vocab.txt").write_text("\n".join(["<cls>", "<pad>", "<eos>", "<unk>", "A", "C", "G", "T", "<mask>"]))
+    tokenizer = transformers.EsmTokenizer(vocab_file=str(model / "vocab.txt"))
+    transformers.EsmForMaskedLM(transformers.EsmConfig(
+        vocab_size=len(tokenizer), pad_token_id=1, mask_token_id=8, **SIZES)).save_pretrained(model)
+    tokenizer.save_pretrained(model)
+    data = write_squad_file(tmp_path / "squad" / "dev-v1.1.json").parent
+    capsys.readouterr()
+    code, _, err = run(["run", "squad", "--model", model, "--version", "1.1", "--data-dir", data,
+                        "--output-dir", tmp_path / "run", "--tracking-uri", f"sqlite:///{tmp_path / 'ml.db'}"],
+                       capsys)
+    assert code == 2 and err == ("harness: error: SQuAD needs a QuestionAnswering head, and transformers has "
+                                 f"none for 'esm' models ({model}); choose an encoder family that has one\n")
+    assert not (tmp_path / "run").exists() and not (tmp_path / "ml.db").exists()

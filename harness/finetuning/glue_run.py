@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import transformers
 
-from harness.finetuning import mlflow_logging
+from harness.finetuning import mlflow_logging, model_setup
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import Plan, run_finetuning
 from pretrain.common import atomic
@@ -55,6 +56,7 @@ class GlueBenchmark:
         self.data: dict = {}
 
     def prepare(self, setup: ModelSetup) -> Plan:
+        model_setup.require(setup, transformers.AutoModelForSequenceClassification, "GLUE")
         # Read and validate every task's data before any training: bad input fails in seconds.
         data_dir = glue_dir(self.run.data_dir)
         self.data = {task.name: load_glue(task, data_dir) for task in self.run.tasks}

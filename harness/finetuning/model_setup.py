@@ -69,6 +69,16 @@ def load(model: str, precision: str, trust_remote_code: bool = False) -> ModelSe
                       model_config.model_type, trust_remote_code)
 
 
+def require(setup: ModelSetup, auto_class, benchmark: str) -> None:
+    """A UserError, before any data is read or anything trains, where transformers has no `auto_class`
+    head (AutoModelForSequenceClassification, ...) for this family."""
+    if setup.trust_remote_code or type(setup.model_config) in auto_class._model_mapping:
+        return
+    raise UserError(f"{benchmark} needs a {auto_class.__name__.removeprefix('AutoModelFor')} head, and "
+                    f"transformers has none for {setup.family!r} models ({setup.model_path}); choose an "
+                    "encoder family that has one")
+
+
 def _supported(attention: str, config: transformers.PretrainedConfig) -> str:
     """SDPA where the family has it, else eager (DeBERTa-v2/v3 has only eager attention)."""
     mapping = transformers.AutoModel._model_mapping

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import transformers
 
 from harness.config import as_dict
+from harness.finetuning import model_setup
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import Plan, run_finetuning
 from pretrain.common import atomic
@@ -58,6 +60,7 @@ class SquadBenchmark:
         self.built: SquadFinetuneTask | None = None
 
     def prepare(self, setup: ModelSetup) -> Plan:
+        model_setup.require(setup, transformers.AutoModelForQuestionAnswering, "SQuAD")
         run = self.run
         config = run.config.resolved(setup.size, run.task.num_epochs, run.task.max_length, setup.head)
         positions = setup.model_config.max_position_embeddings
