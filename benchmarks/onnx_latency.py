@@ -60,8 +60,8 @@ def engines(checkpoint: Path, directory: Path, threads: int) -> dict:
     """name -> function(inputs) running one batch."""
     torch.set_num_threads(threads)
     model = transformers.AutoModelForSequenceClassification.from_pretrained(checkpoint).eval()
-    onnx_export.export_onnx(onnx_export.load_model(onnx_export.inspect_checkpoint(checkpoint)),
-                            directory / "model.onnx")
+    found = onnx_export.inspect_checkpoint(checkpoint)
+    onnx_export.export_onnx(onnx_export.load_model(found, onnx_export.TOKEN_INPUTS), directory / "model.onnx")
     onnx_export.quantize_int8(directory / "model.onnx", directory / "model.int8.onnx")
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads

@@ -29,6 +29,15 @@ def shared() -> Path:
     return path
 
 
+def run_cli(args, capsys) -> tuple[int, str, str]:
+    """`harness ARGS` in this process: its exit code, standard output and standard error."""
+    from harness.cli import main
+
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 def write_tiny_model(directory: Path, seed: int = 0) -> Path:
     """A 2-layer, 32-wide random ElectraForPreTraining with a WordPiece vocab of WORDS."""
     import transformers

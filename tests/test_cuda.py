@@ -118,7 +118,7 @@ def _finetune_on_gpu(tiny_model, glue, compile_setting: str):
     config = FinetuneConfig(precision="bf16", compile=compile_setting, batch_size=8, max_length=64,
                             num_epochs=3, learning_rate=2e-3).resolved("small", 1)
     transformers.set_seed(0)
-    model = glue_tasks.load_model(str(tiny_model), task, "sdpa").to("cuda")
+    model = glue_tasks.load_model(str(tiny_model), task, attn_implementation="sdpa").to("cuda")
     return finetune(model, built, config, batching.collator(tokenizer), progress=False), built
 
 

@@ -13,15 +13,10 @@ import torch
 
 from harness.cli import main
 from tests.conftest import REPO, write_glue_dir, write_tiny_model
+from tests.conftest import run_cli as run
 from tests.families import FAMILIES, SIZES, write_family_model, write_hub_cache, write_squad_file
 
 QUICK = ["num_epochs=1", "batch_size=8", "precision=fp32", "predict_test=false"]
-
-
-def run(args, capsys):
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ def _train(tiny_model, glue_data, name, seed=0, **settings):
     settings = {"precision": "fp32", "batch_size": 4, "seed": seed} | settings
     config = FinetuneConfig(**settings).resolved("small", 1)
     transformers.set_seed(seed)
-    model = glue.load_model(str(tiny_model), task, "eager")
+    model = glue.load_model(str(tiny_model), task, attn_implementation="eager")
     result = finetune(model, built, config, batching.collator(tokenizer), progress=False)
     return result, model, built
 
@@ -185,7 +185,7 @@ def test_reinit_layers_draws_the_top_layers_afresh_and_nothing_else(tiny_model, 
     from tasks.finetune import reinit_top_layers
 
     transformers.set_seed(0)
-    model = glue.load_model(str(tiny_model), GLUE_TASKS["rte"], "eager")
+    model = glue.load_model(str(tiny_model), GLUE_TASKS["rte"], attn_implementation="eager")
     before = {k: v.clone() for k, v in model.state_dict().items()}
     with torch.no_grad():
         model.electra.encoder.layer[1].output.dense.bias.fill_(5.0)

@@ -19,10 +19,11 @@ def _batch(tokenizer):
 
 @pytest.mark.parametrize("name", ["rte", "stsb"])
 def test_electra_head_is_one_dense_layer_on_cls(tiny_model, name):
-    assert FinetuneConfig().head == "electra"  # the default, as the official code
+    # the default on an ELECTRA discriminator, as the official code
+    assert FinetuneConfig().resolved("small", 3, family_head="electra").head == "electra"
     task = GLUE_TASKS[name]
     torch.manual_seed(0)
-    model = glue.load_model(str(tiny_model), task, "eager", head="electra").eval()
+    model = glue.load_model(str(tiny_model), task, head="electra", attn_implementation="eager").eval()
     assert {n for n, _ in model.named_parameters() if n.startswith("classifier")} == {
         "classifier.out_proj.weight", "classifier.out_proj.bias"}
     assert model.classifier.dropout.p == 0.1  # keep_prob 0.9
@@ -39,7 +40,7 @@ def test_electra_head_is_one_dense_layer_on_cls(tiny_model, name):
 def test_saved_head_is_transformers_own_and_predicts_the_same(tiny_model, tmp_path, name, scale):
     task = GLUE_TASKS[name]
     torch.manual_seed(0)
-    model = glue.load_model(str(tiny_model), task, "eager", head="electra").eval()
+    model = glue.load_model(str(tiny_model), task, head="electra", attn_implementation="eager").eval()
     with torch.no_grad():  # a trained-looking head, not the zero-bias initial one
         model.classifier.out_proj.bias.normal_()
     tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
@@ -66,7 +67,7 @@ def test_stsb_learns_scores_over_five_and_reports_them_back(tiny_model, glue_dat
 
 
 def test_hf_head_is_kept_as_an_option_and_other_models_need_it(tiny_model):
-    model = glue.load_model(str(tiny_model), GLUE_TASKS["rte"], "eager", head="hf")
+    model = glue.load_model(str(tiny_model), GLUE_TASKS["rte"], head="hf", attn_implementation="eager")
     assert type(model.classifier).__name__ == "ElectraClassificationHead"
     assert glue_head.to_standard_head(model) is model
     config = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

@@ -64,7 +64,7 @@ def test_finetune_prints_step_and_epoch_lines_with_dev_scores(tiny_model, glue_d
     config = FinetuneConfig(precision="fp32", batch_size=4, num_epochs=2).resolved("small", 1)
     transformers.set_seed(0)
     capsys.readouterr()
-    result = finetune(glue.load_model(str(tiny_model), task, "eager"), built, config,
+    result = finetune(glue.load_model(str(tiny_model), task, attn_implementation="eager"), built, config,
                       batching.collator(tokenizer), label="fine-tune rte seed 0")
     out, err = capsys.readouterr()
     lines = [line for line in out.splitlines() if line.startswith("fine-tune rte seed 0: ")]
