@@ -54,7 +54,7 @@ def _finetune(config: Mapping, tasks: Sequence, size: str | None, family_head: s
     for field in dataclasses.fields(FinetuneConfig):
         name, default = field.name, getattr(recipe, field.name)
         value = config.get(name, BEFORE_SETTING.get(name, default) if "max_grad_norm" in config else default)
-        if name in NOT_DEPARTURES or value == default:
+        if name in NOT_DEPARTURES or value == default or (name == "head" and value == "auto"):
             continue
         if default is None and tasks and (size or name not in ("learning_rate", "layerwise_lr_decay")):
             # None means "the recipe's value for this size and task": the same value explicitly is no change

@@ -310,6 +310,10 @@ def test_departures_from_the_recipe_are_named_and_recipe_values_are_not(tmp_path
     assert departures(legacy, "small") == {"loss_reduction": "mean"}
     assert describe(departures(glue({"head": "hf", "double_unordered": False}), "small")) == (
         "double_unordered=false, head=hf")
+    # Another family's own head is its recipe (head=auto), ELECTRA's head on it would depart
+    roberta = {"model": {"family": "roberta"}}
+    assert departures(glue({"head": "hf"}) | roberta, "base") == {}
+    assert departures(glue({"head": "electra"}) | roberta, "base") == {"head": "electra"}
     squad = {"tasks": ["squad_v2"], "config": {},
              "settings": {"answerability_head": True, "null_threshold": -2.75, "max_eval_examples": 500,
                           "holdout_fraction": 0.2, "holdout_seed": 0, "joint_prediction": True},
