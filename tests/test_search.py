@@ -17,6 +17,7 @@ from harness.search import study as studies
 from harness.search.space import SEARCHED, SearchSpace
 from harness.search.targets import dev_score
 from harness.search.trials import SearchRun, SearchTarget, run_search
+from pretrain.common.errors import UserError
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
 from tests import mlflow_store
@@ -486,3 +487,9 @@ def test_leaderboard_row_says_the_settings_came_from_a_search(tmp):
     assert row.departures == "learning_rate=0.0002, search=glue-rte-m (30 trials)"
     assert row.label == "m [departs: learning_rate=0.0002, search=glue-rte-m (30 trials)]"
     assert measured_row(tmp / "results.json", results | {"search": None}).departures == "learning_rate=0.0002"
+
+
+def test_a_study_keeps_its_trial_seeds(tmp, mlflow_db):
+    search(tmp, mlflow_db, 1)
+    with pytest.raises(UserError, match=r"was created with trial_seeds \[0\], not \[0, 1\]; pass another "):
+        search(tmp, mlflow_db, 2, space=dataclasses.replace(SPACE, trial_seeds=(0, 1)))
