@@ -133,9 +133,17 @@ def measured_row(path: Path, results: dict) -> Row:
         notes = f"pre-training FLOPs {costs.get('pretrain_flops_basis') or accounting.UNKNOWN}"
     else:
         notes = ""
-    departures = recipe.describe(recipe.departures(results, _size(model)))
+    departures = recipe.describe(recipe.departures(results, _size(model)) | _searched(results))
     return _with_glue(Row(key, model.get("name") or key, MEASURED, str(path), values, notes, departures,
                           model.get("family", "")))
+
+
+def _searched(results: dict) -> dict[str, str]:
+    """A run whose settings a harness search chose (--params-from): which search, and of how many trials."""
+    search = results.get("search")
+    if not isinstance(search, dict):
+        return {}
+    return {"search": f"{search.get('study')} ({search.get('trials')} trials)"}
 
 
 def _size(model: dict) -> str | None:

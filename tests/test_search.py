@@ -1,6 +1,7 @@
 """`harness search`: space, sampler, pruning and failures, MLflow records, best parameters, bad input."""
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -13,9 +14,10 @@ import pytest
 
 from harness.cli import main
 from harness.search import study as studies
-from harness.search.space import SearchSpace
+from harness.search.space import SEARCHED, SearchSpace
 from harness.search.targets import dev_score
 from harness.search.trials import SearchRun, SearchTarget, run_search
+from pretrain.common.errors import UserError
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
 from tests import mlflow_store
@@ -128,7 +130,7 @@ def test_search_prunes_fails_and_records_every_trial(tmp, mlflow_db):
     study = load(tmp)
     counts = studies.count_states(study)
     # seeded: the same trials every time; failures do not count towards --trials
-    assert (counts["COMPLETE"], counts["PRUNED"], counts["FAIL"], counts["RUNNING"]) == (4, 6, 3, 0)
+    assert (counts["COMPLETE"], counts["PRUNED"], counts["FAIL"], counts["RUNNING"]) == (3, 7, 3, 0)
     failed = [t for t in study.trials if t.state.name == "FAIL"]
     assert {t.user_attrs["error"] for t in failed} == {
         "FloatingPointError: training loss became nan at step 3; lower learning_rate",
@@ -144,15 +146,15 @@ def test_search_prunes_fails_and_records_every_trial(tmp, mlflow_db):
     best = max((t for t in study.trials if t.state.name == "COMPLETE"), key=lambda t: t.value)
     saved = json.loads((tmp / "out" / "best_params.json").read_text())
     assert saved == record and saved["trial"] == best.number and saved["params"] == best.params
-    assert saved["trials"]["PRUNED"] == 6 and saved["pruning"]["epochs_skipped"] == 12
+    assert saved["trials"]["PRUNED"] == 7 and saved["pruning"]["epochs_skipped"] == 17
     assert saved["settings"] == {} and saved["storage"].endswith("optuna.db")
 
 
 def test_hyperband_pruner(tmp, mlflow_db):
     # Hyperband puts trials in brackets by a hash of the study name: fix it to pin the outcome.
     record = search(tmp, mlflow_db, trials=10, pruner="hyperband", study_name="hyperband")
-    assert (record["trials"]["COMPLETE"], record["trials"]["PRUNED"], record["trials"]["FAIL"]) == (7, 3, 3)
-    assert record["pruning"]["epochs_skipped"] == 7
+    assert (record["trials"]["COMPLETE"], record["trials"]["PRUNED"], record["trials"]["FAIL"]) == (6, 4, 3)
+    assert record["pruning"]["epochs_skipped"] == 11
 
 
 def test_rerun_resumes_the_study(tmp, mlflow_db):
@@ -182,7 +184,7 @@ def test_fixed_settings_reach_every_trial(tmp, mlflow_db):
            config=FinetuneConfig(max_train_examples=500, precision="fp32"))
     assert {(c.max_train_examples, c.precision, c.adam_epsilon) for c in calls} == {(500, "fp32", 1e-6)}
     trial = load(tmp).trials[0]
-    assert calls[0].learning_rate == trial.params["learning_rate"] and calls[0].seed == trial.params["seed"]
+    assert calls[0].learning_rate == trial.params["learning_rate"] and {c.seed for c in calls} == {0}
     saved = json.loads((tmp / "out" / "best_params.json").read_text())
     assert saved["settings"] == {"precision": "fp32", "max_train_examples": 500}
 
@@ -205,8 +207,12 @@ def test_params_from_file_and_study_with_overrides_winning(tmp, mlflow_db, capsy
     first, second = seen
     assert first == second and first.seeds == 3
     best, config = saved["params"], first.config
+    # fresh seeds: past the search's trial seed 0
     assert (config.learning_rate, config.batch_size, config.seed, config.num_epochs) == (
-        best["learning_rate"], best["batch_size"], best["seed"], 1)
+        best["learning_rate"], best["batch_size"], 1, 1)
+    assert first.search == {"study": tmp.name, "storage": saved["storage"], "task": "rte",
+                            "trial": saved["trial"], "trials": 3, "score": saved["value"],
+                            "trial_seeds": [0], "search_seeds": [0]}
 
 
 BAD_SEARCH = {
@@ -214,8 +220,15 @@ BAD_SEARCH = {
                                 "search space '{space}': unknown setting 'lerning_rate' (known: batch_size"),
     "bad space range": ("space", "learning_rate = [1e-3, 1e-4]\n",
                         "learning_rate must be [low, high] with low"),
-    "searched fixed setting": ("args", ["seed=3"], "seed cannot be a fixed setting: the search sets it; "
-                               "fix it in the --space file instead (seed = [3, 3])"),
+    "searched fixed setting": ("args", ["batch_size=8"], "batch_size cannot be a fixed setting: the search "
+                               "sets it; fix it in the --space file instead (batch_size = [8])"),
+    "fixed seed": ("args", ["seed=3"], "seed cannot be a fixed setting of harness search: each trial trains "
+                   "on the same trial_seeds and is scored by their mean; pass --trial-seeds 3"),
+    "space names the seed": ("space", "seed = [0, 9]\n", "search space '{space}': seed is not searched: a "
+                             "trial trains on the fixed trial_seeds and is scored by their mean, so the search "
+                             "cannot pick a lucky seed; remove seed and set trial_seeds = [0, 1, 2]"),
+    "repeated trial seeds": ("args", ["--trial-seeds", "1,1"],
+                             "trial_seeds must list distinct seeds of 0 or more (got [1, 1])"),
     "unreachable storage": ("args", ["--storage", "postgresql://harness:secret@127.0.0.1:1/optuna"],
                             "cannot open Optuna storage 'postgresql://harness:***@127.0.0.1:1/optuna' ("),
     "zero trials": ("args", ["--trials", "0"], "--trials must be at least 1 (got 0)"),
@@ -275,11 +288,11 @@ def test_cli_builds_the_search_run(tmp, capsys, monkeypatch):
     (tmp / "space.toml").write_text("num_epochs = [1, 4]\nbatch_size = [8]\n")
     code, out, err = run(["search", "glue", "--task", "rte", "--model", "runs/tiny", "--trials", "10",
                           "--space", str(tmp / "space.toml"), "--pruner", "hyperband", "--seed", "7",
-                          "max_train_examples=500"], capsys)
+                          "--trial-seeds", "3,5", "max_train_examples=500"], capsys)
     assert code == 0, err
     assert seen == [SearchRun(benchmark="glue", task="rte", model="runs/tiny", trials=10,
                               output_dir=Path("runs/search/glue-rte-tiny"),
-                              space=SearchSpace(num_epochs=(1, 4), batch_size=(8,)),
+                              space=SearchSpace(num_epochs=(1, 4), batch_size=(8,), trial_seeds=(3, 5)),
                               config=FinetuneConfig(max_train_examples=500), storage="sqlite:///runs/optuna.db",
                               study_name="glue-rte-tiny", pruner="hyperband", seed=7, heartbeat_s=60)]
     assert "4 complete, 2 pruned, 1 failed" in out and "pruning skipped 5 epochs, about 2.0 min" in out
@@ -305,6 +318,14 @@ def test_search_squad_end_to_end(tiny_model, tmp, capsys):
     best = str(tmp / "out" / "best_params.json")
     code, _, err = run(["run", "glue", "--model", "m", "--params-from", best], capsys)
     assert code == 2 and "holds a squad search, not a glue one" in err
+    code, out, err = run(["run", "squad", "--version", "1.1", "--model", str(tiny_model), "--data-dir",
+                          str(tmp / "squad"), "--params-from", best, "--output-dir", str(tmp / "rerun"),
+                          "--tracking-uri", f"sqlite:///{tmp / 'm.db'}", "save_models=false"], capsys)
+    assert code == 0, err
+    results = json.loads((tmp / "rerun" / "results.json").read_text())
+    assert [r["seed"] for r in results["runs"]] == [1] and results["search"]["trials"] == 2
+    assert results["settings"]["doc_stride"] == 16 and results["runs"][0]["resolved_config"]["max_length"] == 64
+    assert f"fresh seeds 1: mean {results['summary']['squad']['score']['mean']:.4f}" in out
 
 
 @pytest.mark.slow
@@ -323,11 +344,19 @@ def test_search_glue_then_rerun_the_best_over_seeds(tiny_model, glue_data, tmp, 
                           f"sqlite:///{tmp / 'm.db'}", "save_models=false"], capsys)
     assert code == 0, err
     results = json.loads((tmp / "rerun" / "results.json").read_text())
-    seed = best["params"]["seed"]
-    assert [r["seed"] for r in results["runs"]] == [seed, seed + 1]
+    assert "seed" not in best["params"] and best["trial_seeds"] == [0]
+    assert [r["seed"] for r in results["runs"]] == [1, 2]  # seeds the search never trained on
     used = results["runs"][0]["resolved_config"]
-    assert {key: used[key] for key in best["params"]} == best["params"] | {"seed": seed}
+    assert {key: used[key] for key in best["params"]} == best["params"]
     assert used["precision"] == "fp32" and used["save_models"] is False
+    assert results["search"] == {"study": "glue-rte-tiny", "storage": best["storage"], "task": "rte",
+                                 "trial": best["trial"], "trials": 2, "score": best["value"],
+                                 "trial_seeds": [0], "search_seeds": [0]}
+    # the fresh seeds' mean and the interval harness compare builds, beside the search's score
+    score = results["summary"]["rte"]["score"]
+    assert f"search score {best['value']:.4f}: glue-rte-tiny trial {best['trial']}, the best of 2 trials" in out
+    assert (f"fresh seeds 1, 2: mean {score['mean']:.4f}, 95% interval [{score['ci_low']:.4f}, "
+            f"{score['ci_high']:.4f}] (seeds and dev examples)") in out
 
 
 def test_interrupted_worker_ends_its_trial_and_runs(tmp, capsys, monkeypatch):
@@ -343,3 +372,124 @@ def test_interrupted_worker_ends_its_trial_and_runs(tmp, capsys, monkeypatch):
     assert code == 130 and "harness: interrupted" in err
     assert [t.state.name for t in load(tmp, "o.db").trials] == ["FAIL"]
     assert [run.info.status for run in mlflow_store.runs(tmp / "m.db")] == ["KILLED", "KILLED"]
+
+
+def test_best_parameters_hold_no_seed(tmp, mlflow_db):
+    record = search(tmp, mlflow_db, trials=4)
+    assert set(record["params"]) == set(SEARCHED) and "seed" not in record["params"]
+    assert all("seed" not in trial.params for trial in load(tmp).trials)
+    assert record["trial_seeds"] == record["search_seeds"] == [0]
+
+
+def seeded_target(calls):
+    """Dev score after epoch e of N: 0.5 e / N + 0.01 seed + weight_decay, a known function of both."""
+    def train(config, on_epoch):
+        calls.append(config)
+        history = []
+        for epoch in range(1, config.num_epochs + 1):
+            score = 0.5 * epoch / config.num_epochs + 0.01 * config.seed + config.weight_decay
+            history.append({"epoch": epoch, "validation_score": score})
+            on_epoch(epoch, history[-1])
+        return FinetuneResult(history=history, metrics={"validation": {"score": score}}, outputs={},
+                              num_train_steps=4, train_time_s=0.1, train_examples_per_s=160.0,
+                              train_tokens_per_s=1000.0, train_examples_seen=16)
+    return SearchTarget("glue", "rte", "fake", "small", 3, train, dev_score)
+
+
+def test_a_trials_score_is_the_mean_of_its_seeds(tmp, mlflow_db):
+    calls = []
+    space = SearchSpace(learning_rate=(1e-4, 1e-2), num_epochs=(2, 3), batch_size=(16,), trial_seeds=(1, 2, 6))
+    search(tmp, mlflow_db, 3, lambda: seeded_target(calls), space=space, pruner="none")
+    trials = load(tmp).trials
+    # every trial trains seeds 1, 2, 6 in order with the same drawn parameters
+    assert [c.seed for c in calls] == [1, 2, 6] * 3
+    for trial, seeds in zip(trials, (calls[0:3], calls[3:6], calls[6:9]), strict=True):
+        assert {(c.learning_rate, c.weight_decay, c.num_epochs) for c in seeds} == {
+            (trial.params["learning_rate"], trial.params["weight_decay"], trial.params["num_epochs"])}
+        wd, epochs = trial.params["weight_decay"], trial.params["num_epochs"]
+        # by hand: the seeds add 0.01 x (1 + 2 + 6) / 3 = 0.03 to the mean
+        assert trial.value == pytest.approx(0.5 + 0.03 + wd)
+        assert trial.user_attrs["seed_scores"] == pytest.approx({"1": 0.51 + wd, "2": 0.52 + wd, "6": 0.56 + wd})
+        # what the pruner saw: the mean over the seeds at each epoch
+        assert trial.intermediate_values == pytest.approx(
+            {e: 0.5 * e / epochs + 0.03 + wd for e in range(1, epochs + 1)})
+        assert (trial.user_attrs["epochs_planned"], trial.user_attrs["epochs_run"]) == (3 * epochs, 3 * epochs)
+    best = json.loads((tmp / "out" / "best_params.json").read_text())
+    assert best["trial_seeds"] == [1, 2, 6] and best["value"] == max(t.value for t in trials)
+
+
+def test_pruning_waits_for_the_mean_of_every_seed(tmp, mlflow_db):
+    search(tmp, mlflow_db, 10, space=dataclasses.replace(SPACE, trial_seeds=(0, 1)))
+    pruned = load(tmp).get_trials(states=(optuna.trial.TrialState.PRUNED,))
+    assert pruned
+    for trial in pruned:  # the first seed ran in full, the second was stopped on the mean
+        epochs = trial.params["num_epochs"]
+        assert epochs < trial.user_attrs["epochs_run"] < 2 * epochs == trial.user_attrs["epochs_planned"]
+        assert len(trial.intermediate_values) == trial.user_attrs["epochs_run"] - epochs
+
+
+def old_study(storage: str, name: str = "old") -> None:
+    """A study as harness search made it before trial_seeds: `seed` in its space and its trials' params."""
+    study = optuna.create_study(storage=storage, study_name=name, direction="maximize")
+    for key, value in {"benchmark": "glue", "task": "rte", "model": "m", "settings": {},
+                       "space": {"learning_rate": [1e-4, 1e-2], "seed": [0, 9]}}.items():
+        study.set_user_attr(key, value)
+    distributions = {"learning_rate": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True),
+                     "seed": optuna.distributions.IntDistribution(0, 9)}
+    for seed, value in ((3, 0.7), (5, 0.6)):
+        study.add_trial(optuna.trial.create_trial(params={"learning_rate": 1e-3, "seed": seed},
+                                                  distributions=distributions, value=value))
+
+
+def test_old_studies_are_refused_or_read_with_a_note(tmp, capsys, monkeypatch):
+    storage = f"sqlite:///{tmp / 'o.db'}"
+    old_study(storage)
+    monkeypatch.setattr("harness.search.targets.glue_target", lambda *a: fake_target())
+    code, _, err = run(["search", "glue", "--task", "rte", "--model", "m", "--storage", storage, "--study-name",
+                        "old", "--tracking-uri", f"sqlite:///{tmp / 'm.db'}", "--output-dir", str(tmp / "out")],
+                       capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"study 'old' in '{storage}' was made before trials measured fixed seeds" in err
+    import harness.finetuning.glue_run
+
+    seen = []
+    monkeypatch.setattr(harness.finetuning.glue_run, "run_glue", lambda glue_run: seen.append(glue_run) or {})
+    monkeypatch.setattr("harness.finetuning.table.glue_table", lambda results: "table")
+    base = ["run", "glue", "--model", "m", "--tasks", "rte", "--output-dir", str(tmp / "g"),
+            "--params-from", f"{storage}#old"]
+    code, out, err = run([*base, "--seeds", "4"], capsys)  # seeds 0-3 hold seed 3, which the search used
+    assert code == 0, err
+    assert ("note: study 'old' was made before trials measured fixed seeds: its trials drew the seed as a "
+            "parameter, so its scores are each one seed's, the best likely a lucky one; its best trial's seed 3 "
+            "is dropped and its score 0.7000 is that seed's") in out
+    (glue_run,) = seen
+    assert glue_run.config.seed == 6 and glue_run.config.learning_rate == 1e-3  # past seeds 3 and 5
+    assert glue_run.search["trial_seeds"] == [3] and glue_run.search["search_seeds"] == [3, 5]
+    code, _, err = run([*base, "--seeds", "2", "seed=4"], capsys)  # seeds 4, 5: the search trained seed 5
+    assert code == 2 and len(err.strip().splitlines()) == 1 and (
+        "seed=4 with --seeds 2 trains seed 5, which the search 'old' trained on; its configuration is "
+        "re-measured on seeds it never used: leave seed unset or pass seed=6 or more") in err
+    (tmp / "best_params.json").write_text(json.dumps({"format": "electra-harness/best-params/1",
+                                                      "study": "old", "params": {"seed": 3}}))
+    code, _, err = run(["run", "glue", "--model", "m", "--params-from", str(tmp / "best_params.json")], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and (
+        "comes from a search that was made before trials measured fixed seeds") in err
+
+
+def test_leaderboard_row_says_the_settings_came_from_a_search(tmp):
+    from reports.leaderboard import measured_row
+
+    stats = {"median": 0.6, "mean": 0.6, "std": 0.0, "best": 0.6, "n": 1}
+    results = {"format": "electra-harness/glue-results/1", "model": {"name": "m", "path": "/m"},
+               "config": {"learning_rate": 2e-4}, "tasks": ["rte"], "summary": {"rte": {"score": stats}},
+               "search": {"study": "glue-rte-m", "trials": 30, "score": 0.7}}
+    row = measured_row(tmp / "results.json", results)
+    assert row.departures == "learning_rate=0.0002, search=glue-rte-m (30 trials)"
+    assert row.label == "m [departs: learning_rate=0.0002, search=glue-rte-m (30 trials)]"
+    assert measured_row(tmp / "results.json", results | {"search": None}).departures == "learning_rate=0.0002"
+
+
+def test_a_study_keeps_its_trial_seeds(tmp, mlflow_db):
+    search(tmp, mlflow_db, 1)
+    with pytest.raises(UserError, match=r"was created with trial_seeds \[0\], not \[0, 1\]; pass another "):
+        search(tmp, mlflow_db, 2, space=dataclasses.replace(SPACE, trial_seeds=(0, 1)))

@@ -4,7 +4,6 @@ The workers are real subprocesses fine-tuning the tiny model; the trials must ad
 run twice, and a dead worker's trial must end FAIL and be queued again rather than stay RUNNING.
 """
 
-import dataclasses
 import os
 import shutil
 import signal
@@ -21,14 +20,14 @@ import sqlalchemy.exc
 
 from harness.cli import main
 from harness.search import study as studies
-from harness.search.space import SearchSpace
+from harness.search.space import SEARCHED, SearchSpace
 from harness.search.trials import SearchRun, run_search
 from tests import mlflow_store, postgres
 from tests.test_search import fake_target, fast_dir
 
 REPO = Path(__file__).resolve().parents[1]
-SPACE = "num_epochs = [3, 6]\nbatch_size = [8]\nlearning_rate = [1e-4, 1e-2]\n"
-ALL_PARAMS = {field.name for field in dataclasses.fields(SearchSpace)}
+SPACE = "num_epochs = [2, 4]\nbatch_size = [8]\nlearning_rate = [1e-4, 1e-2]\n"
+ALL_PARAMS = set(SEARCHED)  # a trial's parameters; never the seed
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +82,7 @@ def nested_runs(tmp):
 def test_two_workers_share_one_study(backend, tiny_model, glue_data, tmp, request):
     storage = (f"sqlite:///{tmp / 'optuna.db'}" if backend == "sqlite"
                else request.getfixturevalue("postgres_url"))
-    args = worker_args(tiny_model, glue_data, tmp, storage, 8)
+    args = worker_args(tiny_model, glue_data, tmp, storage, 8, "--trial-seeds", "0,1")
     # tests.search_worker: each worker's first trial waits until the other has one running
     workers = [start(args, tmp, module="tests.search_worker") for _ in range(2)]
     logs = [worker.communicate(timeout=480)[0] for worker in workers]
@@ -96,6 +95,11 @@ def test_two_workers_share_one_study(backend, tiny_model, glue_data, tmp, reques
     assert sorted(t.number for t in trials) == list(range(len(trials)))
     by_worker = {t.user_attrs["worker"] for t in finished}
     assert len(by_worker) == 2, logs  # both processes ran trials of the one study
+    # every trial trained both seeds of one configuration (no seed parameter), scored by their mean
+    assert all(t.params.keys() == ALL_PARAMS for t in finished)
+    for trial in (t for t in finished if t.state.name == "COMPLETE"):
+        scores = trial.user_attrs["seed_scores"]
+        assert scores.keys() == {"0", "1"} and trial.value == pytest.approx((scores["0"] + scores["1"]) / 2)
     # one MLflow run per trial, none duplicated or lost, each ended with the trial's state
     runs = nested_runs(tmp)
     assert sorted(int(number) for number, _, _ in runs) == sorted(t.number for t in trials)

@@ -32,11 +32,16 @@ def add_parser(subparsers) -> None:
                       help=f"comma list of {', '.join(GLUE_TASKS)} or all (every task, AX with MNLI: the "
                            "full server zip) (default: %(default)s)")
     glue.add_argument("--data-dir", help="classic glue_data directory (default: $GLUE_DIR, else the Hub)")
-    glue.add_argument("--params-from", metavar="STUDY_OR_FILE",
-                      help="the best trial of a harness search: its best_params.json, STORAGE_URL#STUDY or "
-                           "a study in runs/optuna.db; key=value overrides still win")
+    params_from_argument(glue)
     glue.set_defaults(handler=run_glue_command)
     add_squad_parser(benchmarks)
+
+
+def params_from_argument(parser) -> None:
+    parser.add_argument("--params-from", metavar="STUDY_OR_FILE",
+                        help="the best trial of a harness search: its best_params.json, STORAGE_URL#STUDY or "
+                             "a study in runs/optuna.db; key=value overrides still win. Re-measures it on "
+                             "seeds the search never used, printed beside its search score")
 
 
 def common_arguments(parser, benchmark: str) -> None:
@@ -58,13 +63,8 @@ def run_glue_command(args) -> int:
     from harness.config import load_config
     from tasks.registry import parse_tasks
 
-    params = []
-    if args.params_from:  # a search's best trial; explicit overrides still win
-        from harness.search.study import params_from
-
-        params, source = params_from(args.params_from)
-        print(f"settings from {source}: {' '.join(params)}")
-    config = load_config(FinetuneConfig, args.config, params + args.overrides)
+    params, origin = _searched(args, "glue")
+    config = _fresh_seeds(load_config(FinetuneConfig, args.config, params + args.overrides), args, origin)
     tasks = tuple(parse_tasks(args.tasks))
     # torch and transformers load only now: a typo in the settings is reported in well under a second
     from harness.finetuning.glue_run import GlueRun, run_glue
@@ -74,13 +74,42 @@ def run_glue_command(args) -> int:
         f"{Path(args.model).name}-{datetime.now():%Y%m%d-%H%M%S}")
     results = run_glue(GlueRun(model=args.model, tasks=tasks, output_dir=output_dir,
                                config=config, seeds=args.seeds, data_dir=args.data_dir,
-                               tracking_uri=args.tracking_uri))
+                               tracking_uri=args.tracking_uri, search=origin))
     print(glue_table(results))
+    _remeasured(results, origin)
     note = (results.get("submission") or {}).get("note")  # an incomplete server zip, say so
     if note:
         print(f"\nnote: {note}")
     print(f"\nresults: {output_dir / 'results.json'}")
     return _diverged(results)
+
+
+def _searched(args, benchmark: str) -> tuple[list[str], dict | None]:
+    """--params-from's key=value settings (a search's best trial) and results.json's `search` block."""
+    if not args.params_from:
+        return [], None
+    from harness.search.study import params_from
+
+    params, source, origin = params_from(args.params_from, benchmark)
+    print(f"settings from {source}: {' '.join(params)}")
+    if "note" in origin:
+        print(f"note: {origin['note']}")
+    return params, origin
+
+
+def _fresh_seeds(config: FinetuneConfig, args, origin: dict | None) -> FinetuneConfig:
+    if origin is None:
+        return config
+    from harness.search.remeasure import fresh_config
+
+    return fresh_config(config, args.seeds, origin)
+
+
+def _remeasured(results: dict, origin: dict | None) -> None:
+    if origin is not None:
+        from harness.search.remeasure import report
+
+        print("\n" + report(results, origin))
 
 
 def _diverged(results: dict) -> int:
@@ -113,6 +142,7 @@ def add_squad_parser(benchmarks) -> None:
         description="Fine-tune on SQuAD with ELECTRA's recipe; writes results.json, predictions.json "
                     "(and null_odds.json for 2.0), logs to MLflow, prints EM/F1.")
     common_arguments(squad, "squad")
+    params_from_argument(squad)
     squad.add_argument("--version", default="1.1",
                        help=f"SQuAD version: {' or '.join(SQUAD_TASKS)} (default: %(default)s)")
     squad.add_argument("--data-dir",
@@ -127,7 +157,9 @@ def run_squad_command(args) -> int:
     from tasks.registry import squad_task
 
     task = squad_task(args.version)
-    config, squad_config = load_squad_settings(args.config, args.overrides)
+    params, origin = _searched(args, "squad")
+    config, squad_config = load_squad_settings(args.config, params + args.overrides)
+    config = _fresh_seeds(config, args, origin)
     from harness.finetuning.squad_run import (  # torch: after the settings check
         SquadRun,
         run_squad,
@@ -140,7 +172,8 @@ def run_squad_command(args) -> int:
     source = SquadSource(data_dir=args.data_dir, train_file=args.train_file, dev_file=args.dev_file)
     results = run_squad(SquadRun(model=args.model, task=task, output_dir=output_dir, config=config,
                                  squad_config=squad_config, source=source, seeds=args.seeds,
-                                 tracking_uri=args.tracking_uri))
+                                 tracking_uri=args.tracking_uri, search=origin))
     print(summary_table(results))
+    _remeasured(results, origin)
     print(f"\nresults: {output_dir / 'results.json'}")
     return _diverged(results)

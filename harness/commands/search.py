@@ -12,13 +12,16 @@ GLUE_EXAMPLES = """examples:
   harness search glue --task rte --model runs/models/small --trials 30 --data-dir ../shared/data/glue
   # more workers, here or on other machines, on one PostgreSQL study:
   harness search glue --task rte --model M --trials 60 --storage postgresql://USER:PASS@HOST/optuna
-  # then re-run the best parameters over several seeds:
+  # small dev sets: score each trial by the mean of three seeds
+  harness search glue --task rte --model M --trials 30 --trial-seeds 0,1,2
+  # then re-measure the best configuration on seeds the search never used (here 3..7):
   harness run glue --model M --tasks rte --params-from runs/search/glue-rte-M/best_params.json --seeds 5
 """
 SQUAD_EXAMPLES = """examples:
   harness search squad --version 1.1 --model M --trials 20 --data-dir ../shared/data/squad \\
       max_train_examples=2000
-  # best_params.json's "settings" and "params" are key=value settings for harness run squad
+  harness run squad --version 1.1 --model M --params-from runs/search/squad-squad-M/best_params.json \\
+      --seeds 3 --data-dir ../shared/data/squad
 """
 EPILOG = """
 semantics:
@@ -33,7 +36,9 @@ search space (--space TOML; [low, high] ranges, low == high fixes a value; defau
   learning_rate = [lr/3, 3*lr] (log; lr = the recipe's for the model size)
   layerwise_lr_decay = [0.6, 1.0]    num_epochs = [epochs/2, 1.5*epochs] (the task's recipe epochs)
   batch_size = [16, 32] (choices)    warmup_fraction = [0.0, 0.2]    weight_decay = [0.0, 0.1]
-  seed = [0, 9]
+  trial_seeds = [0] (or --trial-seeds): not searched; every trial trains on these seeds and scores
+  their mean, pruned on that mean per epoch (known once the last seed reaches the epoch). The seed is
+  never a parameter: searching it picks a lucky seed and an optimistic score; a space naming it is refused.
 fixed settings (key=value or --config, as for harness run) apply to every trial, e.g.
   max_train_examples=500 precision=fp32 max_length=128
 
@@ -48,8 +53,8 @@ def add_parser(subparsers) -> None:
     glue = benchmarks.add_parser(
         "glue", help="search one GLUE task's hyperparameters", epilog=GLUE_EXAMPLES + EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run trials of an Optuna study on one GLUE task; each trial fine-tunes a fresh model "
-                    "and is pruned when its per-epoch dev score lags.")
+        description="Run trials of an Optuna study on one GLUE task; each trial fine-tunes its configuration "
+                    "once per trial seed, is scored by their mean dev score and pruned when that lags.")
     glue.add_argument("--task", required=True,
                       help=f"one of {', '.join(n for n, t in GLUE_TASKS.items() if t.predicted_by is None)}")
     glue.add_argument("--data-dir", help="classic glue_data directory (default: $GLUE_DIR, else the Hub)")
@@ -58,9 +63,9 @@ def add_parser(subparsers) -> None:
     squad = benchmarks.add_parser(
         "squad", help="search SQuAD hyperparameters (dev F1)", epilog=SQUAD_EXAMPLES + EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run trials of an Optuna study on SQuAD; each trial fine-tunes a fresh model and is "
-                    "pruned when its per-epoch dev F1 lags. SQuAD settings (doc_stride, ...) are fixed "
-                    "key=value settings, as for harness run squad.")
+        description="Run trials of an Optuna study on SQuAD; each trial fine-tunes its configuration once "
+                    "per trial seed, is scored by their mean dev F1 and pruned when that lags. SQuAD "
+                    "settings (doc_stride, ...) are fixed key=value settings, as for harness run squad.")
     squad.add_argument("--version", default="1.1", help="SQuAD version: 1.1 or 2.0 (default: %(default)s)")
     squad.add_argument("--data-dir",
                        help="folder of train-vX.json/dev-vX.json (default: $SQUAD_DIR, else the Hub)")
@@ -81,6 +86,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="Optuna RDB URL; workers share a postgresql:// one (default: %(default)s)")
     parser.add_argument("--study-name", help="default: BENCHMARK-TASK-MODEL_DIR_NAME")
     parser.add_argument("--space", help="TOML file of search ranges (see below)")
+    parser.add_argument("--trial-seeds", metavar="SEEDS",
+                        help=f"comma list: {_field_help('trial_seeds')} (default: the space's, 0)")
     parser.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median",
                         help="stops trials whose per-epoch dev score lags (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="TPE sampler seed (default: %(default)s)")
@@ -91,6 +98,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="where best_params.json goes (default: runs/search/STUDY)")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="fixed setting overrides")
+
+
+def _field_help(name: str) -> str:
+    import dataclasses
+
+    from harness.search.space import SearchSpace
+
+    return next(f.metadata["help"] for f in dataclasses.fields(SearchSpace) if f.name == name)
 
 
 def run_glue_search(args) -> int:
@@ -125,7 +140,7 @@ def _search(args, task: str, config, make_target) -> int:
         raise UserError(f"--trials must be at least 1 (got {args.trials})")
     if args.heartbeat_s < 1:
         raise UserError(f"--heartbeat-s must be at least 1 (got {args.heartbeat_s})")
-    space = load_space(args.space)
+    space = load_space(args.space, [f"trial_seeds={args.trial_seeds}"] if args.trial_seeds else [])
     study_name = args.study_name or default_study_name(args.benchmark, task, args.model)
     run = SearchRun(benchmark=args.benchmark, task=task, model=args.model, trials=args.trials,
                     output_dir=args.output_dir or Path("runs/search") / study_name, space=space,
@@ -149,6 +164,10 @@ def summary(record: dict, run) -> str:
     if "params" in record:
         params = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                            for k, v in record["params"].items())
-        lines += [f"best: trial {record['trial']}, dev score {record['value']:.4f}: {params}",
-                  f"best parameters: {run.output_dir / 'best_params.json'}"]
+        seeds = ", ".join(map(str, record["trial_seeds"]))
+        lines += [f"best: trial {record['trial']}, dev score {record['value']:.4f} (mean of seeds {seeds}; "
+                  f"the highest of {counts['COMPLETE']} complete trials, so likely optimistic): {params}",
+                  f"best parameters: {run.output_dir / 'best_params.json'}",
+                  f"re-measure it on fresh seeds: harness run {run.benchmark} --params-from "
+                  f"{run.output_dir / 'best_params.json'} --seeds 5 (with --model, data and tasks)"]
     return "\n".join(lines)

@@ -35,6 +35,7 @@ class GlueRun:
     tracking_uri: str | None = None
     # False where the caller adds the run to the leaderboard itself (an experiment's report stage)
     leaderboard: bool = True
+    search: dict | None = None  # --params-from: the search that chose the settings (results.json `search`)
 
 
 def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
@@ -63,7 +64,8 @@ class GlueBenchmark:
         configs = {t.name: self.run.config.resolved(setup.size, t.num_epochs, t.max_length,
                                                    setup.head)
                    for t in self.run.tasks if t.predicted_by is None}
-        return Plan("glue", tuple(t.name for t in self.run.tasks), configs)
+        return Plan("glue", tuple(t.name for t in self.run.tasks), configs,
+                    results={"search": self.run.search} if self.run.search else {})
 
     def build(self, task: str, config: FinetuneConfig, setup: ModelSetup) -> glue.GlueFinetuneTask:
         splits = {s: d for s, d in self.data[task].items() if config.predict_test or not s.startswith("test")}

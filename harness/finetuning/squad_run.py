@@ -40,6 +40,7 @@ class SquadRun:
     source: SquadSource = SquadSource()
     seeds: int = 1
     tracking_uri: str | None = None
+    search: dict | None = None  # --params-from: the search that chose the settings (results.json `search`)
 
 
 def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
@@ -72,8 +73,9 @@ class SquadBenchmark:
         # Read, validate and window all data before any training or output: bad input fails in seconds.
         self.built, data = _build(run, setup, config)
         settings = as_dict(run.squad_config)
+        searched = {"search": run.search} if run.search else {}
         return Plan(run.task.name, (run.task.name,), {run.task.name: config},
-                    results={"settings": settings, "data": data}, params=settings)
+                    results={"settings": settings, "data": data} | searched, params=settings)
 
     def build(self, task: str, config: FinetuneConfig, setup: ModelSetup) -> SquadFinetuneTask:
         return self.built  # windowed in prepare, before any output

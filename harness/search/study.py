@@ -30,7 +30,9 @@ from pretrain.common import atomic
 from pretrain.common.errors import UserError
 
 DEFAULT_STORAGE = "sqlite:///runs/optuna.db"
-BEST_FORMAT = "electra-harness/best-params/1"
+BEST_FORMAT = "electra-harness/best-params/2"  # /1: before trial_seeds, its params held a drawn seed
+SEEDLESS = ("was made before trials measured fixed seeds: its trials drew the seed as a parameter, so "
+            "its scores are each one seed's, the best likely a lucky one")
 PRUNERS = ("median", "hyperband", "none")
 
 
@@ -128,6 +130,9 @@ def open_study(storage: optuna.storages.RDBStorage, name: str, attrs: dict[str, 
         raise UserError(f"{where} exists and has direction {directions}, but harness search maximizes dev "
                         "scores; pass another --study-name")
     existing = study.user_attrs
+    if "seed" in existing.get("space", {}):
+        raise UserError(f"{where} {SEEDLESS}; pass another --study-name for a new study, whose trials "
+                        "each train on the fixed trial_seeds")
     for key, value in attrs.items():
         if key not in existing:
             study.set_user_attr(key, value)
@@ -191,54 +196,92 @@ def pruning_savings(study: optuna.Study) -> dict[str, float]:
 
 
 def best_record(study: optuna.Study, storage_url: str) -> dict[str, Any] | None:
-    """What best_params.json holds: the best complete trial's parameters and how the search went."""
+    """What best_params.json holds: the best complete trial's parameters and how the search went.
+
+    `trial_seeds` are the seeds behind the best trial's score, `search_seeds` every seed a trial trained
+    on (a re-measure must avoid them). A study made before trial_seeds (trials drew `seed`) is read
+    with its seed dropped from the parameters and a `note` saying what its score is.
+    """
     completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not completed:
         return None
     best = max(completed, key=lambda trial: trial.value)
     attrs = study.user_attrs
-    return {"format": BEST_FORMAT, "study": study.study_name, "storage": redact(storage_url),
-            "benchmark": attrs.get("benchmark"), "task": attrs.get("task"), "model": attrs.get("model"),
-            "trial": best.number, "value": best.value, "params": best.params,
-            "settings": attrs.get("settings", {}), "trials": count_states(study),
-            "pruning": pruning_savings(study)}
+    record = {"format": BEST_FORMAT, "study": study.study_name, "storage": redact(storage_url),
+              "benchmark": attrs.get("benchmark"), "task": attrs.get("task"), "model": attrs.get("model"),
+              "trial": best.number, "value": best.value,
+              "params": {key: value for key, value in best.params.items() if key != "seed"},
+              "trial_seeds": attrs.get("trial_seeds"), "search_seeds": attrs.get("trial_seeds"),
+              "settings": attrs.get("settings", {}), "trials": count_states(study),
+              "pruning": pruning_savings(study)}
+    if "seed" in best.params:
+        drawn = {trial.params["seed"] for trial in study.get_trials(deepcopy=False) if "seed" in trial.params}
+        record |= {"trial_seeds": [best.params["seed"]], "search_seeds": sorted(drawn),
+                   "note": f"study {study.study_name!r} {SEEDLESS}; its best trial's seed "
+                           f"{best.params['seed']} is dropped and its score {best.value:.4f} is that seed's"}
+    return record
 
 
 def write_best(path: Path, record: dict[str, Any]) -> None:
     atomic.write_json(path, record)
 
 
-def params_from(source: str, benchmark: str = "glue") -> tuple[list[str], str]:
+def params_from(source: str, benchmark: str = "glue") -> tuple[list[str], str, dict[str, Any]]:
     """`key=value` FinetuneConfig overrides from a best_params.json, STORAGE_URL#STUDY or a study in
-    runs/optuna.db: the search's fixed settings, then the best trial's parameters; and their origin."""
-    path = Path(source)
-    if path.suffix == ".json" or path.is_file():
-        if not path.is_file():
-            raise UserError(f"--params-from file {source!r} does not exist; pass a best_params.json "
-                            "written by harness search, or STORAGE_URL#STUDY")
-        try:
-            record = json.loads(path.read_text())
-        except json.JSONDecodeError as error:
-            raise UserError(f"--params-from file {source!r} is not JSON ({error})") from error
-        if not isinstance(record, dict) or record.get("format") != BEST_FORMAT:
-            raise UserError(f"--params-from file {source!r} is not a best_params.json ({BEST_FORMAT}); "
-                            "pass one written by harness search")
-    else:
-        url, _, name = source.rpartition("#") if "#" in source else (DEFAULT_STORAGE, "", source)
-        if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).expanduser().is_file():
-            raise UserError(f"--params-from {source!r}: no Optuna storage file {url!r}; pass "
-                            "STORAGE_URL#STUDY or a best_params.json")
-        storage = open_storage(url)
-        names = optuna.study.get_all_study_names(storage)
-        if name not in names:
-            raise UserError(f"no study {name!r} in {redact(url)!r} (studies: {', '.join(names) or 'none'}); "
-                            "pass STORAGE_URL#STUDY or a best_params.json")
-        record = best_record(optuna.load_study(study_name=name, storage=storage), url)
-        if record is None:
-            raise UserError(f"study {name!r} has no complete trial yet; let harness search finish one")
+    runs/optuna.db: the search's fixed settings, then the best trial's parameters (never a seed); their
+    origin in words; and results.json's `search` block (origin_block)."""
+    record = _best_from_file(source) if Path(source).suffix == ".json" or Path(source).is_file() \
+        else _best_from_study(source)
     if record.get("benchmark") != benchmark:
         raise UserError(f"--params-from {source!r} holds a {record.get('benchmark')} search, not a "
                         f"{benchmark} one; pass a {benchmark} study or its best_params.json")
-    described = (f"{record['study']} trial {record['trial']} ({record['task']}, "
-                 f"dev score {record['value']:.4f})")
-    return [f"{key}={value}" for key, value in (record["settings"] | record["params"]).items()], described
+    seeds = record["trial_seeds"]
+    named = f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}"
+    described = (f"{record['study']} trial {record['trial']} ({record['task']}, dev score "
+                 f"{record['value']:.4f}, the mean of {named})")
+    overrides = [f"{key}={value}" for key, value in (record["settings"] | record["params"]).items()]
+    return overrides, described, origin_block(record)
+
+
+def origin_block(record: dict[str, Any]) -> dict[str, Any]:
+    """results.json's `search`: the search that chose the configuration, its trials, its score there."""
+    counts = record["trials"]
+    block = {"study": record["study"], "storage": record["storage"], "task": record["task"],
+             "trial": record["trial"], "trials": counts["COMPLETE"] + counts["PRUNED"],
+             "score": record["value"], "trial_seeds": record["trial_seeds"],
+             "search_seeds": record["search_seeds"]}
+    return block | ({"note": record["note"]} if "note" in record else {})
+
+
+def _best_from_file(source: str) -> dict[str, Any]:
+    path = Path(source)
+    if not path.is_file():
+        raise UserError(f"--params-from file {source!r} does not exist; pass a best_params.json "
+                        "written by harness search, or STORAGE_URL#STUDY")
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise UserError(f"--params-from file {source!r} is not JSON ({error})") from error
+    if isinstance(record, dict) and record.get("format") == "electra-harness/best-params/1":
+        raise UserError(f"--params-from file {source!r} comes from a search that {SEEDLESS}; pass its study "
+                        f"as STORAGE_URL#{record.get('study')} (read with the seed dropped) or search anew")
+    if not isinstance(record, dict) or record.get("format") != BEST_FORMAT:
+        raise UserError(f"--params-from file {source!r} is not a best_params.json ({BEST_FORMAT}); "
+                        "pass one written by harness search")
+    return record
+
+
+def _best_from_study(source: str) -> dict[str, Any]:
+    url, _, name = source.rpartition("#") if "#" in source else (DEFAULT_STORAGE, "", source)
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).expanduser().is_file():
+        raise UserError(f"--params-from {source!r}: no Optuna storage file {url!r}; pass "
+                        "STORAGE_URL#STUDY or a best_params.json")
+    storage = open_storage(url)
+    names = optuna.study.get_all_study_names(storage)
+    if name not in names:
+        raise UserError(f"no study {name!r} in {redact(url)!r} (studies: {', '.join(names) or 'none'}); "
+                        "pass STORAGE_URL#STUDY or a best_params.json")
+    record = best_record(optuna.load_study(study_name=name, storage=storage), url)
+    if record is None:
+        raise UserError(f"study {name!r} has no complete trial yet; let harness search finish one")
+    return record

@@ -1,10 +1,13 @@
 """`harness search`: an Optuna study over fine-tuning hyperparameters, one worker per invocation.
 
-Each trial fine-tunes a fresh model through the one loop; its per-epoch dev score goes to the
-pruner, which may stop it early. A trial that raises (NaN loss, out of memory, anything) is recorded
-as failed and the search goes on. Re-running the command resumes the study: a worker starts trials
-until COMPLETE + PRUNED + RUNNING trials reach --trials, so concurrent workers share that total
-(two that finish in the same instant may overshoot it by one trial each).
+Each trial fine-tunes a fresh model through the one loop once per seed of the space's trial_seeds
+(the same seeds for every trial; the seed is never a parameter) and scores its configuration by the
+mean of their dev scores. The pruner sees that mean per epoch, which exists once the last seed reaches
+the epoch: with one trial seed it may stop a trial after any epoch, with k seeds only within the last.
+A trial that raises (NaN loss, out of memory, anything) is recorded as failed and the search goes
+on. Re-running the command resumes the study: a worker starts trials until COMPLETE + PRUNED +
+RUNNING trials reach --trials, so concurrent workers share that total (two that finish in the same
+instant may overshoot it by one trial each).
 
 MLflow: one experiment per study, one parent run per worker invocation, one nested run per trial
 holding its parameters, per-epoch and final metrics, and its state as the tag `optuna_state` and as
@@ -17,10 +20,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import json
 import math
 import os
 import socket
+import statistics
 import time
 import warnings
 from collections.abc import Callable
@@ -32,7 +35,7 @@ import optuna
 
 from harness.config import as_dict
 from harness.search import study as studies
-from harness.search.space import SearchSpace
+from harness.search.space import SEARCHED, SearchSpace
 from harness.tracking import mlflow_runs
 from pretrain.common.errors import UserError
 from tasks.config import FinetuneConfig
@@ -83,13 +86,14 @@ def run_search(run: SearchRun, make_target: Callable[[], SearchTarget]) -> dict[
 
     The storage is opened before `make_target` loads the model and data, so a bad URL fails at once.
     """
-    settings = fixed_settings(run.config, run.space)
+    settings = fixed_settings(run.config)
     name = run.study_name or default_study_name(run.benchmark, run.task, run.model)
     storage = studies.open_storage(run.storage, run.heartbeat_s, on_stale=_close_stale_run)
     target = make_target()
     space = run.space.resolved(target.size, target.task_epochs)
     attrs = {"benchmark": run.benchmark, "task": target.task, "model": Path(run.model).name,
-             "space": json.loads(json.dumps(as_dict(space))), "settings": settings | target.fixed}
+             "space": space.ranges(), "trial_seeds": list(space.trial_seeds),
+             "settings": settings | target.fixed}
     study = studies.open_study(
         storage, name, attrs,
         studies.TrialSeededTPE(run.seed, n_startup_trials=max(3, min(10, run.trials // 3))),
@@ -99,7 +103,7 @@ def run_search(run: SearchRun, make_target: Callable[[], SearchTarget]) -> dict[
     _setup_tracking(f"search {name}", run.tracking_uri)
     worker = f"{socket.gethostname()}:{os.getpid()}"
     params = {"trials": run.trials, "pruner": run.pruner, "seed": run.seed, "space": attrs["space"],
-              "settings": attrs["settings"]}
+              "trial_seeds": attrs["trial_seeds"], "settings": attrs["settings"]}
     with mlflow_runs.run(f"{name} worker {worker}", params=params,
                       tags={"optuna_study": name, "optuna_storage": studies.redact(run.storage),
                             "task": run.task, "model": run.model, "worker": worker}):
@@ -118,11 +122,14 @@ def run_search(run: SearchRun, make_target: Callable[[], SearchTarget]) -> dict[
     return record
 
 
-def fixed_settings(config: FinetuneConfig, space: SearchSpace) -> dict[str, Any]:
-    """The settings every trial shares that differ from the defaults; a searched one is an error."""
+def fixed_settings(config: FinetuneConfig) -> dict[str, Any]:
+    """The settings every trial shares that differ from the defaults; a searched one (or seed) is an error."""
     defaults = as_dict(FinetuneConfig())
     fixed = {key: value for key, value in as_dict(config).items() if value != defaults[key]}
-    searched = sorted(set(fixed) & set(as_dict(space)))
+    if "seed" in fixed:
+        raise UserError(f"seed cannot be a fixed setting of harness search: each trial trains on the "
+                        f"same trial_seeds and is scored by their mean; pass --trial-seeds {fixed['seed']}")
+    searched = sorted(set(fixed) & set(SEARCHED))
     if searched:
         key, value = searched[0], fixed[searched[0]]
         example = f"{key} = [{value}]" if key == "batch_size" else f"{key} = [{value}, {value}]"
@@ -173,39 +180,64 @@ def _objective(target: SearchTarget, space: SearchSpace, config: FinetuneConfig,
         with _trial_run(trial, tags):
             params = space.suggest(trial)
             trial_config = dataclasses.replace(config, **params).resolved(target.size, target.task_epochs)
-            mlflow.log_params({key: str(value) for key, value in as_dict(trial_config).items()})
-            return _train_trial(trial, target, trial_config, worker)
+            logged = {key: value for key, value in as_dict(trial_config).items() if key != "seed"}
+            mlflow.log_params({key: str(value) for key, value in logged.items()}
+                              | {"trial_seeds": str(list(space.trial_seeds))})
+            return _train_trial(trial, target, trial_config, space.trial_seeds, worker)
 
     return objective
 
 
-def _train_trial(trial: optuna.Trial, target: SearchTarget, config: FinetuneConfig, worker: str) -> float:
-    """Fine-tune one trial's config, reporting each epoch's dev score to the pruner; the final score."""
+def _train_trial(trial: optuna.Trial, target: SearchTarget, config: FinetuneConfig, seeds: tuple[int, ...],
+                 worker: str) -> float:
+    """Fine-tune one trial's config once per seed; its score, the mean of the seeds' final dev scores.
+
+    Each epoch's mean over the seeds goes to the pruner as soon as it exists: during the last seed.
+    """
     planned = math.ceil(config.num_epochs)
     started, epochs_run = time.perf_counter(), 0
+    curves: list[list[float]] = []  # per seed, its dev score after each epoch
 
     def on_epoch(epoch: int, row: dict[str, float]) -> None:
         nonlocal epochs_run
-        epochs_run = epoch
+        epochs_run += 1
         value = target.objective(row)
-        mlflow_runs.log_metrics(row | {"objective": value}, step=epoch)
-        trial.report(value, epoch)
+        curves[-1].append(value)
+        if len(seeds) > 1:  # each seed's curve under its own name; their mean below is `objective`
+            mlflow_runs.log_metrics({f"seed{seeds[len(curves) - 1]}/{key}": v
+                                     for key, v in (row | {"objective": value}).items()}, step=epoch)
+        if len(curves) < len(seeds):
+            return
+        mean = statistics.fmean(curve[epoch - 1] for curve in curves)
+        mlflow_runs.log_metrics((row if len(seeds) == 1 else {}) | {"objective": mean}, step=epoch)
+        trial.report(mean, epoch)
         # Pruning after the last epoch would save nothing and lose a finished trial.
         if epoch < planned and trial.should_prune():
-            raise optuna.TrialPruned(f"dev score {value:.4f} after epoch {epoch} of {planned}")
+            raise optuna.TrialPruned(f"mean dev score {mean:.4f} of seeds {_listed(seeds)} after epoch "
+                                     f"{epoch} of {planned}")
 
+    results = []
     try:
-        result = target.train(config, on_epoch)
-    finally:  # what pruning_savings() needs
-        for key, value in {"worker": worker, "epochs_planned": planned, "epochs_run": epochs_run,
+        for seed in seeds:
+            curves.append([])
+            results.append(target.train(dataclasses.replace(config, seed=seed), on_epoch))
+    finally:  # what pruning_savings() needs: epochs over all the trial's seeds
+        for key, value in {"worker": worker, "epochs_planned": planned * len(seeds), "epochs_run": epochs_run,
                            "wall_time_s": time.perf_counter() - started}.items():
             trial.set_user_attr(key, value)
-    value = target.objective(result.history[-1])
+    scores = [target.objective(result.history[-1]) for result in results]
+    trial.set_user_attr("seed_scores", dict(zip(map(str, seeds), scores, strict=True)))
+    value = statistics.fmean(scores)
     if not math.isfinite(value):  # optuna would fail it anyway; say so in MLflow too
-        raise FloatingPointError(f"final dev score is {value}")
-    mlflow_runs.log_metrics({"final_objective": value, "train_time_s": result.train_time_s,
-                          "train_examples_per_s": result.train_examples_per_s})
+        raise FloatingPointError(f"final dev score is {value} (seed scores {scores})")
+    speed = statistics.fmean(result.train_examples_per_s for result in results)
+    mlflow_runs.log_metrics({"final_objective": value, "train_time_s": sum(r.train_time_s for r in results),
+                             "train_examples_per_s": speed})
     return value
+
+
+def _listed(seeds: tuple[int, ...]) -> str:
+    return ", ".join(map(str, seeds))
 
 
 @contextlib.contextmanager
