@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 from harness.config import as_dict
 from harness.tracking import mlflow_runs
 from pretrain import checkpoint, train
-from pretrain.common import atomic, console
+from pretrain.common import atomic, console, stop
 from pretrain.common.quiet import quiet_libraries
 from pretrain.config import PretrainConfig
 
@@ -26,7 +26,8 @@ def run_pretrain(config: PretrainConfig, experiment: str = "pretrain", tracking_
     (None off rank 0)."""
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports (and locks)
         train.preflight(config)
-        train.pretrain(config)
+        with stop.handled():  # a SIGTERM stops every process at one step, with rank 0's checkpoint
+            train.pretrain(config)
         return None
     train.preflight(config)  # bad settings fail before the lock creates OUT
     with output_lock(config.output_dir):
