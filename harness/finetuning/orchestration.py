@@ -132,6 +132,10 @@ def _train_seed(run: Invocation, benchmark: Benchmark, plan: Plan, built: Finetu
     and MLflow run say from where."""
     state = finetune_state.SeedState(finetune_state.seed_path(run.output_dir, task, config.seed),
                                      {"model": setup.model_path} | as_dict(config))
+    if state.resumes:
+        point = state.resumes[-1]
+        print(f"resume {task} seed {config.seed}: from epoch {point['epoch'] + 1} step {point['step']} "
+              f"({state.path})")
     transformers.set_seed(config.seed)
     model = benchmark.load_model(built, config, setup).to(setup.device)
     with mlflow_logging.nested_run(task, config, run.model, plan.params | model_setup.as_run(setup, config),
