@@ -130,10 +130,9 @@ class SeedState:
 
 
 def discard(path: Path) -> None:
-    """A finished seed's state, no longer needed (and the folder, once empty)."""
+    """A finished seed's state, no longer needed. The folder stays: a seed run side by side into the same
+    output directory may be writing its own state into it at this moment."""
     path.unlink(missing_ok=True)
-    if path.parent.is_dir() and not any(path.parent.iterdir()):
-        path.parent.rmdir()
 
 
 def _plain(point: LoopPoint) -> dict:

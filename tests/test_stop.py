@@ -45,6 +45,15 @@ def test_a_signal_asks_an_armed_loop_to_stop_and_a_second_one_interrupts():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are given back
 
 
+def test_a_loop_armed_in_a_nested_block_is_over_when_it_ends():
+    with stop.handled():  # the invocation's MLflow run
+        with stop.handled():  # a seed's, whose loop arms
+            stop.arm()
+        with pytest.raises(KeyboardInterrupt):  # between seeds: nothing armed, at once
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested() is None
+
+
 class SignalOnBatch:
     """A collator that sends this process `signum` as it pads its `call`-th batch (eval batches count)."""
 
@@ -279,7 +288,7 @@ def _same_seed(folder, name: str) -> dict:
     expected, got = (load_file(folder / run / "models" / "rte-seed0" / "model.safetensors") for run in ("whole", name))
     assert expected.keys() == got.keys()
     assert [key for key in expected if not torch.equal(expected[key], got[key])] == []
-    assert not (folder / name / "checkpoints").exists()  # the seed's state is gone once it is recorded
+    assert list((folder / name / "checkpoints").iterdir()) == []  # the seed's state is gone once recorded
     return resumed[0]
 
 

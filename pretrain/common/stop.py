@@ -48,27 +48,30 @@ _state = _State()
 
 @contextlib.contextmanager
 def handled() -> Iterator[None]:
-    """SIGTERM and SIGINT handled here while held: at once, or at the next step of an armed loop."""
+    """SIGTERM and SIGINT handled here while held: at once, or at the next step of an armed loop.
+
+    Nested blocks (an MLflow run per seed inside the invocation's) share the outermost's handlers; a
+    loop armed inside a block is over when the block ends, so it disarms.
+    """
     if threading.current_thread() is not threading.main_thread():  # only it receives signals
         yield
         return
-    if _state.depth:  # an outer handled() holds them
-        _state.depth += 1
-        try:
-            yield
-        finally:
-            _state.depth -= 1
-        return
-    previous = {number: signal.getsignal(number) for number in SIGNALS}
-    for number in SIGNALS:
-        signal.signal(number, _on_signal)
-    _state.depth, _state.armed, _state.signum = 1, False, None
+    outermost = not _state.depth
+    if outermost:
+        previous = {number: signal.getsignal(number) for number in SIGNALS}
+        for number in SIGNALS:
+            signal.signal(number, _on_signal)
+        _state.signum = None
+    armed, _state.depth = _state.armed, _state.depth + 1
     try:
         yield
     finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        _state.depth, _state.armed, _state.signum = 0, False, None
+        _state.depth -= 1
+        _state.armed = armed
+        if outermost:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+            _state.signum = None
 
 
 def arm() -> None:
