@@ -15,9 +15,8 @@ from tqdm.auto import tqdm
 
 from pretrain.common import console, placement, stop
 from pretrain.common.errors import UserError
-from tasks import batching
+from tasks import batching, finetune_state
 from tasks.config import FinetuneConfig
-from tasks.finetune_state import LoopPoint, SeedState
 from tasks.optim import build_optimizer, build_schedule
 
 
@@ -77,7 +76,7 @@ class _Progress:
 def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig, collate: Callable,
              on_epoch: Callable[[int, dict[str, float]], None] | None = None,
              progress: bool | None = None, label: str = "fine-tune",
-             state: SeedState | None = None) -> FinetuneResult:
+             state: finetune_state.SeedState | None = None) -> FinetuneResult:
     """Train `model` on task.train for config.num_epochs, scoring dev splits after each epoch.
 
     `config` must be resolved (no None learning rate, decay or epochs). Seed before building the
@@ -100,15 +99,16 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
                                 config.weight_decay, config.adam_epsilon, config.lr_decay_depth,
                                 config.optimizer)
     schedule = build_schedule(optimizer, num_steps, config.warmup_fraction, config.optimizer)
-    state = state or SeedState(None)
+    state = state or finetune_state.SeedState(None)
     at = state.start(model, optimizer, schedule)  # a resumed seed goes on from its saved point
     history, metrics = at.history, at.metrics
     step, examples, tokens, train_time_s = at.step, at.examples, at.tokens, at.train_time_s
     shown = _Progress(label, num_steps, math.ceil(config.num_epochs), progress)
     shown.bar.update(step)
 
-    def here(epoch: int, epoch_steps: int, loss_sum: torch.Tensor, time_s: float) -> LoopPoint:
-        return LoopPoint(epoch, epoch_steps, step, examples, tokens, time_s, loss_sum, history, metrics)
+    def here(epoch: int, epoch_steps: int, loss_sum: torch.Tensor, time_s: float) -> finetune_state.LoopPoint:
+        return finetune_state.LoopPoint(epoch, epoch_steps, step, examples, tokens, time_s, loss_sum, history,
+                                        metrics)
 
     for epoch in range(at.epoch, math.ceil(config.num_epochs)):
         model.train()
