@@ -80,6 +80,7 @@ class Benchmark(Protocol):
 
 
 @quiet_libraries()  # the loop's own bar or lines cover tokenising, loading and saving
+@stop.handled()  # SIGTERM or Ctrl-C: the seed's state saved at the next step, then Stopped
 def run_finetuning(run: Invocation, benchmark: Benchmark, progress: bool | None = None) -> dict:
     """Fine-tune and evaluate; resumes (task, seed) pairs already in output_dir/results.json."""
     if run.seeds < 1:

@@ -20,14 +20,14 @@ BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining
 
 
 @quiet_libraries()  # the run's own bar or lines cover tokenising and saving
+@stop.handled()  # SIGTERM or Ctrl-C: a checkpoint at the next step, then Stopped (every process)
 def run_pretrain(config: PretrainConfig, experiment: str = "pretrain", tracking_uri: str | None = None,
                  progress: bool | None = None) -> dict | None:
     """Pre-train with progress (console.progress_mode) and an MLflow run; pretrain_meta.json's dict
     (None off rank 0)."""
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports (and locks)
         train.preflight(config)
-        with stop.handled():  # a SIGTERM stops every process at one step, with rank 0's checkpoint
-            train.pretrain(config)
+        train.pretrain(config)
         return None
     train.preflight(config)  # bad settings fail before the lock creates OUT
     with output_lock(config.output_dir):

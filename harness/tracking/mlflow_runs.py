@@ -9,11 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
-
-from pretrain.common import stop
 
 DEFAULT_TRACKING_URI = "sqlite:///runs/mlflow.db"
 # Experiment names here, where `harness --help` can read them without the leaderboard's imports
@@ -64,13 +62,21 @@ def store_lock(uri: str) -> contextlib.AbstractContextManager:
 
 
 @contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """A killed job (SIGTERM from a scheduler or `kill`) ends its runs as KILLED, like Ctrl-C; a loop
+    inside that saves its state stops at its next step instead (pretrain/common/stop.py)."""
+    from pretrain.common import stop
+
+    with stop.handled():
+        yield
+
+
+@contextlib.contextmanager
 def run(name: str, params: Mapping[str, Any] = (), tags: Mapping[str, str] = (), nested: bool = False):
     """An MLflow run that ends FINISHED, FAILED or KILLED, never left RUNNING."""
     import mlflow
 
-    # A killed job (SIGTERM from a scheduler or `kill`) ends its runs KILLED, like Ctrl-C, and a loop
-    # inside that saves its state stops at a step boundary instead (pretrain/common/stop.py).
-    with stop.handled():
+    with _sigterm_as_interrupt():
         owner = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}  # for close_orphans
         active = mlflow.start_run(run_name=name, nested=nested, tags=dict(tags) | owner)
         try:
