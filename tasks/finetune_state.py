@@ -76,11 +76,12 @@ class SeedState:
         return [*self.saved["resumes"], {"epoch": self.point.epoch, "step": self.point.step}]
 
     def start(self, model: torch.nn.Module, optimizer, schedule) -> LoopPoint:
-        """The saved state restored into model, optimiser, schedule and RNGs (a fresh seed: LoopPoint());
-        from here a signal stops the seed at a step boundary, with its state saved."""
+        """The saved state restored into model, optimiser and schedule (the RNGs follow in `batches`), and
+        the point to go on from (a fresh seed: LoopPoint()); from here a signal stops the seed at a step
+        boundary, with its state saved."""
         if self.path is not None:
             stop.arm()
-        if self.saved is not None:  # the RNGs when its epoch's batches begin (batches)
+        if self.saved is not None:
             model.load_state_dict(self.saved["model"])
             optimizer.load_state_dict(self.saved["optimizer"])
             schedule.load_state_dict(self.saved["schedule"])
