@@ -1,13 +1,15 @@
 """`harness` command line: one module per subcommand, each with `add_parser`, which registers its
 parser (`run`, `search` and `experiment`: one per kind of run) and sets each parser's handler.
 
-This is the only place that turns a UserError into a one-line message and exit status 2.
+This is the only place that turns a UserError into a one-line message and exit status 2, and a run
+stopped by a signal (pretrain/common/stop.py) into one line saying how to resume it.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import shlex
 import sys
 
 # Subcommand modules under harness/commands/; each defines add_parser(subparsers), whose parsers'
@@ -41,13 +43,18 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     from pretrain.common.errors import UserError
+    from pretrain.common.stop import Stopped
 
+    argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
     try:
         return args.handler(args) or 0
     except UserError as error:
         print(f"harness: error: {error}", file=sys.stderr)
         return 2
+    except Stopped as stopped:  # SIGTERM or Ctrl-C, the state saved: the same command goes on from it
+        print(f"harness: {stopped}; resume with: harness {shlex.join(argv)}", file=sys.stderr)
+        return stopped.exit_status
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)
         return 130

@@ -22,19 +22,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
-import random
 import re
 import shutil
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from pretrain.budget import Progress, budget_fraction, learning_rate, schedule_fraction, stage_fraction
+from pretrain.common import stop
 from pretrain.common.atomic import atomic_dir, save_pretrained, write_bytes, write_json
 from pretrain.common.errors import UserError
 from pretrain.common.models import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
 from pretrain.common.quiet import quiet_transformers
+from pretrain.common.rng import restore_rng, rng_state  # noqa: F401  (the loop's ckpt.rng_state)
 from pretrain.config import BUDGETS, RESUMABLE_CHANGES, PretrainConfig, config_differences
 
 STATE_FILE = "training_state.pt"
@@ -162,6 +162,11 @@ def write_checkpoint(out: Path, step: int, state: dict, export, meta: dict, keep
     return target
 
 
+def stop_here(out: Path, step: int) -> None:
+    """Once a signal's checkpoint of `step` is written: raise the Stopped that the CLI prints."""
+    raise stop.stopped(f"at step {step}; its checkpoint is {str(out / CHECKPOINTS / f'step-{step}')!r}")
+
+
 def export_models(folder: Path, discriminator, generator, tokenizer) -> None:
     """discriminator/ and generator/ as `save_pretrained` folders with the tokenizer beside them."""
     with quiet_transformers(reports=False):
@@ -177,25 +182,3 @@ def publish(out: Path, checkpoint: Path) -> None:
             with atomic_dir(out / name) as tmp:
                 shutil.copytree(checkpoint / name, tmp, dirs_exist_ok=True)
     write_bytes(out / PRETRAIN_META, (checkpoint / PRETRAIN_META).read_bytes())
-
-
-def rng_state() -> dict:
-    """Every random generator this process draws from, as tensors and plain values (weights_only-safe)."""
-    numpy_state = np.random.get_state(legacy=False)
-    key, pos = numpy_state["state"]["key"], numpy_state["state"]["pos"]
-    numpy_state["state"] = {"key": key.tolist(), "pos": int(pos)}  # an ndarray would need full unpickling
-    state = {"python": random.getstate(), "numpy": numpy_state, "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_rng(state: dict) -> None:
-    random.setstate(state["python"])
-    numpy_state = dict(state["numpy"])
-    numpy_state["state"] = {"key": np.array(numpy_state["state"]["key"], dtype=np.uint32),
-                            "pos": numpy_state["state"]["pos"]}
-    np.random.set_state(numpy_state)
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])

@@ -69,6 +69,13 @@ def from_main(context: Context, value: float) -> float:
     return float(tensor.item())
 
 
+def any_process(context: Context, flag: bool) -> bool:
+    """Whether any process's flag is set, the same answer everywhere (a stop asked of one stops all)."""
+    if not context.distributed:
+        return flag
+    return bool(sum_across(context, torch.tensor([float(flag)]))[0] > 0)
+
+
 def gather(context: Context, obj) -> list:
     """Every process's `obj`, in rank order."""
     if not context.distributed:

@@ -26,7 +26,7 @@ from pretrain.budget import (
     stage_fraction,
     step_flops,
 )
-from pretrain.common import placement
+from pretrain.common import placement, stop
 from pretrain.common.errors import UserError
 from pretrain.common.models import PRETRAIN_META
 from pretrain.config import PretrainConfig, check_runnable, resolve
@@ -92,6 +92,7 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
     # under it, which must not differ between a resumed run and an unbroken one.
     loop_start, last_save = time.perf_counter() - progress.elapsed_s, progress.elapsed_s
     fraction = budget_fraction(config, progress)
+    stop.arm()  # from here a SIGTERM or Ctrl-C stops at the next step, with a checkpoint
     while fraction < 1.0:
         # Stage switch (two-stage only): discriminator starts as a copy of the trained generator.
         scheduled = schedule_fraction(config, progress)  # wall time only if it is the sole budget
@@ -131,6 +132,10 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
                 # has the encoder collapsed? (all positions alike)
                 metrics[probe.POSITION_COSINE] = probe.collapse(run, probe_batch)
                 on_log(progress.step, metrics)
+        if fraction < 1.0 and dist.any_process(context, stop.requested() is not None):  # SIGTERM, Ctrl-C
+            if not due:  # this step's checkpoint (unless just written), then a line on how to resume
+                _save(out, config, run, stream, progress, context, window.last)
+            ckpt.stop_here(out, progress.step)
     meta = _save(out, config, run, stream, progress, context, window.last, final=True)
     return meta
 

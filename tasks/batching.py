@@ -10,6 +10,8 @@ from torch.utils.data import DataLoader, RandomSampler
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
+from pretrain.common import stop
+
 
 @dataclasses.dataclass
 class Collator(DataCollatorWithPadding):
@@ -85,7 +87,8 @@ def train_loader(dataset: Dataset, batch_size: int, seed: int, group_by_length: 
         sampler = RandomSampler(dataset, generator=generator)
     workers = 2 if accelerator else 0
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collate,
-                      pin_memory=accelerator, num_workers=workers, persistent_workers=workers > 0)
+                      pin_memory=accelerator, num_workers=workers, persistent_workers=workers > 0,
+                      worker_init_fn=stop.ignore_in_worker if workers else None)
 
 
 def eval_order(dataset: Dataset) -> list[int]:

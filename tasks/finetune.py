@@ -13,9 +13,9 @@ import torch
 from datasets import Dataset
 from tqdm.auto import tqdm
 
-from pretrain.common import console, placement
+from pretrain.common import console, placement, stop
 from pretrain.common.errors import UserError
-from tasks import batching
+from tasks import batching, finetune_state
 from tasks.config import FinetuneConfig
 from tasks.layers import encoder_layers, pretrained_part
 from tasks.optim import build_optimizer, build_schedule
@@ -76,11 +76,13 @@ class _Progress:
 
 def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig, collate: Callable,
              on_epoch: Callable[[int, dict[str, float]], None] | None = None,
-             progress: bool | None = None, label: str = "fine-tune") -> FinetuneResult:
+             progress: bool | None = None, label: str = "fine-tune",
+             state: finetune_state.SeedState | None = None) -> FinetuneResult:
     """Train `model` on task.train for config.num_epochs, scoring dev splits after each epoch.
 
     `config` must be resolved (no None learning rate, decay or epochs). Seed before building the
     model: its new head is initialised from the global RNG. `label` names the run in its bar or lines.
+    `state` keeps the seed's state after each epoch and on a stop signal, and resumes a saved one.
     """
     device = next(model.parameters()).device
     if config.reinit_layers:
@@ -98,16 +100,23 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
                                 config.weight_decay, config.adam_epsilon, config.lr_decay_depth,
                                 config.optimizer)
     schedule = build_schedule(optimizer, num_steps, config.warmup_fraction, config.optimizer)
-    history, metrics = [], {}
-    step = examples = tokens = 0
-    train_time_s = 0.0
+    state = state or finetune_state.SeedState(None)
+    at = state.start(model, optimizer, schedule)  # a resumed seed goes on from its saved point
+    history, metrics = at.history, at.metrics
+    step, examples, tokens, train_time_s = at.step, at.examples, at.tokens, at.train_time_s
     shown = _Progress(label, num_steps, math.ceil(config.num_epochs), progress)
-    for epoch in range(math.ceil(config.num_epochs)):
+    shown.bar.update(step)
+
+    def here(epoch: int, epoch_steps: int, loss_sum: torch.Tensor, time_s: float) -> finetune_state.LoopPoint:
+        return finetune_state.LoopPoint(epoch, epoch_steps, step, examples, tokens, time_s, loss_sum, history,
+                                        metrics)
+
+    for epoch in range(at.epoch, math.ceil(config.num_epochs)):
         model.train()
         started = time.perf_counter()
         # Losses stay on the device: reading one per step would make the host wait for the GPU.
-        loss_sum, epoch_steps = torch.zeros((), device=device), 0
-        for batch in loader:
+        loss_sum, epoch_steps = at.running(epoch, device)
+        for batch in state.batches(loader, epoch):
             if step == num_steps:
                 break
             examples += len(batch["input_ids"])
@@ -132,6 +141,9 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
             if step % LOG_EVERY_STEPS == 0:
                 shown.log(step, epoch + 1, _finite_mean(loss_sum, epoch_steps, step), examples,
                           train_time_s + time.perf_counter() - started)
+            if stop.requested():  # SIGTERM or Ctrl-C: this step's state saved, then stop.Stopped
+                time_s = train_time_s + time.perf_counter() - started
+                state.stop(model, optimizer, schedule, here(epoch, epoch_steps, loss_sum, time_s))
         train_loss = _finite_mean(loss_sum, epoch_steps, step) if epoch_steps else math.nan
         train_time_s += time.perf_counter() - started
         dev = {split: data for split, data in task.evals.items() if split.startswith("validation")}
@@ -144,6 +156,8 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
         shown.log(step, epoch + 1, train_loss, examples, train_time_s, dev=metrics)
         if on_epoch is not None:
             on_epoch(epoch + 1, row)
+        if epoch + 1 < math.ceil(config.num_epochs):  # after the last, the seed's record is what counts
+            state.save(model, optimizer, schedule, here(epoch + 1, 0, 0.0, train_time_s))
     shown.bar.close()
     rest = {split: data for split, data in task.evals.items() if not split.startswith("validation")}
     outputs |= predict(step_model, task, rest, config, collate, autocast)

@@ -3,7 +3,7 @@ and final metrics, and the summary's medians and intervals."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from harness.config import as_dict
 from harness.tracking import mlflow_runs
@@ -27,9 +27,14 @@ def parent_params(config: FinetuneConfig, resolved: Mapping[str, FinetuneConfig]
     return params | dict(used)
 
 
-def nested_run(task: str, config: FinetuneConfig, model: str, settings: Mapping[str, object] | None = None):
-    """The MLflow run of one (task, seed), inside the invocation's parent run; `settings` adds params."""
+def nested_run(task: str, config: FinetuneConfig, model: str, settings: Mapping[str, object] | None = None,
+               resumes: Sequence[Mapping[str, int]] = ()):
+    """The MLflow run of one (task, seed), inside the invocation's parent run; `settings` adds params.
+    A seed resumed from a saved state (`resumes`: its epochs and steps) is tagged resumed."""
     tags = {"model": model, "task": task, "seed": str(config.seed)}
+    if resumes:
+        tags |= {"resumed": "true", "resumed_from": "; ".join(
+            f"epoch {point['epoch'] + 1} step {point['step']}" for point in resumes)}
     params = as_dict(config) | dict(settings or {})
     return mlflow_runs.run(f"{task} seed {config.seed}", params=params, tags=tags, nested=True)
 

@@ -17,13 +17,15 @@ from typing import Any, Protocol
 import torch
 import transformers
 
+from harness.config import as_dict
 from harness.finetuning import mlflow_logging, model_setup, preflight, records, results_file
 from harness.finetuning.model_setup import ModelSetup
 from harness.tracking import mlflow_leaderboard, mlflow_runs
+from pretrain.common import stop
 from pretrain.common.errors import UserError
 from pretrain.common.quiet import quiet_libraries
 from reports import accounting
-from tasks import batching
+from tasks import batching, finetune_state
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult, FinetuneTask, finetune
 
@@ -78,6 +80,7 @@ class Benchmark(Protocol):
 
 
 @quiet_libraries()  # the loop's own bar or lines cover tokenising, loading and saving
+@stop.handled()  # SIGTERM or Ctrl-C: the seed's state saved at the next step, then Stopped
 def run_finetuning(run: Invocation, benchmark: Benchmark, progress: bool | None = None) -> dict:
     """Fine-tune and evaluate; resumes (task, seed) pairs already in output_dir/results.json."""
     if run.seeds < 1:
@@ -106,6 +109,7 @@ def run_finetuning(run: Invocation, benchmark: Benchmark, progress: bool | None 
             seeds = range(run.config.seed, run.config.seed + run.seeds)
             records.say_resumed(results, task, seeds)
             for seed in (s for s in seeds if not records.is_done(results, task, s)):
+                stop.raise_if_requested(f"before {task} seed {seed} (the seeds done are in results.json)")
                 seed_config = replace(config, seed=seed)
                 try:
                     results["runs"].append(_train_seed(run, benchmark, plan, built, task, seed_config, setup,
@@ -114,6 +118,7 @@ def run_finetuning(run: Invocation, benchmark: Benchmark, progress: bool | None 
                     diverged = records.diverged_record(task, seed_config, error)
                     results.setdefault("diverged", []).append(diverged)
                 store.save(results)
+                finetune_state.discard(finetune_state.seed_path(run.output_dir, task, seed))  # recorded now
         with store.merged(results):  # seeds run side by side into this folder are summarised too
             results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
             mlflow_leaderboard.log_flops(results["flops"])
@@ -125,17 +130,30 @@ def run_finetuning(run: Invocation, benchmark: Benchmark, progress: bool | None 
 
 def _train_seed(run: Invocation, benchmark: Benchmark, plan: Plan, built: FinetuneTask, task: str,
                 config: FinetuneConfig, setup: ModelSetup, progress: bool | None) -> dict:
-    """One seed in its own nested MLflow run: its outputs written, its results.json record returned."""
+    """One seed in its own nested MLflow run: its outputs written, its results.json record returned.
+
+    A seed killed or stopped mid-way goes on from its saved state (tasks/finetune_state.py); its record
+    and MLflow run say from where."""
+    state = finetune_state.SeedState(finetune_state.seed_path(run.output_dir, task, config.seed),
+                                     {"model": setup.model_path} | as_dict(config))
+    if state.resumes:
+        point = state.resumes[-1]
+        print(f"resume {task} seed {config.seed}: from epoch {point['epoch'] + 1} step {point['step']} "
+              f"({state.path})")
     transformers.set_seed(config.seed)
     model = benchmark.load_model(built, config, setup).to(setup.device)
-    with mlflow_logging.nested_run(task, config, run.model, plan.params | model_setup.as_run(setup, config)):
+    with mlflow_logging.nested_run(task, config, run.model, plan.params | model_setup.as_run(setup, config),
+                                   state.resumes):
+        for row in state.point.history:  # the epochs trained before a stop, in this seed's new run
+            mlflow_logging.log_epoch(int(row["epoch"]), row)
         result = finetune(model, built, config, batching.collator(setup.tokenizer),
                           on_epoch=mlflow_logging.log_epoch, progress=progress,
-                          label=f"fine-tune {task} seed {config.seed}")
+                          label=f"fine-tune {task} seed {config.seed}", state=state)
         score = mlflow_logging.log_final(result)
     fields = benchmark.write_predictions(built, config, result,
                                          run.output_dir / "predictions" / f"{task}-seed{config.seed}")
     if config.save_models:
         records.save_model(benchmark.saved_model(model, built), setup.tokenizer,
                            run.output_dir / "models" / f"{task}-seed{config.seed}")
-    return records.run_record(task, config, result, score, **fields)
+    resumed = {"resumed": state.resumes} if state.resumes else {}
+    return records.run_record(task, config, result, score, **fields, **resumed)

@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 from harness.config import as_dict
 from harness.tracking import mlflow_runs
 from pretrain import checkpoint, train
-from pretrain.common import atomic, console
+from pretrain.common import atomic, console, stop
 from pretrain.common.quiet import quiet_libraries
 from pretrain.config import PretrainConfig
 
@@ -20,6 +20,7 @@ BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining
 
 
 @quiet_libraries()  # the run's own bar or lines cover tokenising and saving
+@stop.handled()  # SIGTERM or Ctrl-C: a checkpoint at the next step, then Stopped (every process)
 def run_pretrain(config: PretrainConfig, experiment: str = "pretrain", tracking_uri: str | None = None,
                  progress: bool | None = None) -> dict | None:
     """Pre-train with progress (console.progress_mode) and an MLflow run; pretrain_meta.json's dict

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -64,19 +63,12 @@ def store_lock(uri: str) -> contextlib.AbstractContextManager:
 
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """A killed job (SIGTERM from a scheduler or `kill`) ends its runs as KILLED, like Ctrl-C."""
-    def raise_interrupt(signum, frame):
-        raise KeyboardInterrupt
+    """A killed job (SIGTERM from a scheduler or `kill`) ends its runs as KILLED, like Ctrl-C; a loop
+    inside that saves its state stops at its next step instead (pretrain/common/stop.py)."""
+    from pretrain.common import stop
 
-    try:
-        previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    except ValueError:  # not the main thread: leave signals alone
+    with stop.handled():
         yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
