@@ -210,6 +210,32 @@ def test_a_port_in_use_is_one_line(bundle, capsys):
     assert f"cannot listen on 127.0.0.1:{port}" in err and err.count("\n") == 1
 
 
+def test_the_listening_socket_gives_connections_tcp_nodelay():
+    """asyncio sets TCP_NODELAY only on sockets that say IPPROTO_TCP; without it each keep-alive answer
+    (headers and body written apart) waited ~40 ms for the client's delayed ACK (found by serve_load.py)."""
+    import socket
+
+    from harness.commands.serve import listen
+
+    async def accepted_nodelay():
+        found = asyncio.get_running_loop().create_future()
+
+        def on_connect(reader, writer):
+            found.set_result(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(on_connect, sock=listen("127.0.0.1", 0))
+        port = server.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            return await asyncio.wait_for(found, 10)
+        finally:
+            writer.close()
+            server.close()
+
+    assert asyncio.run(accepted_nodelay()) != 0
+
+
 def test_the_batcher_takes_what_queued_during_a_batch_up_to_max_batch():
     """The policy in harness/deploy/batcher.py, with a predict function the test holds until released."""
     calls, release = [], threading.Event()

@@ -47,10 +47,16 @@ def listen(host: str, port: int) -> socket.socket:
     if not 0 <= port <= 65535:
         raise UserError(f"--port {port} is not a port; choose 0 to 65535 (0: any free one)")
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-        return socket.create_server((host, port), family=family, backlog=1024)
-    except OSError as error:
-        # create_server's own message repeats the address; a name lookup's errno is no OS error number
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP, flags=socket.AI_PASSIVE)[0]
+        # proto IPPROTO_TCP, not create_server's 0: asyncio sets TCP_NODELAY on a connection only when
+        # its socket says TCP, and without it every keep-alive answer waits ~40 ms for a delayed ACK.
+        server = socket.socket(family, kind, proto)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(address)
+        server.listen(1024)
+        return server
+    except OSError as error:  # a name lookup's errno is no OS error number
         reason = error.strerror if isinstance(error, socket.gaierror) else \
             os.strerror(error.errno) if error.errno else str(error)
         raise UserError(f"cannot listen on {host}:{port} ({reason}); choose another --host or "
@@ -70,7 +76,7 @@ def run(args) -> int:
     except ImportError as error:
         raise UserError(f"harness serve needs {error.name}, which is not installed; pip install "
                         "'electra-harness[serve]' (starlette and uvicorn)") from None
-    predictor = Predictor(args.bundle, args.precision, config.max_batch, config.threads)
+    predictor = Predictor(args.bundle, args.precision, config.onnx_batch, config.threads)
     server = listen(args.host, args.port)
     host, port = server.getsockname()[:2]
     print(f"harness: serving {args.bundle} ({predictor.manifest['task']}, {predictor.precision}) on "

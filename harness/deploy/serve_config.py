@@ -9,7 +9,10 @@ from dataclasses import dataclass
 class ServeConfig:
     """Limits and batching of `harness serve` (key=value settings)."""
 
-    max_batch: int = 32  # requests per onnxruntime call, at most
+    max_batch: int = 32  # requests per batch, at most
+    # A batch's encodings run sorted by length in onnxruntime calls of this many, so that a short
+    # request is padded only to its neighbours' length (reports/results/serve-load.md measured it).
+    onnx_batch: int = 8
     batch_wait_ms: float = 0.0  # how long a batch's first request waits for others (0: not at all)
     max_pending: int = 1024  # waiting requests beyond this get 503
     max_body_bytes: int = 1 << 20  # larger bodies get 413
@@ -19,9 +22,8 @@ class ServeConfig:
     access_log: bool = False  # a log line per request (uvicorn's); off, it costs time under load
 
     def __post_init__(self):
-        small = [f"{name}={getattr(self, name)}" for name in ("max_batch", "max_pending", "max_body_bytes",
-                                                               "max_items", "max_text_chars")
-                 if getattr(self, name) < 1]
+        positive = ("max_batch", "onnx_batch", "max_pending", "max_body_bytes", "max_items", "max_text_chars")
+        small = [f"{name}={getattr(self, name)}" for name in positive if getattr(self, name) < 1]
         small += [f"{name}={getattr(self, name)}" for name in ("batch_wait_ms", "threads")
                   if getattr(self, name) < 0]
         if small:
