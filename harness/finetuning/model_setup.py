@@ -11,6 +11,7 @@ import torch
 import transformers
 
 from pretrain.common import placement
+from pretrain.common.checkpoint_check import check_checkpoint
 from pretrain.common.errors import UserError
 from pretrain.common.models import resolve_model, size_of
 from tasks.config import FinetuneConfig
@@ -34,6 +35,7 @@ def load(model: str, precision: str) -> ModelSetup:
     model_path = resolve_model(model)
     model_config = load_model_config(model_path)  # first: the tokenizer reads config.json too
     tokenizer = load_tokenizer(model_path)
+    check_checkpoint(model_path, model_config, tokenizer)  # damaged or mismatched files: one line, now
     device = placement.pick_device("auto")
     used = placement.resolve_precision(precision, device)
     attention = placement.resolve_attention("auto", device, used)
