@@ -22,7 +22,11 @@ def good(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("good")
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))) + "\n")
-    return {"model": write_tiny_model(root / "tiny"), "glue": write_glue_dir(root / "glue"), "corpus": corpus}
+    import transformers
+
+    tiny = write_tiny_model(root / "tiny")
+    transformers.ElectraForSequenceClassification.from_pretrained(tiny, num_labels=2).save_pretrained(root / "clf")
+    return {"model": tiny, "glue": write_glue_dir(root / "glue"), "corpus": corpus, "clf": root / "clf"}
 
 
 def cut_in_half(path: Path) -> None:
@@ -70,6 +74,10 @@ PRETRAIN = ["pretrain", "--preset", "electra-tiny", "--corpus", "{corpus}", "--o
 CASES = {
     "safetensors cut in half": ("model", lambda m: cut_in_half(m / "model.safetensors"), GLUE,
                                 "model.safetensors' is damaged"),
+    "export of a cut checkpoint": ("clf", lambda m: cut_in_half(m / "model.safetensors"),
+                                   ["export", "onnx", "--model", "{clf}", "--task", "rte", "--data-dir", "{glue}",
+                                    "--output", "{out}", "--tracking-uri", "sqlite:///{tmp}/mlflow.db"],
+                                   "model.safetensors' is damaged"),
     "safetensors header garbage": ("model", lambda m: (m / "model.safetensors").write_bytes(b"\xff" * 64), GLUE,
                                    "model.safetensors' is damaged"),
     "config.json not JSON": ("model", lambda m: (m / "config.json").write_text('{"model_type": "electra",'), GLUE,
@@ -104,8 +112,10 @@ CASES = {
 def test_a_damaged_input_is_one_line_naming_it(case, good, tmp_path, capsys):
     what, damage, argv, named = CASES[case]
     paths = {"model": tmp_path / "model", "glue": tmp_path / "glue", "corpus": tmp_path / "corpus" / "corpus.txt",
-             "squad": tmp_path / "squad" / "dev-v1.1.json", "out": tmp_path / "out", "tmp": tmp_path}
+             "squad": tmp_path / "squad" / "dev-v1.1.json", "out": tmp_path / "out", "tmp": tmp_path,
+             "clf": tmp_path / "clf"}
     shutil.copytree(good["model"], paths["model"])
+    shutil.copytree(good["clf"], paths["clf"])
     shutil.copytree(good["glue"], paths["glue"])
     paths["corpus"].parent.mkdir()
     shutil.copy(good["corpus"], paths["corpus"])
