@@ -290,3 +290,11 @@ def test_the_batcher_waits_for_company_only_when_asked():
     asyncio.run(scenario(0.0))
     asyncio.run(scenario(5.0))
     assert calls == [["a"], ["b"], ["a", "b"]]
+
+
+def test_without_the_serve_extra_the_fix_is_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # `import uvicorn` fails as if it were not installed
+    assert main(["serve", "--bundle", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "harness serve needs uvicorn" in err and "pip install 'electra-harness[serve]'" in err
+    assert err.count("\n") == 1
