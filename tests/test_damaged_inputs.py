@@ -78,6 +78,11 @@ CASES = {
                                    ["export", "onnx", "--model", "{clf}", "--task", "rte", "--data-dir", "{glue}",
                                     "--output", "{out}", "--tracking-uri", "sqlite:///{tmp}/mlflow.db"],
                                    "model.safetensors' is damaged"),
+    "search from a cut checkpoint": ("model", lambda m: cut_in_half(m / "model.safetensors"),
+                                     ["search", "glue", "--task", "rte", "--data-dir", "{glue}", "--model", "{model}",
+                                      "--trials", "1", "--storage", "sqlite:///{tmp}/optuna.db", "--output-dir",
+                                      "{out}", "--tracking-uri", "sqlite:///{out}/mlflow.db"],
+                                     "model.safetensors' is damaged"),
     "safetensors header garbage": ("model", lambda m: (m / "model.safetensors").write_bytes(b"\xff" * 64), GLUE,
                                    "model.safetensors' is damaged"),
     "config.json not JSON": ("model", lambda m: (m / "config.json").write_text('{"model_type": "electra",'), GLUE,
@@ -129,7 +134,10 @@ def test_a_damaged_input_is_one_line_naming_it(case, good, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("harness: error: ") and err.count("\n") == 1, err
     assert named in err, err
-    assert not paths["out"].exists() and sorted(p for p in tmp_path.rglob("*")) == before  # nothing written
+    # Nothing written. `harness search` opens its Optuna storage before it loads the model, so that a
+    # bad URL fails at once: that store may exist, valid and empty (it holds no study yet).
+    after = sorted(p for p in tmp_path.rglob("*") if p != tmp_path / "optuna.db")
+    assert not paths["out"].exists() and after == before
 
 
 def bin_checkpoint(source: Path, directory: Path) -> None:
