@@ -18,6 +18,7 @@ import onnxruntime
 import torch
 import transformers
 
+from pretrain.common.checkpoint_check import weight_shapes
 from pretrain.common.errors import UserError
 from reports.bundle import KINDS, PER_TOKEN_OUTPUTS, TOKEN_INPUTS
 
@@ -67,6 +68,7 @@ def inspect_checkpoint(path: Path) -> Checkpoint:
     else:
         raise UserError(f"{str(path)!r} holds a {architecture}, not a fine-tuned classifier or span model; "
                         "fine-tune it with `harness run glue` or `harness run squad` and export that run")
+    weight_shapes(path)  # a cut or corrupt weights file: one line, before anything is exported
     num_labels = len(config.get("id2label") or {}) or 2  # 2: transformers' default when unset
     return Checkpoint(path, kind, architecture, num_labels, int(config.get("max_position_embeddings", 512)),
                       (path / HEAD_FILE).is_file(), (path / JOINT_FILE).is_file(),

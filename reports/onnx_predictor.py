@@ -108,8 +108,7 @@ class Predictor:
     def encode(self, requests: Sequence[Request]) -> Encoded:
         """Model inputs: one encoding per request, or for SQuAD one per context window."""
         for request in requests:
-            _check_request(request, self.kind)
-            self._check_texts(request)
+            self.check(request)
         if self.kind == "question-answering":
             return self._windows(requests)
         inputs = [r.text if r.text_pair is None else (r.text, r.text_pair) for r in requests]
@@ -124,7 +123,9 @@ class Predictor:
                 encodings[i] = encoding
         return Encoded(encodings, list(range(len(encodings))), notes)
 
-    def _check_texts(self, request: Request) -> None:
+    def check(self, request: Request) -> None:
+        """Raise UserError unless this bundle can take the request: valid text, the right number of texts."""
+        _check_request(request, self.kind)
         task = self.manifest["task"]
         if self.pair and request.text_pair is None:
             raise UserError(f"{request.where}: {task} classifies a pair of sentences, got one text; pass "
@@ -276,8 +277,6 @@ def _session(path: Path, threads: int) -> onnxruntime.InferenceSession:
 
 def read_requests(lines: Iterable[str], kind: str, source: str) -> list[Request]:
     """Requests from JSON Lines (see the module docstring); errors name the source and line."""
-    first, second = REQUEST_KEYS[kind]
-    allowed = {first, second, "id"}
     requests = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -286,19 +285,27 @@ def read_requests(lines: Iterable[str], kind: str, source: str) -> list[Request]
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
+            first, second = REQUEST_KEYS[kind]
             raise UserError(f"{where}: not valid JSON ({error.msg}); give one object per line, e.g. "
                             f'{{"{first}": "...", "{second}": "..."}}') from None
-        if not isinstance(record, dict):
-            raise UserError(f"{where}: expected a JSON object with {first!r}, got {type(record).__name__}")
-        unknown = sorted(set(record) - allowed)
-        if unknown:
-            raise UserError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; use "
-                            f"{', '.join(map(repr, sorted(allowed)))}")
-        texts = [record.get(first), record.get(second)]
-        if not isinstance(texts[0], str) or not isinstance(texts[1], str | None):
-            raise UserError(f"{where}: {first!r} must be a string (and {second!r} a string if given)")
-        requests.append(Request(texts[0], texts[1], record.get("id"), where))
+        requests.append(request_from_record(record, kind, where))
     if not requests:
         raise UserError(f"{source} holds no requests; give one JSON object per line, e.g. "
-                        f'{{"{first}": "..."}}')
+                        f'{{"{REQUEST_KEYS[kind][0]}": "..."}}')
     return requests
+
+
+def request_from_record(record: object, kind: str, where: str) -> Request:
+    """One decoded JSON object as a Request: its keys and their types checked (`harness serve` too)."""
+    first, second = REQUEST_KEYS[kind]
+    allowed = {first, second, "id"}
+    if not isinstance(record, dict):
+        raise UserError(f"{where}: expected a JSON object with {first!r}, got {type(record).__name__}")
+    unknown = sorted(set(record) - allowed)
+    if unknown:
+        raise UserError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; use "
+                        f"{', '.join(map(repr, sorted(allowed)))}")
+    texts = [record.get(first), record.get(second)]
+    if not isinstance(texts[0], str) or not isinstance(texts[1], str | None):
+        raise UserError(f"{where}: {first!r} must be a string (and {second!r} a string if given)")
+    return Request(texts[0], texts[1], record.get("id"), where)

@@ -165,7 +165,8 @@ HEAVY = ("torch", "transformers", "datasets")
 
 def test_the_onnx_predictor_needs_neither_torch_nor_transformers():
     # Statically, deferred imports included: everything the predictor and `harness predict` can reach.
-    graph, reached, todo = module_graph(), set(), ["reports.onnx_predictor", "harness.commands.predict"]
+    graph, reached, todo = module_graph(), set(), ["reports.onnx_predictor", "harness.commands.predict",
+                                                   "harness.commands.serve", "harness.deploy.serve"]
     while todo:
         name = todo.pop()
         if name not in reached:
@@ -176,8 +177,9 @@ def test_the_onnx_predictor_needs_neither_torch_nor_transformers():
              if module.split(".")[0] in HEAVY}
     assert heavy == set()
     # And at run time, in a fresh interpreter, as `harness predict` loads them: the whole CLI parser
-    # (every command module) first, then the predictor.
+    # (every command module) first, then the predictor and the server `harness serve` runs.
     code = ("import sys; from harness.cli import build_parser; build_parser(); import reports.onnx_predictor; "
+            "import harness.deploy.serve; "
             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"

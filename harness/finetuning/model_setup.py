@@ -11,6 +11,7 @@ import torch
 import transformers
 
 from pretrain.common import placement
+from pretrain.common.checkpoint_check import check_checkpoint
 from pretrain.common.errors import UserError
 from pretrain.common.hub import needs_remote_code
 from pretrain.common.models import resolve_model, size_of
@@ -61,6 +62,7 @@ def load(model: str, precision: str, trust_remote_code: bool = False) -> ModelSe
                         "from its repository; pass trust_remote_code=true if you trust that code")
     model_config = load_model_config(model_path, trust_remote_code)  # first: the tokenizer reads config.json
     tokenizer = load_tokenizer(model_path, trust_remote_code)
+    check_checkpoint(model_path, model_config, tokenizer)  # damaged or mismatched files: one line, now
     device = placement.pick_device("auto")
     used = placement.resolve_precision(precision, device)
     attention = _supported(placement.resolve_attention("auto", device, used), model_config)

@@ -17,6 +17,7 @@ DEFAULT_TRACKING_URI = "sqlite:///runs/mlflow.db"
 # Experiment names here, where `harness --help` can read them without the leaderboard's imports
 LEADERBOARD_EXPERIMENT, REPORTS_EXPERIMENT = "leaderboard", "leaderboard-reports"
 PID_TAG, HOST_TAG = "harness.pid", "harness.host"  # the process that opened a run, and where
+DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQLAlchemy stores
 
 
 def tracking_uri(explicit: str | None = None) -> str:
@@ -29,7 +30,37 @@ def tracking_uri(explicit: str | None = None) -> str:
 
 def chosen_uri(explicit: str | None = None) -> str:
     """The flag, then MLFLOW_TRACKING_URI, then the local SQLite default; nothing created."""
-    return explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    return checked_uri(explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI)
+
+
+def checked_uri(uri: str) -> str:
+    """`uri`, unless it is a database or server URL that cannot be parsed: then a UserError naming it.
+
+    Without this a typo such as `sqlite:/runs/mlflow.db` failed as SQLAlchemy's traceback at the first
+    MLflow call, after the run's output folder was made. Paths and other schemes pass to MLflow as given.
+    """
+    from urllib.parse import urlsplit
+
+    from pretrain.common.errors import UserError
+
+    scheme = uri.partition(":")[0].split("+")[0].lower() if ":" in uri else ""
+    if scheme in DATABASE_SCHEMES:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            url = make_url(uri)
+        except ArgumentError:
+            url = None
+        if url is not None and (scheme != "sqlite" or url.database):  # sqlite:// alone is in memory
+            return uri
+    elif scheme in ("http", "https"):
+        if urlsplit(uri).hostname:
+            return uri
+    else:
+        return uri
+    raise UserError(f"tracking URI {uri!r} is not a valid {scheme} URL; write e.g. sqlite:///runs/mlflow.db "
+                    "(three slashes, then the file's path) or http://HOST:PORT for a server")
 
 
 def use_experiment(experiment: str, uri: str | None = None) -> None:
