@@ -74,8 +74,8 @@ def _safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
             return {name: tuple(weights.get_slice(name).get_shape()) for name in weights.keys()}  # noqa: SIM118
     except (SafetensorError, OSError, ValueError) as error:
         reason = " ".join(str(error).split())
-        raise UserError(f"weights file {str(path)!r} is damaged ({reason}; {path.stat().st_size} bytes), as a "
-                        f"download or copy cut short leaves it; {FIX_WEIGHTS}") from None
+        raise UserError(f"weights file {str(path)!r} is damaged ({reason}; {path.stat().st_size} bytes), as "
+                        f"a download or copy cut short leaves it; {FIX_WEIGHTS}") from None
 
 
 def _check_zip(path: Path) -> None:
