@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds per setup")
     parser.add_argument("--steps", type=int, default=4, help="timed steps per round")
-    parser.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"])
+    parser.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32", "fp16"])
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto")
     parser.add_argument("--compile", default="both", choices=["both", "off", "on"],
                         help="time eager steps, compiled steps, or both")

@@ -145,11 +145,13 @@ def train_step(run: Run, model: torch.nn.Module, batch: dict[str, torch.Tensor],
         placement.mark_step()
     with run.autocast():
         loss, stats = model(**batch, stage=stage)
-    loss.backward()
+    run.scaler.scale(loss).backward()
     for p in run.model.idle_parameters(stage):
         p.grad = None
+    run.scaler.unscale_(run.optimizer)
     grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.config.max_grad_norm)
-    run.optimizer.step()
+    run.scaler.step(run.optimizer)
+    run.scaler.update()
     run.optimizer.zero_grad(set_to_none=True)
     return loss.detach(), stats, grad_norm
 

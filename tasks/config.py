@@ -56,7 +56,8 @@ class FinetuneConfig:
     eval_batch_size: int = 128
     max_length: int | None = None  # None: the task's default (128 for GLUE, 512 for SQuAD)
     seed: int = 0
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 where the hardware has it
+    # auto: bf16 where the hardware has it; fp16 (with a gradient scaler) on a GPU without (V100, T4)
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile the model; auto: on for CUDA only
     group_by_length: bool = True
     max_train_examples: int | None = None  # subsample the training set, for quick looks

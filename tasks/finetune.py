@@ -85,7 +85,9 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
     if config.reinit_layers:
         reinit_top_layers(model, config.reinit_layers)
     # One precision for training and evaluation: bf16 won both on the 2-core CPU (README, "Performance").
-    autocast = placement.autocast(device, placement.resolve_precision(config.precision, device))
+    precision = placement.resolve_precision(config.precision, device)
+    autocast = placement.autocast(device, precision)
+    scaler = placement.grad_scaler(device, precision)  # fp16's; a pass-through otherwise
     step_model = placement.compiled(model, device) if placement.resolve_compile(config.compile, device) \
         else model
     accelerator = device.type == "cuda"
@@ -118,9 +120,12 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
             with autocast:
                 loss = step_model(**batch).loss
             # backward, clip, step; the official recipe backpropagates the batch's sum (config.py)
-            (loss * len(batch["input_ids"]) if config.loss_reduction == "sum" else loss).backward()
+            total = loss * len(batch["input_ids"]) if config.loss_reduction == "sum" else loss
+            scaler.scale(total).backward()
+            scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-            optimizer.step()
+            scaler.step(optimizer)
+            scaler.update()
             schedule.step()
             optimizer.zero_grad(set_to_none=True)
             # log
