@@ -1,5 +1,6 @@
-"""fp16 autocast with a gradient scaler, for GPUs without bf16 (V100, T4): `auto` picks it there, and
-both loops train with it (run here on the CPU, whose autocast and GradScaler take fp16 too)."""
+"""GPU features users expect, tested on the CPU: fp16 autocast with a gradient scaler, for GPUs without
+bf16 (V100, T4; `auto` picks it there, both loops train with it, and the CPU's autocast and GradScaler
+take fp16 too), and gradient accumulation that keeps the recipe's batch size in less memory."""
 
 from __future__ import annotations
 
@@ -55,3 +56,47 @@ def test_fp16_pretraining_steps_with_a_scaler(tmp_path, monkeypatch, scalers):
     assert meta["precision"] == "fp16" and meta["steps"] == 6
     assert all(torch.isfinite(torch.tensor(m["loss"])) for m in logged) and len(logged) == 2
     assert [s.is_enabled() for s in scalers] == [True]
+
+
+def _gradients(tiny_model, glue_data, **settings) -> dict[str, torch.Tensor]:
+    """The gradient one batch of 8 RTE pairs leaves on a dropout-free tiny model, through the loop's
+    forward-and-backward."""
+    import contextlib
+
+    import transformers
+
+    from tasks import batching, glue
+    from tasks.config import FinetuneConfig
+    from tasks.finetune import _forward_backward
+    from tasks.glue_data import load_glue
+    from tasks.registry import GLUE_TASKS
+
+    task = GLUE_TASKS["rte"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
+    built = glue.build_task(task, load_glue(task, glue_data), tokenizer, max_length=32)
+    batch = batching.collator(tokenizer)([built.train[i] for i in range(8)])
+    transformers.set_seed(0)
+    model = glue.load_model(str(tiny_model), task, "eager")
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    config = FinetuneConfig(batch_size=8, **settings)
+    scaler = placement.grad_scaler(torch.device("cpu"), "fp32")
+    loss = _forward_backward(model, False, batch, config, contextlib.nullcontext(), scaler)
+    return {name: p.grad for name, p in model.named_parameters()} | {"loss": loss}
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_gradient_accumulation_gives_the_whole_batchs_gradient(tiny_model, glue_data, reduction):
+    """A batch of 8 in 3 slices (3, 2, 3 pairs) leaves the gradient the whole batch does, and logs its loss."""
+    whole = _gradients(tiny_model, glue_data, loss_reduction=reduction)
+    sliced = _gradients(tiny_model, glue_data, loss_reduction=reduction, gradient_accumulation_steps=3)
+    for name, gradient in whole.items():
+        torch.testing.assert_close(sliced[name], gradient, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_gradient_accumulation_must_fit_the_batch():
+    from tasks.config import FinetuneConfig
+
+    with pytest.raises(ValueError, match="gradient_accumulation_steps=9 would slice a batch of 8"):
+        FinetuneConfig(batch_size=8, gradient_accumulation_steps=9)
