@@ -88,13 +88,14 @@ CPU = Plan("cpu", "electra-tiny", 1e14, "sst2,stsb,rte", 3, (400.0, 470.0, 520.0
            pretrain_settings=("optimizer=adamw", "max_time_s=900"))
 # A GPU, sized to one command of the project's 15-minute GPU window (benchmarks/gpu_check.sh demo,
 # ~6 minutes): ELECTRA-Small, the paper's shape, pre-trained for about three minutes (5e15 FLOPs,
-# 1/280 of the paper's 1.4e18, ~3,900 steps of 128 x 128 tokens: three minutes at ~300k tokens/s; the
-# time stop ends a slower device's run there, its schedule unfinished, and says so), then STS-B, RTE
-# and MRPC (where a short pre-training showed first; CoLA stayed at MCC 0) on 1,000 training examples
-# each for 3 epochs, 3 seeds per arm: 18 fine-tunings in about two minutes. Not yet timed on a GPU.
-GPU = Plan("gpu", "electra-small", 5e15, "stsb,rte,mrpc", 3, (190.0, 60.0, 60.0, 30.0),
+# 1/280 of the paper's 1.4e18, ~3,900 steps of 128 x 128 tokens: under three minutes from ~350k
+# tokens/s; the time stop ends a slower device's run at 2.5 minutes, its schedule unfinished, and says
+# so), then STS-B, RTE and MRPC (where a short pre-training showed first; CoLA stayed at MCC 0) on 1,000
+# training examples each for 3 epochs, 3 seeds per arm: 18 fine-tunings in about two minutes. Not yet
+# timed on a GPU.
+GPU = Plan("gpu", "electra-small", 5e15, "stsb,rte,mrpc", 3, (170.0, 60.0, 60.0, 30.0),
            "an estimate (unmeasured on a GPU)", train_examples=1000,
-           pretrain_settings=("optimizer=adamw", "max_time_s=180"),  # 1% warmup is 39 steps: as above
+           pretrain_settings=("optimizer=adamw", "max_time_s=150"),  # 1% warmup is 39 steps: as above
            finetune_settings=("predict_test=false", "num_epochs=3"), time_frame="the GPU window")
 
 
