@@ -31,7 +31,7 @@ from pretrain.common.errors import UserError
 from pretrain.common.models import PRETRAIN_META
 from pretrain.config import PretrainConfig, check_runnable, resolve
 from pretrain.corpus import corpus_files
-from pretrain.data import BatchStream
+from pretrain.data import BatchStream, Prefetching
 from pretrain.metric_window import MetricWindow, final_metrics
 from pretrain.prepare import Run, build_run, prepare_examples
 
@@ -69,8 +69,8 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
         run.extended = ckpt.extensions(resume_from, config)
     # Every batch padded to seq_len: packed examples nearly fill it anyway, and fixed shapes let a
     # compiled step (and CUDA graphs) serve every step.
-    stream = BatchStream(examples, config.batch_size, config.seed, tokenizer.pad_token_id,
-                         context.rank, context.world_size, width=config.seq_len)
+    stream = Prefetching(BatchStream(examples, config.batch_size, config.seed, tokenizer.pad_token_id,
+                                     context.rank, context.world_size, width=config.seq_len))
     progress = Progress()
     if resume_from is not None:
         progress = _restore(resume_from, run, stream, context)

@@ -98,3 +98,28 @@ def test_a_step_that_does_not_log_makes_no_host_sync(tmp_path, micro):
     added = counts[6] - counts[3]
     assert added == {("transformers", "__bool__"): 6}, added
     assert counts[3][("project", "__float__")] > 0  # the counter sees the project's own syncs (logging)
+
+
+def test_batches_prepared_ahead_are_the_streams_batches_and_resume_alike():
+    """Prefetching builds the next batch on a thread during the step; what it hands out and the state a
+    checkpoint saves are the plain stream's, so a run resumed from any step goes on identically."""
+    import datasets
+
+    from pretrain.data import BatchStream, Prefetching
+
+    examples = datasets.Dataset.from_dict({"input_ids": [[2, *range(5, 5 + n), 3] for n in range(1, 12)],
+                                           "segment_b_start": [1 + n // 2 for n in range(1, 12)]})
+
+    def stream():
+        return BatchStream(examples, 4, seed=3, pad_id=0, width=16)
+
+    plain, ahead = stream(), Prefetching(stream())
+    for _ in range(7):  # past an epoch's end (11 examples, batches of 4)
+        (expected, tokens), (got, got_tokens) = plain.next_batch(), ahead.next_batch()
+        assert got_tokens == tokens and all(torch.equal(got[k], expected[k]) for k in expected)
+        assert ahead.state_dict() == plain.state_dict()
+    resumed = Prefetching(stream())
+    resumed.load_state_dict(ahead.state_dict())
+    for _ in range(3):
+        (expected, _), (got, _) = plain.next_batch(), resumed.next_batch()
+        assert torch.equal(got["input_ids"], expected["input_ids"])
