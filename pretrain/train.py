@@ -92,6 +92,7 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
     # under it, which must not differ between a resumed run and an unbroken one.
     loop_start, last_save = time.perf_counter() - progress.elapsed_s, progress.elapsed_s
     fraction = budget_fraction(config, progress)
+    probed_at = -1.0  # the budget fraction at the last probe
     while fraction < 1.0:
         # Stage switch (two-stage only): discriminator starts as a copy of the trained generator.
         scheduled = schedule_fraction(config, progress)  # wall time only if it is the sole budget
@@ -124,12 +125,16 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
             last_save = progress.elapsed_s
         if progress.step % config.log_every_steps == 0 or fraction >= 1.0:
             metrics = window.flush(context, progress, lr, fraction)
-            if context.is_main:
+            # The probes run two forward passes and read the device: at most every PROBE_SPACING of the
+            # budget (every log of a short run, every ~40th step of a 4,000-step GPU run), and at the end.
+            if context.is_main and (fraction >= 1.0 or fraction - probed_at >= probe.PROBE_SPACING):
+                probed_at = fraction
                 auc = probe.unigram_auc(run, probe_batch)
                 if auc is not None:  # the detector on a fixed corruption source, beside disc_auc
                     metrics[probe.UNIGRAM_AUC] = auc  # metrics is window.last: kept for the meta
                 # has the encoder collapsed? (all positions alike)
                 metrics[probe.POSITION_COSINE] = probe.collapse(run, probe_batch)
+            if context.is_main:
                 on_log(progress.step, metrics)
     meta = _save(out, config, run, stream, progress, context, window.last, final=True)
     return meta

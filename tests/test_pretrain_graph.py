@@ -123,3 +123,20 @@ def test_batches_prepared_ahead_are_the_streams_batches_and_resume_alike():
     for _ in range(3):
         (expected, _), (got, _) = plain.next_batch(), resumed.next_batch()
         assert torch.equal(got["input_ids"], expected["input_ids"])
+
+
+@pytest.mark.slow
+def test_probes_run_at_most_every_percent_of_the_budget(tmp_path, micro):
+    """Logged every step for 200 steps: every step's metrics reach on_log, the probes' only every second
+    or third step (1% of the budget: 2 steps, a third where float rounding leaves it just short) and at
+    the last."""
+    from pretrain.probe import POSITION_COSINE, UNIGRAM_AUC
+    from pretrain.train import pretrain
+
+    logged: list[tuple[int, dict]] = []
+    config = micro_config(tmp_path, write_corpus(tmp_path / "corpus.txt"), max_steps=200, log_every_steps=1)
+    pretrain(config, on_log=lambda step, metrics: logged.append((step, dict(metrics))))
+    assert [step for step, _ in logged] == list(range(1, 201))
+    probed = [step for step, metrics in logged if UNIGRAM_AUC in metrics and POSITION_COSINE in metrics]
+    assert 66 <= len(probed) <= 101 and probed[0] == 1 and probed[-1] == 200
+    assert all(b - a <= 3 for a, b in zip(probed, probed[1:], strict=False))
