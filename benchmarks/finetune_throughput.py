@@ -2,8 +2,8 @@
 
 Same random-init ELECTRA shape, same MRPC training examples, batch 32, same number of steps; then
 a prediction pass over the MRPC dev set (408 pairs). Setups take turns and each keeps its best
-time, so load from other processes hurts every setup alike, and compilation (paid in the first
-turn) is left out of the best time.
+time, so load from other processes hurts every setup alike. A compiling setup first runs one
+untimed turn, so compilation is outside every timed turn (not only outside the best one).
 
 Trainer setups, as run_glue.py runs it: padding every example to max_seq_length=128, random
 order, eval batch 8; fp32 (its defaults), bf16, and torch_compile=True. Ours: dynamic padding,
@@ -13,6 +13,9 @@ every setup, so its ratio is a time ratio. Target: ours (defaults) >= 1.5x the b
 
     python benchmarks/finetune_throughput.py --device cpu [--shapes small] [--steps 20] [--repeats 2]
     python benchmarks/finetune_throughput.py --device cuda --shapes small,base --steps 100
+
+More steps than MRPC's 3,668 pairs fill (114 batches of 32) repeat its shuffled pairs: a timing needs
+only their lengths. `--shapes tiny` (electra-tiny, the small recipe) is the CPU rehearsal's.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ def fresh_model(shape: str, tokenizer, attention: str, device) -> torch.nn.Modul
 def ours(data, tokenizer, shape: str, steps: int, device, precision: str, compile_setting: str):
     """(train seconds, eval seconds) of our loop, with the attention `harness run glue` picks."""
     built = glue.build_task(MRPC, data, tokenizer, max_length=128)
-    config = FinetuneConfig(precision=precision, compile=compile_setting).resolved(shape, 1, 128)
+    size = PRESETS[f"electra-{shape}"].size  # the recipe row (tiny: small)
+    config = FinetuneConfig(precision=precision, compile=compile_setting).resolved(size, 1, 128)
     attention = placement.resolve_attention("auto", device, placement.resolve_precision(precision, device))
     model = fresh_model(shape, tokenizer, attention, device)
     result = finetune(model, dict_task(built), config, batching.collator(tokenizer), progress=False)
@@ -103,13 +107,20 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
+def training_examples(train, count: int):
+    """`count` shuffled training examples, the whole set repeated as often as `count` needs."""
+    shuffled = train.shuffle(seed=0)
+    return shuffled.select([i % len(shuffled) for i in range(count)])
+
+
 def setups(device):
-    """Name -> function(data, tokenizer, shape, steps) giving (train s, eval s)."""
+    """Name -> (function(data, tokenizer, shape, steps) giving (train s, eval s), whether it compiles)."""
     def ours_with(precision, compile_setting):
-        return lambda *a: ours(*a, device, precision, compile_setting)
+        return (lambda *a: ours(*a, device, precision, compile_setting),
+                placement.resolve_compile(compile_setting, device))
 
     def trainer_with(bf16, compiled):
-        return lambda *a: trainer(*a, device, bf16, compiled)
+        return lambda *a: trainer(*a, device, bf16, compiled), compiled
 
     return {"Trainer (run_glue defaults: fp32, padded to 128)": trainer_with(False, False),
             "Trainer bf16": trainer_with(True, False),
@@ -128,15 +139,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="turns per setup; the best time counts")
     parser.add_argument("--only", default="", help="comma-separated setup name prefixes to run")
     parser.add_argument("--shared", type=Path,
-                        default=Path(os.environ.get("SHARED_DIR", REPO.parent / "shared")))
+                        default=Path(os.environ.get("SHARED_DIR", REPO.parent / "shared")),
+                        help="folder with data/glue/MRPC and models/electra-small-discriminator (the "
+                             "vocabulary)")
     args = parser.parse_args()
     transformers.logging.set_verbosity_error()
     device = placement.pick_device(args.device)
     vocabulary = args.shared / "models" / "electra-small-discriminator"
     tokenizer = transformers.AutoTokenizer.from_pretrained(vocabulary)
     data = load_glue(MRPC, args.shared / "data" / "glue")
-    data = {"train": data["train"].shuffle(seed=0).select(range(32 * args.steps)),
-            "validation": data["validation"]}
+    data = {"train": training_examples(data["train"], 32 * args.steps), "validation": data["validation"]}
     chosen = {name: run for name, run in setups(device).items()
               if not args.only or any(name.startswith(p) for p in args.only.split(","))}
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
@@ -145,8 +157,11 @@ def main() -> None:
               f"{len(data['validation'])} pairs; {device_name}, {torch.get_num_threads()} threads, "
               f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}")
         best: dict[str, tuple[float, float]] = {}
+        for run, compiles in chosen.values():
+            if compiles:  # compilation here, outside the timed turns
+                run(data, tokenizer, shape, args.steps)
         for _ in range(args.repeats):
-            for name, run in chosen.items():
+            for name, (run, _compiles) in chosen.items():
                 train_s, eval_s = run(data, tokenizer, shape, args.steps)
                 old = best.get(name, (float("inf"), float("inf")))
                 best[name] = (min(old[0], train_s), min(old[1], eval_s))

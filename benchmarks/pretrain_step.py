@@ -23,6 +23,7 @@ import time
 from types import SimpleNamespace
 
 import torch
+from gpu_ceilings import matmul_peak  # this folder: on sys.path when run as a script
 
 from pretrain.budget import step_flops
 from pretrain.common import placement
@@ -64,22 +65,6 @@ def counted_step_flops(run, batch) -> float:
     return float(counter.get_total_flops())
 
 
-def matmul_peak(dtype: torch.dtype, device, size: int = 2048, seconds: float = 2.0) -> float:
-    """Best FLOP/s of a square matmul over repeated trials."""
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
-    for _ in range(3):
-        a @ b
-    best, end = 0.0, time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        _sync(device)
-        start = time.perf_counter()
-        a @ b
-        _sync(device)
-        best = max(best, 2 * size ** 3 / (time.perf_counter() - start))
-    return best
-
-
 def _sync(device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -98,7 +83,7 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds per setup")
     parser.add_argument("--steps", type=int, default=4, help="timed steps per round")
-    parser.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"])
+    parser.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32", "fp16"])
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto")
     parser.add_argument("--compile", default="both", choices=["both", "off", "on"],
                         help="time eager steps, compiled steps, or both")
@@ -135,7 +120,10 @@ def main() -> None:
         for objective in ("electra", "mlm"):
             run = build_run(run_config(args, objective, precision, "off"), Context(0, 1, device), tokenizer)
             executed_flops[objective] = counted_step_flops(run, batch)
-    peak = matmul_peak(torch.bfloat16 if precision == "bf16" else torch.float32, device)
+    # The MFU's denominator, timed with CUDA events on a GPU (gpu_ceilings.py), at the size that
+    # reaches the device's peak there
+    peak = matmul_peak(device, torch.bfloat16 if precision == "bf16" else torch.float32,
+                       8192 if device.type == "cuda" else 1024, seconds=2.0)
 
     times: dict[str, list[float]] = {name: [] for name in setups}
     for round_index in range(args.rounds + 1):  # round 0 warms up (allocator, oneDNN kernels)

@@ -84,7 +84,7 @@ class PretrainConfig:
     max_flops: float | None = None
 
     # Runtime
-    precision: Literal["auto", "bf16", "fp32"] = "auto"
+    precision: Literal["auto", "bf16", "fp32", "fp16"] = "auto"  # fp16: with a gradient scaler
     attention: Literal["auto", "eager", "sdpa"] = "auto"  # auto: eager on a CPU in bf16, else SDPA
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile the step; auto: on for CUDA only
     device: str = "auto"

@@ -8,6 +8,8 @@ number of processes.
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import numpy as np
 import torch
 
@@ -57,6 +59,37 @@ class BatchStream:
         share = self.batch_size // self.world_size
         mine = slice(self.rank * share, (self.rank + 1) * share)
         return collate(ids[mine], b_starts[mine], width, self.pad_id), sum(len(x) for x in ids)
+
+
+class Prefetching:
+    """A BatchStream whose next batch is read and collated on a thread while the current step runs, so
+    a GPU step does not wait for the host to build its batch. The batches, their order and state_dict
+    (the position after the batches handed out, not after the one prepared ahead) are the stream's own:
+    a checkpoint resumes exactly as without it."""
+
+    def __init__(self, stream: BatchStream):
+        self.stream = stream
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batches")
+        self._ahead: Future | None = None
+        self._state = stream.state_dict()
+
+    def _prepare(self) -> tuple[tuple[dict[str, torch.Tensor], int], dict]:
+        return self.stream.next_batch(), self.stream.state_dict()
+
+    def next_batch(self) -> tuple[dict[str, torch.Tensor], int]:
+        batch, self._state = (self._ahead or self._pool.submit(self._prepare)).result()
+        self._ahead = self._pool.submit(self._prepare)
+        return batch
+
+    def state_dict(self) -> dict:
+        return dict(self._state)
+
+    def load_state_dict(self, state: dict) -> None:
+        if self._ahead is not None:  # let the batch in preparation finish, then drop it
+            self._ahead.result()
+            self._ahead = None
+        self.stream.load_state_dict(state)
+        self._state = self.stream.state_dict()
 
 
 def collate(ids: list[list[int]], b_starts: list[int], width: int, pad_id: int) -> dict[str, torch.Tensor]:

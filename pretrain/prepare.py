@@ -80,7 +80,14 @@ class Run:
     precision: str
     attention: str
     compiled: bool  # the step runs through torch.compile
+    # fp16's loss scaling, a pass-through otherwise (placement.grad_scaler); not checkpointed: a
+    # resumed fp16 run finds its scale again within a few steps
+    scaler: torch.amp.GradScaler | None = None
     extended: list[dict] = field(default_factory=list)  # budget changes it was resumed with (checkpoint)
+
+    def __post_init__(self):
+        if self.scaler is None:
+            self.scaler = placement.grad_scaler(self.device, self.precision)
 
     def autocast(self):
         return placement.autocast(self.device, self.precision)

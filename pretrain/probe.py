@@ -27,6 +27,7 @@ from pretrain import objectives as obj
 from pretrain.data import BatchStream
 
 UNIGRAM_AUC = "disc_auc_unigram"
+PROBE_SPACING = 0.01  # of the budget, at least, between probes: a hundred points make the curve
 POSITION_COSINE = "position_cosine"
 DETECTORS = ("electra", "electra-15", "two-stage", "all-tokens-mlm")  # objectives with a trained head
 

@@ -31,7 +31,7 @@ from pretrain.common.errors import UserError
 from pretrain.common.models import PRETRAIN_META
 from pretrain.config import PretrainConfig, check_runnable, resolve
 from pretrain.corpus import corpus_files
-from pretrain.data import BatchStream
+from pretrain.data import BatchStream, Prefetching
 from pretrain.metric_window import MetricWindow, final_metrics
 from pretrain.prepare import Run, build_run, prepare_examples
 
@@ -69,8 +69,8 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
         run.extended = ckpt.extensions(resume_from, config)
     # Every batch padded to seq_len: packed examples nearly fill it anyway, and fixed shapes let a
     # compiled step (and CUDA graphs) serve every step.
-    stream = BatchStream(examples, config.batch_size, config.seed, tokenizer.pad_token_id,
-                         context.rank, context.world_size, width=config.seq_len)
+    stream = Prefetching(BatchStream(examples, config.batch_size, config.seed, tokenizer.pad_token_id,
+                                     context.rank, context.world_size, width=config.seq_len))
     progress = Progress()
     if resume_from is not None:
         progress = _restore(resume_from, run, stream, context)
@@ -93,6 +93,7 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
     loop_start, last_save = time.perf_counter() - progress.elapsed_s, progress.elapsed_s
     fraction = budget_fraction(config, progress)
     stop.arm()  # from here a SIGTERM or Ctrl-C stops at the next step, with a checkpoint
+    probed_at = -1.0  # the budget fraction at the last probe
     while fraction < 1.0:
         # Stage switch (two-stage only): discriminator starts as a copy of the trained generator.
         scheduled = schedule_fraction(config, progress)  # wall time only if it is the sole budget
@@ -125,12 +126,16 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
             last_save = progress.elapsed_s
         if progress.step % config.log_every_steps == 0 or fraction >= 1.0:
             metrics = window.flush(context, progress, lr, fraction)
-            if context.is_main:
+            # The probes run two forward passes and read the device: at most every PROBE_SPACING of the
+            # budget (every log of a short run, every ~40th step of a 4,000-step GPU run), and at the end.
+            if context.is_main and (fraction >= 1.0 or fraction - probed_at >= probe.PROBE_SPACING):
+                probed_at = fraction
                 auc = probe.unigram_auc(run, probe_batch)
                 if auc is not None:  # the detector on a fixed corruption source, beside disc_auc
                     metrics[probe.UNIGRAM_AUC] = auc  # metrics is window.last: kept for the meta
                 # has the encoder collapsed? (all positions alike)
                 metrics[probe.POSITION_COSINE] = probe.collapse(run, probe_batch)
+            if context.is_main:
                 on_log(progress.step, metrics)
         if fraction < 1.0 and dist.any_process(context, stop.requested() is not None):  # SIGTERM, Ctrl-C
             if not due:  # this step's checkpoint (unless just written), then a line on how to resume
@@ -150,11 +155,13 @@ def train_step(run: Run, model: torch.nn.Module, batch: dict[str, torch.Tensor],
         placement.mark_step()
     with run.autocast():
         loss, stats = model(**batch, stage=stage)
-    loss.backward()
+    run.scaler.scale(loss).backward()
     for p in run.model.idle_parameters(stage):
         p.grad = None
+    run.scaler.unscale_(run.optimizer)
     grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.config.max_grad_norm)
-    run.optimizer.step()
+    run.scaler.step(run.optimizer)
+    run.scaler.update()
     run.optimizer.zero_grad(set_to_none=True)
     return loss.detach(), stats, grad_norm
 

@@ -17,9 +17,11 @@ from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 # Settings that change how a run computes or what it stores, not what it measures, so changing them
 # keeps a run on the recipe: evaluation batch size, bf16 vs fp32 and torch.compile move scores by
 # numerical noise only; save_models and predict_test decide which files are written; seed is where
-# the seeds start, and seeds are the noise the median is taken over. Every other setting counts.
+# the seeds start, and seeds are the noise the median is taken over; gradient_accumulation_steps
+# keeps the batch and its step, moving scores by summation order and dropout draws only; trust_remote_code
+# only allows loading. Every other setting counts.
 NOT_DEPARTURES = frozenset({"eval_batch_size", "precision", "compile", "save_models", "predict_test", "seed",
-                            "trust_remote_code"})
+                            "gradient_accumulation_steps", "trust_remote_code"})
 # What a recipe setting was in results files written before it existed (their config blocks hold
 # every setting of their time): fine-tuning clipped the batch mean's gradient (the official code
 # clips the batch sum's), and SQuAD predicted with independent start and end heads.

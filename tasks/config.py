@@ -53,10 +53,14 @@ class FinetuneConfig:
     # Not ELECTRA's recipe, so off; a run that sets it is marked as departing.
     reinit_layers: int = 0
     batch_size: int = 32
+    # Split each batch into this many slices, forward and backward one at a time, then step: the
+    # recipe's batch_size in less memory (a large model on a small GPU). 1: the whole batch at once.
+    gradient_accumulation_steps: int = 1
     eval_batch_size: int = 128
     max_length: int | None = None  # None: the task's default (128 for GLUE, 512 for SQuAD)
     seed: int = 0
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 where the hardware has it
+    # auto: bf16 where the hardware has it; fp16 (with a gradient scaler) on a GPU without (V100, T4)
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile the model; auto: on for CUDA only
     group_by_length: bool = True
     max_train_examples: int | None = None  # subsample the training set, for quick looks
@@ -76,7 +80,11 @@ class FinetuneConfig:
     def __post_init__(self):
         problems = [f"{name} must be positive (got {getattr(self, name)})" for name in (
             "learning_rate", "num_epochs", "batch_size", "eval_batch_size", "max_length",
-            "max_train_examples") if getattr(self, name) is not None and getattr(self, name) <= 0]
+            "max_train_examples", "gradient_accumulation_steps")
+            if getattr(self, name) is not None and getattr(self, name) <= 0]
+        if self.gradient_accumulation_steps > self.batch_size:
+            problems.append(f"gradient_accumulation_steps={self.gradient_accumulation_steps} would slice a "
+                            f"batch of {self.batch_size} into empty slices; choose at most batch_size")
         if self.reinit_layers < 0:
             problems.append(f"reinit_layers must be 0 or more (got {self.reinit_layers})")
         for name in ("layerwise_lr_decay", "warmup_fraction"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -88,7 +89,9 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
     if config.reinit_layers:
         reinit_top_layers(model, config.reinit_layers)
     # One precision for training and evaluation: bf16 won both on the 2-core CPU (README, "Performance").
-    autocast = placement.autocast(device, placement.resolve_precision(config.precision, device))
+    precision = placement.resolve_precision(config.precision, device)
+    autocast = placement.autocast(device, precision)
+    scaler = placement.grad_scaler(device, precision)  # fp16's; a pass-through otherwise
     step_model = placement.compiled(model, device) if placement.resolve_compile(config.compile, device) \
         else model
     accelerator = device.type == "cuda"
@@ -122,15 +125,13 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
             examples += len(batch["input_ids"])
             tokens += int(batch["attention_mask"].sum())  # on the host, before the copy
             batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()}
-            if step_model is not model:
-                placement.mark_step()
-            # forward; HF heads compute the task loss from labels / start and end positions
-            with autocast:
-                loss = step_model(**batch).loss
-            # backward, clip, step; the official recipe backpropagates the batch's sum (config.py)
-            (loss * len(batch["input_ids"]) if config.loss_reduction == "sum" else loss).backward()
+            # forward and backward, the batch in config.gradient_accumulation_steps slices
+            loss = _forward_backward(step_model, step_model is not model, batch, config, autocast, scaler)
+            # clip, step
+            scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-            optimizer.step()
+            scaler.step(optimizer)
+            scaler.update()
             schedule.step()
             optimizer.zero_grad(set_to_none=True)
             # log
@@ -163,6 +164,28 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
     outputs |= predict(step_model, task, rest, config, collate, autocast)
     return FinetuneResult(history, metrics, outputs, num_steps, train_time_s,
                           examples / max(train_time_s, 1e-9), tokens / max(train_time_s, 1e-9), examples)
+
+
+def _forward_backward(step_model: torch.nn.Module, compiled: bool, batch: dict[str, torch.Tensor],
+                      config: FinetuneConfig, autocast, scaler) -> torch.Tensor:
+    """The batch's loss (detached), its gradient accumulated over gradient_accumulation_steps slices of
+    the batch: less memory for the same batch, so the same optimiser step. HF heads compute the task
+    loss from labels / start and end positions; the official recipe backpropagates the batch's sum
+    (config.py), and `mean` weighs each slice's mean by its share of the batch."""
+    size = len(batch["input_ids"])
+    slices = min(config.gradient_accumulation_steps, size)  # a short last batch: one example a slice
+    bounds = [round(i * size / slices) for i in range(slices + 1)]
+    losses = []
+    for start, end in itertools.pairwise(bounds):
+        part = {key: value[start:end] for key, value in batch.items()} if slices > 1 else batch
+        if compiled:
+            placement.mark_step()
+        with autocast:
+            loss = step_model(**part).loss
+        weight = (end - start) if config.loss_reduction == "sum" else (end - start) / size
+        scaler.scale(loss * weight if weight != 1 else loss).backward()
+        losses.append((loss.detach(), (end - start) / size))
+    return losses[0][0] if slices == 1 else sum(loss.float() * share for loss, share in losses)
 
 
 def reinit_top_layers(model: torch.nn.Module, count: int) -> None:

@@ -31,6 +31,13 @@ GPU = {"device": "cuda", "precision": "bf16"}
 LOSSES = ("loss", "generator_loss", "discriminator_loss")
 
 
+def tracking(tmp_path) -> str:
+    """A SQLite MLflow store where MLflow is installed; `none` on an image without it (the GPU's)."""
+    import importlib.util
+
+    return f"sqlite:///{tmp_path / 'mlflow.db'}" if importlib.util.find_spec("mlflow") else "none"
+
+
 @pytest.fixture
 def micro(monkeypatch):
     from pretrain.common.models import PRESETS
@@ -56,8 +63,12 @@ def test_compiled_and_eager_pretraining_agree_in_bf16(tmp_path, micro, corpus):
         meta, runs[setting] = _logged(micro_config(tmp_path, corpus, name=setting, compile=setting,
                                                    max_steps=8, log_every_steps=2, **GPU))
         assert (meta["device"], meta["precision"], meta["compiled"]) == ("cuda", "bf16", setting == "on")
+    # bf16 keeps 8 significant bits (a relative step of 2^-8 = 0.4%), and inductor fuses and reorders
+    # the sums that eager runs kernel by kernel: the two agree to a few bf16 steps, drifting apart over
+    # the steps as their weights do, so 1e-3 would fail on rounding alone. 2% still catches a wrong
+    # mask, loss or update, which moves these losses by far more.
     for key in LOSSES:
-        assert [m[key] for m in runs["on"]] == pytest.approx([m[key] for m in runs["off"]], rel=1e-3), key
+        assert [m[key] for m in runs["on"]] == pytest.approx([m[key] for m in runs["off"]], rel=2e-2), key
 
 
 def _max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -146,7 +157,7 @@ def test_cuda_graphs_survive_the_padding_buckets_and_evaluation(tiny_model, tmp_
 
 def _gpu_glue_run(tiny_model, glue_data, tmp_path):
     args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte,stsb",
-            "--output-dir", str(tmp_path / "glue"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "--output-dir", str(tmp_path / "glue"), "--tracking-uri", tracking(tmp_path),
             "--seeds", "2", "num_epochs=2", "batch_size=8"]
     assert main(args) == 0
     return json.loads((tmp_path / "glue" / "results.json").read_text())
@@ -160,7 +171,7 @@ def test_tiny_glue_run_end_to_end_then_onnx_parity(tiny_model, glue_data, tmp_pa
     assert (results["precision"], results["compile"]) == ("bf16", "on") and results["accelerator"] != "cpu"
     assert all(np.isfinite(r["metrics"]["validation"]["score"]) for r in results["runs"])
     code = main(["export", "onnx", "--run", str(tmp_path / "glue"), "--task", "stsb",
-                 "--data-dir", str(glue_data), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+                 "--data-dir", str(glue_data), "--tracking-uri", tracking(tmp_path)])
     assert code == 0
     manifest = json.loads((tmp_path / "glue" / "onnx" / "stsb-seed0" / "manifest.json").read_text())
     assert manifest["parity"]["examples"] == 8 and manifest["parity"]["max_abs_diff"] <= 1e-4
@@ -171,7 +182,7 @@ def test_tiny_squad_run_end_to_end(tiny_model, tmp_path, version):
     data = tmp_path / "squad"
     write_squad(data / f"dev-v{version}.json", version)
     args = ["run", "squad", "--model", str(tiny_model), "--output-dir", str(tmp_path / "out"),
-            "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--version", version, "--data-dir", str(data),
+            "--tracking-uri", tracking(tmp_path), "--version", version, "--data-dir", str(data),
             "max_length=64", "doc_stride=16", "max_query_length=16", "batch_size=8", "num_epochs=2"]
     assert main(args) == 0
     results = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -179,6 +190,12 @@ def test_tiny_squad_run_end_to_end(tiny_model, tmp_path, version):
     assert (results["precision"], results["compile"]) == ("bf16", "on") and results["accelerator"] != "cpu"
     assert np.isfinite(record["metrics"]["validation"]["f1"])
     assert (tmp_path / "out" / "predictions" / "squad-seed0" / "predictions.json").is_file()
+
+
+def _pretrain_args(tmp_path, corpus, extra, name: str) -> list[str]:
+    args = cli_args(tmp_path, corpus, *extra, name=name)
+    args[args.index("--tracking-uri") + 1] = tracking(tmp_path)
+    return args
 
 
 def test_torchrun_one_process_pretrains_as_a_plain_run(tmp_path, micro, corpus):
@@ -189,11 +206,11 @@ def test_torchrun_one_process_pretrains_as_a_plain_run(tmp_path, micro, corpus):
     extra = ("max_steps=6", "batch_size=8", "device=cuda", "compile=off")  # fp32: cli_args sets it
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
     result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1",
-                             f"--master_port={free_port()}", str(script), *cli_args(tmp_path, corpus, *extra,
-                                                                                    name="torchrun")],
+                             f"--master_port={free_port()}", str(script), *_pretrain_args(tmp_path, corpus, extra,
+                                                                                         "torchrun")],
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert main(cli_args(tmp_path, corpus, *extra, name="plain")) == 0
+    assert main(_pretrain_args(tmp_path, corpus, extra, "plain")) == 0
     launched, plain = (json.loads((tmp_path / name / "pretrain_meta.json").read_text())
                        for name in ("torchrun", "plain"))
     assert launched["device"] == plain["device"] == "cuda"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.tracking import mlflow_runs
+
 EPILOG = """what it runs (each stage is an ordinary harness command's code path):
   1. harness pretrain      a small ELECTRA to a fixed FLOPs budget on the shared corpus
   2. harness run glue      it and a random-init control of the same shape, ELECTRA's fine-tuning
@@ -15,8 +17,8 @@ EPILOG = """what it runs (each stage is an ordinary harness command's code path)
   6. harness predict       one sentence pair through the ONNX bundle, in a process without torch
 
 Plans: on a CPU, electra-tiny to 1e14 FLOPs, then SST-2, STS-B and RTE with 1,500 training
-examples each (about 25 minutes on two idle cores); on a GPU, ELECTRA-Small to 5e15 FLOPs, then
-STS-B, RTE, MRPC and CoLA on their whole training sets (estimated, not yet timed).
+examples each (about 25 minutes on two idle cores); on a GPU, ELECTRA-Small to 5e15 FLOPs or three
+minutes, then STS-B, RTE and MRPC on 1,000 examples each for 3 epochs (about 6 minutes, not yet timed).
 Rerunning resumes: finished pre-training, task x seed fine-tunings and the bundle are kept.
 
 examples:
@@ -39,7 +41,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--data-dir", help="classic glue_data folder (default: $GLUE_DIR, else "
                                            "$SHARED_DIR/data/glue, else ../shared/data/glue)")
     parser.add_argument("--corpus", help="pre-training text (default: the shared data/corpus/gutenberg)")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
+    parser.add_argument("--tracking-uri", help=mlflow_runs.TRACKING_HELP)
     parser.set_defaults(handler=run)
 
 

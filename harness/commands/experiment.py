@@ -7,6 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from harness.tracking import mlflow_runs
 from pretrain.common.models import PRESETS
 from pretrain.config import OBJECTIVES
 
@@ -52,7 +53,7 @@ def add_parser(subparsers) -> None:
     eff.add_argument("--data-dir", help="classic glue_data directory (default: $GLUE_DIR, else the Hub)")
     eff.add_argument("--output", type=Path, required=True, metavar="DIR",
                      help="experiment directory (an existing one is resumed)")
-    eff.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
+    eff.add_argument("--tracking-uri", help=mlflow_runs.TRACKING_HELP)
     eff.add_argument("overrides", nargs="*", metavar="key=value",
                      help="pretrain.KEY=VALUE or finetune.KEY=VALUE settings")
     eff.set_defaults(handler=run_efficiency_command)

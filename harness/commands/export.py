@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.tracking import mlflow_runs
+
 EPILOG = """examples:
   harness export onnx --run runs/glue/electra-small-20260101-120000 --task sst2 --quantize int8
   harness export onnx --model runs/squad/x/models/squad-seed0 --task squad --data-dir ../shared/data/squad
@@ -39,7 +41,7 @@ def add_parser(subparsers) -> None:
                                          "SQuAD folder with dev-v1.1.json (default $SQUAD_DIR); else the Hub")
     onnx.add_argument("--max-eval-examples", type=int, default=1000,
                       help="dev examples (first N, file order) scored per precision (default: %(default)s)")
-    onnx.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
+    onnx.add_argument("--tracking-uri", help=mlflow_runs.TRACKING_HELP)
     onnx.set_defaults(handler=run)
 
 

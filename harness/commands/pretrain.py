@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.config import settings_help
+from harness.tracking import mlflow_runs
 from pretrain.common.models import DISCRIMINATOR_DIR, PRESETS
 from pretrain.config import OBJECTIVES, PretrainConfig
 
@@ -46,7 +47,7 @@ def add_parser(subparsers) -> None:
                         help="stop after N training FLOPs (paper convention), e.g. 1e15")
     parser.add_argument("--config", help="TOML file of settings (see below)")
     parser.add_argument("--experiment", default="pretrain", help="MLflow experiment (default: %(default)s)")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
+    parser.add_argument("--tracking-uri", help=mlflow_runs.TRACKING_HELP)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="setting overrides")
     parser.set_defaults(handler=run)
 

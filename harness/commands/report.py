@@ -7,7 +7,7 @@ from pathlib import Path
 
 # Not harness.tracking.mlflow_leaderboard: building the CLI must not import scipy and the rest
 # (harness predict)
-from harness.tracking.mlflow_runs import LEADERBOARD_EXPERIMENT, REPORTS_EXPERIMENT
+from harness.tracking.mlflow_runs import LEADERBOARD_EXPERIMENT, REPORTS_EXPERIMENT, TRACKING_HELP
 
 
 def add_parser(subparsers) -> None:
@@ -22,7 +22,7 @@ def add_parser(subparsers) -> None:
                              f"experiment {LEADERBOARD_EXPERIMENT!r})")
     parser.add_argument("--output", type=Path, default=Path("runs/report"),
                         help="directory for the four files (default: %(default)s)")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
+    parser.add_argument("--tracking-uri", help=TRACKING_HELP)
     parser.set_defaults(handler=run)
 
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.config import settings_help
+from harness.tracking import mlflow_runs
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
@@ -55,7 +56,7 @@ def common_arguments(parser, benchmark: str) -> None:
     parser.add_argument("--output-dir", type=Path,
                         help=f"where results go (default: runs/{benchmark}/MODEL-TIME); an existing one "
                         "is resumed")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
+    parser.add_argument("--tracking-uri", help=mlflow_runs.TRACKING_HELP)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="setting overrides")
 
 

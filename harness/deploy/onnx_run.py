@@ -71,7 +71,7 @@ def _export(job: ExportJob, source: Source, output: Path, started: float) -> dic
     with mlflow_runs.run(name, params=_params(job, source), tags=tags) as active:
         with atomic.atomic_dir(output) as staging:  # replaces an older bundle only once this one is whole
             manifest = _build(source, job, tokenizer, examples, staging)
-            manifest["mlflow_run_id"] = active.info.run_id
+            manifest["mlflow_run_id"] = active.info.run_id if active else None  # None: tracking off
             manifest["export_time_s"] = time.perf_counter() - started
             _write_manifest(staging, manifest)  # files and folder get the umask's modes, like any output
         _log_models(output, manifest, tags)
@@ -175,6 +175,8 @@ def _manifest(source: Source, tokenizer, staging: Path, files: list[str], inputs
 
 def _log_models(output: Path, manifest: dict, tags: dict[str, str]) -> None:
     """Each ONNX model as an MLflow onnx-flavour model, tagged like the fine-tuning runs."""
+    if mlflow_runs.tracking_off():
+        return
     import mlflow
     import onnx
     import onnxruntime

@@ -11,6 +11,7 @@ import transformers
 from harness.finetuning import mlflow_logging, model_setup
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import Plan, run_finetuning
+from harness.tracking import mlflow_runs
 from pretrain.common import atomic
 from reports import dev_outputs, intervals, seed_summary
 from tasks import glue, glue_head, metrics
@@ -99,8 +100,6 @@ class GlueBenchmark:
 
     def summarize(self, results: dict) -> None:
         """Summary with intervals, the GLUE average in the paper's convention (logged), the server zip."""
-        import mlflow
-
         output_dir = self.run.output_dir
         trained = {t: GLUE_TASKS[t].metrics for t in results["tasks"] if GLUE_TASKS[t].predicted_by is None}
         results["summary"] = seed_summary.summarize(results["runs"], trained, results.get("diverged", ()))
@@ -110,7 +109,7 @@ class GlueBenchmark:
         found = intervals.glue_estimate(list(medians), estimates)
         results["glue"] = intervals.glue_block(results["glue_score"], found, list(medians))
         mlflow_logging.log_intervals(results["summary"], results["glue"])
-        mlflow.set_tag("glue_convention", GLUE_CONVENTION)
+        mlflow_runs.set_tag("glue_convention", GLUE_CONVENTION)
         results["submission"] = _write_submission(output_dir, results, self.run.config.predict_test)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from harness.tracking import mlflow_leaderboard, mlflow_runs
 from pretrain.common import atomic
+from pretrain.common.errors import UserError
 from reports import plot, render
 from reports.leaderboard import MEASURED, published_rows, rows_from_results
 
@@ -14,7 +15,16 @@ FILES = ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "flops_vs_glue
 
 
 def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None = None) -> None:
-    """The four report files in `output` from `runs` (default: the leaderboard experiment's rows)."""
+    """The four report files in `output` from `runs` (default: the leaderboard experiment's rows).
+    With tracking off, from `runs` alone, and nothing logged."""
+    if mlflow_runs.is_off(tracking_uri):
+        if not runs:
+            raise UserError("harness report without --runs reads the MLflow leaderboard, and tracking is "
+                            "off (--tracking-uri none): pass --runs RUN_DIR ... or a tracking URI")
+        rows = rows_from_results(runs) + published_rows()
+        _write_files(rows, output)
+        print(f"wrote {', '.join(str(output / name) for name in FILES)} (tracking off: nothing logged)")
+        return
     uri = mlflow_leaderboard.check_reachable(tracking_uri)
     if runs:
         rows = rows_from_results(runs) + published_rows()  # every file checked before any write
@@ -22,13 +32,7 @@ def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None
     else:
         mlflow_leaderboard.upsert(published_rows(), uri)
         rows = mlflow_leaderboard.fetch(uri)
-    # Render everything in memory first: a failure leaves the previous report untouched.
-    png = plot.flops_vs_glue_png(rows)
-    texts = {FILES[0]: render.markdown(rows), FILES[1]: render.to_csv(rows),
-             FILES[2]: render.to_html(rows, png)}
-    for name, text in texts.items():
-        atomic.write_text(output / name, text)
-    atomic.write_bytes(output / FILES[3], png)
+    _write_files(rows, output)
     measured = sum(r.source == MEASURED for r in rows)
     run_id = _log_artifacts(output, uri, measured, len(rows) - measured)
     print(f"wrote {', '.join(str(output / name) for name in FILES)}")
@@ -37,6 +41,16 @@ def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None
     if not measured:
         print("no measured rows yet: run `harness run glue`, or pass --runs RUN_DIR")
     print(f"browse the leaderboard: {mlflow_leaderboard.browse_hint(uri)}")
+
+
+def _write_files(rows: list, output: Path) -> None:
+    # Render everything in memory first: a failure leaves the previous report untouched.
+    png = plot.flops_vs_glue_png(rows)
+    texts = {FILES[0]: render.markdown(rows), FILES[1]: render.to_csv(rows),
+             FILES[2]: render.to_html(rows, png)}
+    for name, text in texts.items():
+        atomic.write_text(output / name, text)
+    atomic.write_bytes(output / FILES[3], png)
 
 
 def _log_artifacts(directory: Path, uri: str, measured: int, published: int) -> str:

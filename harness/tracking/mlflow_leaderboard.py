@@ -170,6 +170,8 @@ def upsert(rows: list[Row], uri: str | None = None) -> list[Row]:
 
 def browse_hint(uri: str | None = None) -> str:
     """The link to the leaderboard's runs table in its saved view (mlflow_view.browse_hint)."""
+    if mlflow_runs.is_off(uri):
+        return "none: tracking is off (--tracking-uri none), so nothing was logged to MLflow"
     _, experiment_id, resolved = _open(uri)
     return mlflow_view.browse_hint(resolved, experiment_id)
 
@@ -186,7 +188,12 @@ def record(results_paths: list[Path], uri: str | None = None) -> list[Row]:
 
     Called as a run ends; returns the measured rows as stored. A model under the system temp dir is a
     one-off (a test, a scratch checkpoint): its results are left out, with a line saying how to add them.
+    With tracking off there is no leaderboard: a line says how to add the results later.
     """
+    if mlflow_runs.is_off(uri):
+        paths = " ".join(str(path.parent) for path in results_paths)
+        print(f"leaderboard: not added, tracking is off; add it later with `harness report --runs {paths}`")
+        return []
     loaded = []
     for path, results in load_results(results_paths):
         if _one_off(results["model"].get("path") or ""):
@@ -217,10 +224,8 @@ def _one_off(model_path: str) -> bool:
 
 def log_flops(costs: Mapping) -> None:
     """The `flops` section as metrics (and its pre-training basis as a tag) of the active run."""
-    import mlflow
-
     metrics = {name: costs[name] for name in ("num_params", "pretrain_flops", "inference_flops",
                                              "finetune_flops_total") if costs.get(name) is not None}
     metrics |= {f"finetune_flops_{task}": value for task, value in costs.get("finetune_flops", {}).items()}
     mlflow_runs.log_metrics(metrics)
-    mlflow.set_tag("pretrain_flops_basis", str(costs.get("pretrain_flops_basis", ""))[:MAX_TAG_CHARS])
+    mlflow_runs.set_tag("pretrain_flops_basis", str(costs.get("pretrain_flops_basis", ""))[:MAX_TAG_CHARS])

@@ -1,7 +1,8 @@
 """MLflow runs that always end: FINISHED, FAILED on an exception, KILLED on Ctrl-C or SIGTERM.
 
 Default store is a local SQLite file (embedded, no server); `--tracking-uri` or MLFLOW_TRACKING_URI
-points at a server instead.
+points at a server instead, and the URI `none` turns tracking off: every function here then does
+nothing and MLflow is never imported (a GPU image without it, a user with another tracker).
 """
 
 from __future__ import annotations
@@ -13,11 +14,38 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from pretrain.common.errors import UserError
+
 DEFAULT_TRACKING_URI = "sqlite:///runs/mlflow.db"
+TRACKING_HELP = f"MLflow tracking URI, or none: no MLflow (default: {DEFAULT_TRACKING_URI})"
 # Experiment names here, where `harness --help` can read them without the leaderboard's imports
 LEADERBOARD_EXPERIMENT, REPORTS_EXPERIMENT = "leaderboard", "leaderboard-reports"
 PID_TAG, HOST_TAG = "harness.pid", "harness.host"  # the process that opened a run, and where
 DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's SQLAlchemy stores
+OFF = "none"  # the tracking URI that means no MLflow at all
+# Whether the last use_experiment turned tracking off. MLflow keeps its store and active run in
+# process-wide state; this is that state's twin for the `none` store, set by the same call.
+_store = {"off": False}
+
+
+def is_off(explicit: str | None = None) -> bool:
+    """Whether the flag (or MLFLOW_TRACKING_URI) says `none`: no MLflow, nothing logged."""
+    return chosen_uri(explicit).strip().lower() == OFF
+
+
+def tracking_off() -> bool:
+    """Whether the store chosen by the last use_experiment is `none`."""
+    return _store["off"]
+
+
+def import_mlflow():
+    """The mlflow module, or a UserError saying how to install it or run without it."""
+    try:
+        import mlflow
+    except ImportError as error:
+        raise UserError("MLflow is not installed: `pip install mlflow`, or pass --tracking-uri none (or set "
+                        "MLFLOW_TRACKING_URI=none) to run without tracking") from error
+    return mlflow
 
 
 def tracking_uri(explicit: str | None = None) -> str:
@@ -64,9 +92,12 @@ def checked_uri(uri: str) -> str:
 
 
 def use_experiment(experiment: str, uri: str | None = None) -> None:
-    """Point MLflow at the store and experiment; artefacts of a SQLite store go beside it."""
-    import mlflow
-
+    """Point MLflow at the store and experiment; artefacts of a SQLite store go beside it. The
+    store `none` turns tracking off until the next call."""
+    _store["off"] = is_off(uri)
+    if _store["off"]:
+        return
+    mlflow = import_mlflow()
     resolved = tracking_uri(uri)
     mlflow.set_tracking_uri(resolved)
     with store_lock(resolved):
@@ -104,7 +135,10 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 @contextlib.contextmanager
 def run(name: str, params: Mapping[str, Any] = (), tags: Mapping[str, str] = (), nested: bool = False):
-    """An MLflow run that ends FINISHED, FAILED or KILLED, never left RUNNING."""
+    """An MLflow run that ends FINISHED, FAILED or KILLED, never left RUNNING; None with tracking off."""
+    if tracking_off():
+        yield None
+        return
     import mlflow
 
     with _sigterm_as_interrupt():
@@ -128,6 +162,8 @@ def close_orphans(experiment: str, tags: Mapping[str, str]) -> int:
     """End KILLED `experiment`'s RUNNING runs tagged `tags` whose process is gone (and their
     nested runs); how many. `kill -9` leaves no chance to end a run, so the next invocation on the same
     output does it. Runs of live processes (seeds side by side) and of other hosts are left alone."""
+    if tracking_off():
+        return 0
     import mlflow
 
     client = mlflow.MlflowClient()
@@ -176,8 +212,18 @@ def _param(value: Any) -> str:
 
 def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
     """Log numeric metrics, skipping non-numbers (MLflow rejects them)."""
+    if tracking_off():
+        return
     import mlflow
 
     clean = {k.replace("@", "_"): float(v) for k, v in metrics.items() if isinstance(v, int | float)}
     if clean:
         mlflow.log_metrics(clean, step=step)
+
+
+def set_tag(key: str, value: str) -> None:
+    """A tag on the active run."""
+    if not tracking_off():
+        import mlflow
+
+        mlflow.set_tag(key, value)

@@ -21,11 +21,12 @@ def pick_device(setting: str, local_rank: int = 0) -> torch.device:
 
 
 def resolve_precision(setting: str, device: torch.device) -> str:
-    """'auto': bf16 autocast where the hardware has bf16 (CPU: AVX512-BF16/AMX), else fp32."""
+    """'auto': bf16 autocast where the hardware has bf16 (CPU: AVX512-BF16/AMX); a GPU without it
+    (V100, T4: torch would emulate bf16, slowly) gets fp16 with a gradient scaler; else fp32."""
     if setting != "auto":
         return setting
     if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+        return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
     return "bf16" if device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"
 
 
@@ -36,11 +37,23 @@ def resolve_attention(setting: str, device: torch.device, precision: str) -> str
     return "eager" if device.type == "cpu" and precision == "bf16" else "sdpa"
 
 
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def autocast(device: torch.device, precision: str):
-    """The context a forward pass runs in: bf16 autocast, or nothing for fp32."""
-    if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
+    """The context a forward pass runs in: bf16 or fp16 autocast, or nothing for fp32."""
+    if precision in AUTOCAST_DTYPES:
+        return torch.autocast(device.type, dtype=AUTOCAST_DTYPES[precision])
     return contextlib.nullcontext()
+
+
+def grad_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler:
+    """fp16's loss scaling (small gradients underflow in fp16 without it; a step whose scaled gradients
+    overflow is skipped and the scale halved); a pass-through for bf16 and fp32, whose range needs none.
+
+    Used as scale(loss).backward(), unscale_(optimizer) before clipping, step(optimizer), update().
+    """
+    return torch.amp.GradScaler(device.type, enabled=precision == "fp16")
 
 
 def resolve_compile(setting: str, device: torch.device) -> bool:

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The prepared GPU check: what to run first whenever a GPU is at hand (harness/README.md, "The GPU check").
+#
+#   benchmarks/gpu_check.sh PART PLAN
+#     PART  core  environment and ceilings, pytest -m cuda, pre-training tokens/s (eager, compiled, MFU,
+#                 electra/mlm), fine-tuning against the best Trainer setting        (~7 minutes on a GPU)
+#           demo  harness demo's GPU plan: ELECTRA-Small pre-trained ~3 minutes and a random-init control,
+#                 fine-tuned on STS-B, RTE and MRPC with 3 seeds, harness compare  (~6 minutes on a GPU)
+#     PLAN  gpu   the sizes above, on CUDA
+#           micro the same parts and code paths at micro sizes on any device: the CPU rehearsal that
+#                 tests/test_gpu_check.py runs, with MLflow and Optuna made unimportable as on the image
+#
+# Each part runs under its own time limit; a part that fails or overruns is reported and the next one
+# runs. Files go to $OUT, else to the folder given as GPU_CHECK_OUT (default runs/gpu-check/PART-PLAN):
+# at most 8, the summary (summary.txt) printed last. Inputs: SHARED_DIR as everywhere (data/glue,
+# data/corpus/gutenberg, models/electra-small-discriminator), else .gpu/shared; wheels in .gpu/wheels
+# (benchmarks/gpu_carry.sh fills .gpu) are installed first where present.
+set -u
+part=${1:-}
+plan=${2:-}
+if [[ $part != core && $part != demo ]] || [[ $plan != gpu && $plan != micro ]]; then
+    echo "usage: $0 core|demo gpu|micro" >&2
+    exit 2
+fi
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo" || exit 2
+out=${OUT:-${GPU_CHECK_OUT:-runs/gpu-check/$part-$plan}}
+work=${GPU_CHECK_WORK:-runs/gpu-check/work-$plan}
+mkdir -p "$out" "$work"
+summary=$out/summary.txt
+: >"$summary"
+
+# --- environment: carried wheels, data, offline, the image's missing packages (micro) ---------------
+export PYTHONPATH=$repo${PYTHONPATH:+:$PYTHONPATH}
+if compgen -G ".gpu/wheels/*.whl" >/dev/null; then
+    site=${TMPDIR:-/tmp}/harness-site
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+        .gpu/wheels/*.whl && export PYTHONPATH=$PYTHONPATH:$site \
+        || echo "wheels in .gpu/wheels: install FAILED" >>"$summary"
+fi
+if [[ -z ${SHARED_DIR:-} && -d .gpu/shared ]]; then
+    export SHARED_DIR=$repo/.gpu/shared
+fi
+export SHARED_DIR=${SHARED_DIR:-$(dirname "$repo")/shared}
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+export MLFLOW_TRACKING_URI=none  # the image has no MLflow; nothing here is for the leaderboard
+if [[ $plan == micro ]]; then  # rehearse the image: its missing trackers, one device, few threads
+    export PYTHONPATH=$repo/benchmarks/image_like:$PYTHONPATH HARNESS_BLOCK_IMPORTS=mlflow,optuna
+    export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+    device=cpu
+else
+    device=cuda
+fi
+
+# run NAME SECONDS FILE COMMAND...: COMMAND under `timeout`, its output in FILE (last 15 MiB kept), a
+# status line in the summary; never fatal to the parts after it.
+run() {
+    local name=$1 limit=$2 file=$out/$3
+    shift 3
+    local started=$SECONDS
+    echo "=== $name (limit ${limit}s): $*" | tee /dev/stderr >"$file"
+    timeout -k 15 "$limit" "$@" >>"$file" 2>&1
+    local rc=$? took=$((SECONDS - started))
+    if ((rc == 0)); then
+        status=ok
+    elif ((rc == 124 || rc == 137)); then
+        status="TIMED OUT"
+    else
+        status="FAILED (exit $rc)"
+    fi
+    echo "--- $name: $status in ${took}s" >>"$file"
+    tail -c 15M "$file" >"$file.tmp" && mv "$file.tmp" "$file"
+    echo "[$name] $status in ${took}s ($file)" >>"$summary"
+}
+
+# headlines FILE PATTERN: the lines of FILE matching PATTERN, indented, into the summary
+headlines() {
+    grep -E "$2" "$out/$1" 2>/dev/null | head -40 | sed 's/^/    /' >>"$summary"
+}
+
+py=python3
+if [[ $part == core ]]; then
+    if [[ $plan == gpu ]]; then
+        ceilings=(--device cuda --seconds 1)
+        pretrain=(--device cuda --preset electra-small --batch-size 128 --rounds 2 --steps 10 --profile 2)
+        # on CUDA "ours compiled (precision auto)" is "ours defaults": timed once
+        finetune=(--device cuda --shapes small --steps 100 --repeats 2
+                  --only "Trainer,ours fp32,ours bf16,ours defaults")
+        limits=(40 140 130 120)  # seconds: 7.2 minutes at most, a window's first call
+    else
+        ceilings=(--device cpu --size 256 --megabytes 8 --seconds 0.2)
+        pretrain=(--device cpu --preset electra-tiny --batch-size 2 --seq-len 32 --rounds 1 --steps 1
+                  --compile off --precision fp32 --profile 1)
+        finetune=(--device cpu --shapes tiny --steps 2 --repeats 1
+                  --only "Trainer (run_glue,ours fp32,ours defaults")
+        limits=(120 300 300 300)
+    fi
+    run environment "${limits[0]}" core-env.txt $py benchmarks/gpu_ceilings.py "${ceilings[@]}"
+    nvidia-smi >>"$out/core-env.txt" 2>&1 || true
+    run "pytest -m cuda" "${limits[1]}" core-pytest.txt $py -m pytest tests/test_cuda.py -m cuda -q -rfEs \
+        -p no:cacheprovider --durations=5
+    run "pre-training step" "${limits[2]}" core-pretrain.txt $py benchmarks/pretrain_step.py "${pretrain[@]}"
+    run "fine-tuning vs Trainer" "${limits[3]}" core-finetune.txt $py benchmarks/finetune_throughput.py \
+        "${finetune[@]}" --shared "$SHARED_DIR"
+    headlines core-env.txt "^(device|ceiling):|FAILS|not installed"
+    headlines core-pytest.txt "^(FAILED|ERROR|SKIPPED)|passed|failed|skipped in|error"
+    headlines core-pretrain.txt "s/step|ratio|speed-up|^profile|matmul peak"
+    headlines core-finetune.txt "^(ELECTRA-|setup|Trainer|ours)"
+else
+    mkdir -p "$work/demo"
+    if [[ $plan == micro ]]; then  # a corpus the micro model pre-trains on in seconds
+        corpus=$work/corpus.txt
+        find "$SHARED_DIR/data/corpus/gutenberg" -name '*.txt*' | sort | head -1 | xargs -r zcat -f \
+            | head -c 300000 >"$corpus"
+        demo_args=(--corpus "$corpus")
+        limit=600
+    else
+        demo_args=()
+        limit=360  # the window's second call: 6 minutes at most
+    fi
+    # gpu_demo.py passes its own arguments to harness demo; the corpus and data follow SHARED_DIR
+    run "harness demo ($plan plan)" "$limit" demo-log.txt $py benchmarks/gpu_demo.py "$plan" "$work/demo" \
+        "${demo_args[@]}"
+    cp "$work/demo/demo.json" "$work/demo/efficiency.md" "$out/" 2>/dev/null
+    grep -E "^pretrain .* tok/s" "$out/demo-log.txt" | tail -1 | sed 's/^/    /' >>"$summary"
+    headlines demo-log.txt \
+        "^harness demo:|\\(demo: |^note:|^task|^(stsb|rte|mrpc|GLUE) +\\||better model|demo finished|error"
+fi
+echo "== GPU check $part $plan: files in $out ==" >>"$summary"
+ls -1 "$out" | sed 's/^/    /' >>"$summary"
+cat "$summary"

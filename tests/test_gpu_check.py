@@ -1,0 +1,85 @@
+"""benchmarks/gpu_check.sh on its `micro` plan: both parts run on the CPU through the code paths the GPU
+window runs (the same scripts, the same `harness demo` GPU plan at micro sizes, MLflow and Optuna
+unimportable as on the image), so the prepared check cannot rot between windows.
+
+The data are made here (a SHARED_DIR of tiny GLUE folders, a corpus and the tiny model's vocabulary),
+so the rehearsal runs without the real shared data too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import REPO, _sentences, write_glue_dir
+from tests.test_pretrain_train import write_corpus
+
+SCRIPT = REPO / "benchmarks" / "gpu_check.sh"
+MAX_FILES, MAX_BYTES = 8, 16 * 2 ** 20  # what comes back from the device machine's $OUT
+
+
+@pytest.fixture(scope="module")
+def shared(tiny_model, tmp_path_factory):
+    """A SHARED_DIR with STS-B, RTE and MRPC, a corpus and a vocabulary, in the layouts of the real one."""
+    root = tmp_path_factory.mktemp("shared")
+    glue = write_glue_dir(root / "data" / "glue")
+    mrpc = glue / "MRPC"
+    mrpc.mkdir()
+    header = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String"  # the real files' byte-order mark
+    for split, n, seed in (("train", 16, 6), ("dev", 8, 7)):
+        rows = [f"{y}\t{i}\t{i + 1000}\t{a}\t{b}" for i, (a, b, y) in enumerate(_sentences(n, seed))]
+        (mrpc / f"{split}.tsv").write_text("\n".join([header, *rows]) + "\n")
+    corpus = root / "data" / "corpus" / "gutenberg"
+    corpus.mkdir(parents=True)
+    write_corpus(corpus / "corpus.txt", documents=200)
+    shutil.copytree(tiny_model, root / "models" / "electra-small-discriminator")
+    return root
+
+
+def check(part: str, shared, out, work) -> tuple[str, str]:
+    """Run one part of the micro plan; its stdout and summary.txt. $OUT as on the device machine."""
+    env = {**os.environ, "SHARED_DIR": str(shared), "OUT": str(out), "GPU_CHECK_WORK": str(work)}
+    done = subprocess.run(["bash", str(SCRIPT), part, "micro"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = sorted(out.iterdir())
+    assert len(files) <= MAX_FILES and all(f.is_file() and f.stat().st_size < MAX_BYTES for f in files)
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]+", f.name) for f in files)
+    summary = (out / "summary.txt").read_text()
+    assert done.stdout.endswith(summary)  # the summary is printed last
+    return done.stdout, summary
+
+
+@pytest.mark.slow
+def test_core_part_on_the_micro_plan(shared, tmp_path):
+    out = tmp_path / "out"
+    _, summary = check("core", shared, out, tmp_path / "work")
+    for part in ("environment", "pytest -m cuda", "pre-training step", "fine-tuning vs Trainer"):
+        assert f"[{part}] ok in " in summary, summary
+    assert "package mlflow: " in summary and "import of mlflow halted" in summary  # the image rehearsed
+    assert re.search(r"ceiling: \S+ matmul fp32 256\^3 [0-9.e+-]+ TFLOP/s \(host clock\)", summary)
+    assert re.search(r"electra/mlm step-time ratio, eager: [0-9.]+", summary)
+    # 2 steps of 32 from 16 MRPC pairs: the training set repeats instead of running out
+    assert "ELECTRA-Tiny shape, MRPC, batch 32, 2 steps" in summary
+    assert re.search(r"ours defaults \(precision, compile auto\) +[0-9.]+ +[0-9.]+x", summary)
+    assert sorted(f.name for f in out.iterdir()) == ["core-env.txt", "core-finetune.txt", "core-pretrain.txt",
+                                                      "core-pytest.txt", "summary.txt"]
+
+
+@pytest.mark.slow
+def test_demo_part_on_the_micro_plan_runs_the_gpu_plans_stages(shared, tmp_path):
+    out = tmp_path / "out"
+    _, summary = check("demo", shared, out, tmp_path / "work")
+    assert "[harness demo (micro plan)] ok in " in summary, summary
+    demo = json.loads((out / "demo.json").read_text())
+    assert demo["plan"]["tasks"] == "stsb,rte,mrpc" and demo["plan"]["seeds"] == 3  # the GPU plan's
+    assert demo["plan"]["machine"] == "gpu (micro rehearsal)"
+    rows = {line.split("|")[0].strip() for line in demo["comparison"].splitlines() if line.count("|") > 5}
+    assert {"mrpc", "stsb", "rte", "GLUE"} <= rows
+    assert "GLUE | paper convention |" in summary and "better model: " in summary
+    assert sorted(f.name for f in out.iterdir()) == ["demo-log.txt", "demo.json", "efficiency.md", "summary.txt"]

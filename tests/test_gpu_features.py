@@ -1,0 +1,102 @@
+"""GPU features users expect, tested on the CPU: fp16 autocast with a gradient scaler, for GPUs without
+bf16 (V100, T4; `auto` picks it there, both loops train with it, and the CPU's autocast and GradScaler
+take fp16 too), and gradient accumulation that keeps the recipe's batch size in less memory."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pretrain.common import placement
+from tests.test_finetune import _train
+from tests.test_pretrain_train import MICRO, micro_config, write_corpus
+
+
+def test_auto_takes_fp16_with_a_scaler_only_on_a_gpu_without_bf16(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported",
+                        lambda including_emulation=True: including_emulation)  # a V100: bf16 only emulated
+    assert placement.resolve_precision("auto", torch.device("cuda")) == "fp16"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # an A100
+    assert placement.resolve_precision("auto", torch.device("cuda")) == "bf16"
+    cpu = torch.device("cpu")
+    assert [placement.grad_scaler(cpu, p).is_enabled() for p in ("fp16", "bf16", "fp32")] == [True, False, False]
+    with placement.autocast(cpu, "fp16"):
+        assert torch.nn.Linear(4, 4)(torch.ones(1, 4)).dtype == torch.float16
+
+
+@pytest.fixture
+def scalers(monkeypatch) -> list:
+    """Every gradient scaler a loop makes, to read its scale after training."""
+    made, real = [], placement.grad_scaler
+
+    def recording(device, precision):
+        made.append(real(device, precision))
+        return made[-1]
+
+    monkeypatch.setattr(placement, "grad_scaler", recording)
+    return made
+
+
+def test_fp16_fine_tuning_learns(tiny_model, glue_data, scalers):
+    result, _, _ = _train(tiny_model, glue_data, "stsb", precision="fp16", learning_rate=2e-3, num_epochs=4)
+    losses = [row["train_loss"] for row in result.history]
+    assert losses[-1] < 0.8 * losses[0]
+    (scaler,) = scalers
+    assert scaler.is_enabled() and 1 <= scaler.get_scale() <= 2.0 ** 16  # it scaled, and backed off if it overflowed
+
+
+def test_fp16_pretraining_steps_with_a_scaler(tmp_path, monkeypatch, scalers):
+    from pretrain.common.models import PRESETS
+    from pretrain.train import pretrain
+
+    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
+    logged = []
+    meta = pretrain(micro_config(tmp_path, write_corpus(tmp_path / "corpus.txt"), precision="fp16", max_steps=6,
+                                 log_every_steps=3), on_log=lambda step, metrics: logged.append(metrics))
+    assert meta["precision"] == "fp16" and meta["steps"] == 6
+    assert all(torch.isfinite(torch.tensor(m["loss"])) for m in logged) and len(logged) == 2
+    assert [s.is_enabled() for s in scalers] == [True]
+
+
+def _gradients(tiny_model, glue_data, **settings) -> dict[str, torch.Tensor]:
+    """The gradient one batch of 8 RTE pairs leaves on a dropout-free tiny model, through the loop's
+    forward-and-backward."""
+    import contextlib
+
+    import transformers
+
+    from tasks import batching, glue
+    from tasks.config import FinetuneConfig
+    from tasks.finetune import _forward_backward
+    from tasks.glue_data import load_glue
+    from tasks.registry import GLUE_TASKS
+
+    task = GLUE_TASKS["rte"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
+    built = glue.build_task(task, load_glue(task, glue_data), tokenizer, max_length=32)
+    batch = batching.collator(tokenizer)([built.train[i] for i in range(8)])
+    transformers.set_seed(0)
+    model = glue.load_model(str(tiny_model), task, "eager")
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    config = FinetuneConfig(batch_size=8, **settings)
+    scaler = placement.grad_scaler(torch.device("cpu"), "fp32")
+    loss = _forward_backward(model, False, batch, config, contextlib.nullcontext(), scaler)
+    return {name: p.grad for name, p in model.named_parameters()} | {"loss": loss}
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_gradient_accumulation_gives_the_whole_batchs_gradient(tiny_model, glue_data, reduction):
+    """A batch of 8 in 3 slices (3, 2, 3 pairs) leaves the gradient the whole batch does, and logs its loss."""
+    whole = _gradients(tiny_model, glue_data, loss_reduction=reduction)
+    sliced = _gradients(tiny_model, glue_data, loss_reduction=reduction, gradient_accumulation_steps=3)
+    for name, gradient in whole.items():
+        torch.testing.assert_close(sliced[name], gradient, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_gradient_accumulation_must_fit_the_batch():
+    from tasks.config import FinetuneConfig
+
+    with pytest.raises(ValueError, match="gradient_accumulation_steps=9 would slice a batch of 8"):
+        FinetuneConfig(batch_size=8, gradient_accumulation_steps=9)

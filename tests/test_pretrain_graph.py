@@ -1,0 +1,142 @@
+"""What the CPU can tell about the pre-training step's behaviour on a GPU: its forward compiles to one
+graph (a graph break would split the CUDA graph and add launches), it does not recompile once warm (a
+recompile costs seconds, and past dynamo's limit falls back to eager), and a step that does not log never
+makes the host wait for the device (a `.item()`, `float()`, `bool()` or `.cpu()` in the loop)."""
+
+from __future__ import annotations
+
+import collections
+import traceback
+from pathlib import Path
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from tests.conftest import REPO
+from tests.test_pretrain_train import MICRO, micro_config, micro_run, write_corpus
+
+# Tensor methods that copy a value to the host, so the host waits for the device's queue to drain.
+HOST_SYNCS = {torch.Tensor.item, torch.Tensor.__bool__, torch.Tensor.__float__, torch.Tensor.__int__,
+              torch.Tensor.__index__, torch.Tensor.tolist, torch.Tensor.cpu, torch.Tensor.numpy,
+              torch.Tensor.nonzero, torch.nonzero, torch.masked_select, torch.Tensor.masked_select}
+
+
+class HostSyncs(TorchFunctionMode):
+    """Counts host-syncing tensor calls by who made them: the project's code, or the library it called."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: collections.Counter = collections.Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in HOST_SYNCS:
+            self.calls[(_owner(), func.__name__)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _owner() -> str:
+    """Who made the call: "project" for this checkout's code (tests aside), else the library's package."""
+    for frame in reversed(traceback.extract_stack()[:-2]):  # innermost first, this module's frames skipped
+        path = Path(frame.filename)
+        if path.is_relative_to(REPO):
+            return "project"
+        if "site-packages" in path.parts and "torch" not in path.parts:
+            return path.parts[path.parts.index("site-packages") + 1]
+    return "torch"
+
+
+@pytest.fixture
+def micro(monkeypatch):
+    from pretrain.common.models import PRESETS
+
+    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
+
+
+def _batch(step: int) -> dict[str, torch.Tensor]:
+    ids = torch.randint(5, 60, (8, 32), generator=torch.Generator().manual_seed(step))
+    mask = torch.ones_like(ids)
+    mask[step % 8, 20:] = 0  # a padded example: the attention mask is not all ones
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+
+
+@pytest.mark.slow
+def test_the_step_compiles_to_one_graph_and_never_recompiles_once_warm(micro):
+    """fullgraph=True raises at the first graph break; error_on_recompile at the first recompilation,
+    while the learning rate, the batch's contents and its padding change from step to step."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from pretrain.train import train_step
+
+    run = micro_run()
+    model = torch.compile(run.model, fullgraph=True, backend="aot_eager")
+    counters.clear()
+    train_step(run, model, _batch(0))  # compiles
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for step in range(1, 4):
+            for group in run.optimizer.param_groups:
+                group["lr"] = 1e-3 / step
+            loss, _, _ = train_step(run, model, _batch(step))
+    assert counters["stats"]["unique_graphs"] == 1
+    assert torch.isfinite(loss)
+
+
+@pytest.mark.slow
+def test_a_step_that_does_not_log_makes_no_host_sync(tmp_path, micro):
+    """Runs of 3 and 6 steps that log only at their end differ by 3 non-logging steps: the syncs they
+    add are only transformers' SDPA mask check (`padding_mask.all()`, once per encoder), which a compiled
+    step, the default on a GPU, traces away; none in the project's loop, objectives or optimiser."""
+    from pretrain.train import pretrain
+
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    counts = {}
+    for steps in (3, 6):
+        with HostSyncs() as syncs:
+            pretrain(micro_config(tmp_path, corpus, f"run{steps}", max_steps=steps, log_every_steps=1000))
+        counts[steps] = syncs.calls
+    added = counts[6] - counts[3]
+    assert added == {("transformers", "__bool__"): 6}, added
+    assert counts[3][("project", "__float__")] > 0  # the counter sees the project's own syncs (logging)
+
+
+def test_batches_prepared_ahead_are_the_streams_batches_and_resume_alike():
+    """Prefetching builds the next batch on a thread during the step; what it hands out and the state a
+    checkpoint saves are the plain stream's, so a run resumed from any step goes on identically."""
+    import datasets
+
+    from pretrain.data import BatchStream, Prefetching
+
+    examples = datasets.Dataset.from_dict({"input_ids": [[2, *range(5, 5 + n), 3] for n in range(1, 12)],
+                                           "segment_b_start": [1 + n // 2 for n in range(1, 12)]})
+
+    def stream():
+        return BatchStream(examples, 4, seed=3, pad_id=0, width=16)
+
+    plain, ahead = stream(), Prefetching(stream())
+    for _ in range(7):  # past an epoch's end (11 examples, batches of 4)
+        (expected, tokens), (got, got_tokens) = plain.next_batch(), ahead.next_batch()
+        assert got_tokens == tokens and all(torch.equal(got[k], expected[k]) for k in expected)
+        assert ahead.state_dict() == plain.state_dict()
+    resumed = Prefetching(stream())
+    resumed.load_state_dict(ahead.state_dict())
+    for _ in range(3):
+        (expected, _), (got, _) = plain.next_batch(), resumed.next_batch()
+        assert torch.equal(got["input_ids"], expected["input_ids"])
+
+
+@pytest.mark.slow
+def test_probes_run_at_most_every_percent_of_the_budget(tmp_path, micro):
+    """Logged every step for 200 steps: every step's metrics reach on_log, the probes' only every second
+    or third step (1% of the budget: 2 steps, a third where float rounding leaves it just short) and at
+    the last."""
+    from pretrain.probe import POSITION_COSINE, UNIGRAM_AUC
+    from pretrain.train import pretrain
+
+    logged: list[tuple[int, dict]] = []
+    config = micro_config(tmp_path, write_corpus(tmp_path / "corpus.txt"), max_steps=200, log_every_steps=1)
+    pretrain(config, on_log=lambda step, metrics: logged.append((step, dict(metrics))))
+    assert [step for step, _ in logged] == list(range(1, 201))
+    probed = [step for step, metrics in logged if UNIGRAM_AUC in metrics and POSITION_COSINE in metrics]
+    assert 66 <= len(probed) <= 101 and probed[0] == 1 and probed[-1] == 200
+    assert all(b - a <= 3 for a, b in zip(probed, probed[1:], strict=False))

@@ -1,0 +1,107 @@
+"""The CLI where MLflow and Optuna are not installed, as on the GPU image: with `--tracking-uri none` it
+pre-trains, fine-tunes, reports and exports without importing them; without it, one line says how to
+install MLflow or turn tracking off. And the parts of the GPU check that need neither `datasets` nor
+`evaluate` (the CLI's parsers, the benchmarks' modules) load without them.
+
+Each run is a real subprocess in which benchmarks/image_like/sitecustomize.py makes the packages named in
+HARNESS_BLOCK_IMPORTS unimportable (nothing is uninstalled).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+from tests.test_pretrain_cli import LAUNCHER
+from tests.test_pretrain_train import MICRO, write_corpus
+
+IMAGE_LIKE = REPO / "benchmarks" / "image_like"
+NO_TRACKERS = "mlflow,optuna"
+
+
+def image_like(command: list[str], cwd, blocked: str = NO_TRACKERS) -> subprocess.CompletedProcess:
+    """`python COMMAND` with `blocked` unimportable and no MLFLOW_TRACKING_URI."""
+    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    env |= {"HARNESS_BLOCK_IMPORTS": blocked,
+            "PYTHONPATH": os.pathsep.join(filter(None, (str(IMAGE_LIKE), str(REPO), os.environ.get("PYTHONPATH"))))}
+    return subprocess.run([sys.executable, *command], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_the_blocker_blocks():
+    code = "import importlib.util; print(importlib.util.find_spec('optuna'), importlib.util.find_spec('json').name)"
+    done = image_like(["-c", code + "; import mlflow"], REPO)
+    assert done.stdout == "None json\n"  # seen as missing by libraries that probe for it; others untouched
+    assert done.returncode == 1 and "ModuleNotFoundError: import of mlflow halted" in done.stderr
+
+
+@pytest.mark.slow
+def test_without_mlflow_a_run_says_to_install_it_or_pass_tracking_none(tiny_model, glue_data, tmp_path):
+    done = image_like(["-m", "harness.cli", "run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data),
+                       "--tasks", "rte", "--output-dir", str(tmp_path / "glue"), "num_epochs=1"], tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        "harness: error: MLflow is not installed: `pip install mlflow`, or pass --tracking-uri none (or set "
+        "MLFLOW_TRACKING_URI=none) to run without tracking")
+    assert not (tmp_path / "runs" / "mlflow.db").exists() and not (tmp_path / "glue" / "predictions").exists()
+
+
+@pytest.mark.slow
+def test_parsers_and_benchmarks_load_without_datasets_evaluate_or_trackers(tmp_path):
+    """What the GPU check starts before any data is read: every subcommand's --help, the benchmarks."""
+    code = ("from harness.cli import build_parser\n"
+            "def helps(parser):\n"
+            "    print(parser.format_help())\n"
+            "    for action in parser._subparsers._group_actions if parser._subparsers else ():\n"
+            "        for sub in action.choices.values():\n"
+            "            helps(sub)\n"
+            "helps(build_parser())\n")
+    done = image_like(["-c", code], tmp_path, blocked="datasets,evaluate," + NO_TRACKERS)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for usage in ("harness run glue", "harness run squad", "harness pretrain", "harness demo",
+                  "harness export onnx", "harness experiment efficiency", "harness search glue"):
+        assert f"usage: {usage} " in done.stdout
+    for script in ("pretrain_step.py", "gpu_ceilings.py"):
+        done = image_like([str(REPO / "benchmarks" / script), "--help"], tmp_path,
+                          blocked="datasets,evaluate," + NO_TRACKERS)
+        assert done.returncode == 0 and done.stdout.startswith("usage:"), done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_pretrain_finetune_report_and_export_with_tracking_none(tiny_model, glue_data, tmp_path):
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(LAUNCHER)
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    done = image_like([str(launcher), "pretrain", "--preset", MICRO.name, "--corpus", str(corpus), "--output",
+                       str(tmp_path / "pre"), "--tracking-uri", "none", "max_steps=4", "tokenizer=train",
+                       "train_vocab_size=200", "precision=fp32", f"cache_dir={tmp_path / 'cache'}"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((tmp_path / "pre" / "pretrain_meta.json").read_text())["steps"] == 4
+
+    glue = tmp_path / "glue"
+    done = image_like(["-m", "harness.cli", "run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data),
+                       "--tasks", "stsb", "--output-dir", str(glue), "--tracking-uri", "none", "num_epochs=1",
+                       "batch_size=8"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [r["task"] for r in json.loads((glue / "results.json").read_text())["runs"]] == ["stsb"]
+    assert f"leaderboard: not added, tracking is off; add it later with `harness report --runs {glue}`" \
+        in done.stdout
+
+    done = image_like(["-m", "harness.cli", "report", "--runs", str(glue), "--output", str(tmp_path / "report"),
+                       "--tracking-uri", "none"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert tiny_model.name in (tmp_path / "report" / "leaderboard.md").read_text()
+    done = image_like(["-m", "harness.cli", "report", "--tracking-uri", "none"], tmp_path)
+    assert done.returncode == 2 and "pass --runs RUN_DIR" in done.stderr
+
+    done = image_like(["-m", "harness.cli", "export", "onnx", "--run", str(glue), "--task", "stsb",
+                       "--data-dir", str(glue_data), "--tracking-uri", "none"], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    manifest = json.loads((glue / "onnx" / "stsb-seed0" / "manifest.json").read_text())
+    assert manifest["mlflow_run_id"] is None and manifest["parity"]["max_abs_diff"] <= 1e-4
+    assert not (tmp_path / "runs").exists()  # no MLflow store anywhere
