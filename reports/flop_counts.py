@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pretrain.common.errors import UserError
+from pretrain.common.hub import hub_checkpoint, parse_hub_id
 from pretrain.common.models import (
     DISCRIMINATOR_DIR,
     GENERATOR_DIR,
@@ -46,8 +47,11 @@ def model_shapes(name_or_dir: str, generator_fraction: float | None) -> ModelSha
         # An ElectraModel is BERT plus an optional embedding projection, so it measures both families.
         return ModelShapes(f"{preset.name} (registry shape)", shape, generator, source,
                       discriminator_config(preset).to_dict())
+    found = parse_hub_id(name_or_dir) if "/" in name_or_dir else None
+    if found is not None:  # a Hub id: its snapshot's config.json (offline, from the Hub cache)
+        return _from_directory(hub_checkpoint(*found), generator_fraction)
     raise UserError(f"unknown model {name_or_dir!r}; choose one of {', '.join(PRESETS)} "
-                    "or pass a checkpoint directory containing config.json")
+                    "or pass a checkpoint directory containing config.json or a Hub id (org/name)")
 
 
 def _from_directory(path: Path, generator_fraction: float | None) -> ModelShapes:

@@ -248,3 +248,15 @@ def test_a_family_without_a_span_head_is_refused_before_anything_runs(tmp_path, 
     assert code == 2 and err == ("harness: error: SQuAD needs a QuestionAnswering head, and transformers has "
                                  f"none for 'esm' models ({model}); choose an encoder family that has one\n")
     assert not (tmp_path / "run").exists() and not (tmp_path / "ml.db").exists()
+
+
+def test_flops_reads_a_hub_ids_config_from_the_cache(tmp_path, capsys, monkeypatch):
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hub"
+    write_hub_cache(cache, "someone/tiny-electra", write_tiny_model(tmp_path / "a"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))  # what snapshot_download reads per call
+    capsys.readouterr()
+    code, out, err = run(["flops", "--model", "someone/tiny-electra", "--no-measure"], capsys)
+    assert code == 0, err
+    assert "checkpoint config" in out and "hidden 32, 2 layers, 2 heads" in out

@@ -18,8 +18,8 @@ def add_parser(subparsers) -> None:
         description="Inference FLOPs per example and, given --train-steps and --batch-size, pre-training "
                     "FLOPs, each in the ELECTRA paper's convention and transformers' 6*N*tokens.")
     parser.add_argument("--model", required=True, metavar="NAME_OR_DIR",
-                        help=f"registry shape ({', '.join(PRESETS)}) or a checkpoint directory "
-                             "(a `harness pretrain` output directory counts its own generator)")
+                        help=f"registry shape ({', '.join(PRESETS)}), a checkpoint directory (a `harness "
+                             "pretrain` output directory counts its own generator) or a Hub id (org/name)")
     parser.add_argument("--seq-len", type=int, default=128, help="tokens per example (default 128, "
                         "the paper's inference length)")
     parser.add_argument("--train-steps", type=int, help="pre-training steps (with --batch-size)")
