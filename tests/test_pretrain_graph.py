@@ -39,10 +39,11 @@ def _owner() -> str:
     """Who made the call: "project" for this checkout's code (tests aside), else the library's package."""
     for frame in reversed(traceback.extract_stack()[:-2]):  # innermost first, this module's frames skipped
         path = Path(frame.filename)
-        if path.is_relative_to(REPO):
+        if "site-packages" in path.parts:  # checked first: tox keeps its environments inside the checkout
+            if "torch" not in path.parts:
+                return path.parts[path.parts.index("site-packages") + 1]
+        elif path.is_relative_to(REPO):
             return "project"
-        if "site-packages" in path.parts and "torch" not in path.parts:
-            return path.parts[path.parts.index("site-packages") + 1]
     return "torch"
 
 
