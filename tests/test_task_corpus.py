@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import json
 from collections import Counter
@@ -14,6 +15,7 @@ from harness.cli import main
 from harness.pretraining.task_corpus import corpus_source
 from pretrain.common.errors import UserError
 from pretrain.corpus import iter_paragraphs, tokenized_paragraphs
+from pretrain.corpus_source import from_paths
 from pretrain.packing import packed_examples
 from reports import accounting, render
 from reports.leaderboard import measured_row
@@ -102,6 +104,19 @@ def test_files_and_folders_beside_a_spec_keep_working(glue, tmp_path):
                                                "files": 1}
     assert source.provenance["summary"].startswith("books (1 file); glue:rte train text (rte 12 examples;")
     assert corpus_source((str(tmp_path / "books"),), str(glue), str(tmp_path / "cache")) is None
+
+
+def test_a_corpus_of_folders_records_its_files_and_refuses_a_spec_outside_the_cli(tmp_path):
+    (tmp_path / "books" / "more").mkdir(parents=True)
+    (tmp_path / "books" / "a.txt").write_text("one book .\n")
+    (tmp_path / "books" / "more" / "b.txt.gz").write_bytes(gzip.compress(b"two books .\n"))
+    (tmp_path / "c.txt").write_text("a third .\n")
+    source = from_paths((str(tmp_path / "books"), str(tmp_path / "c.txt")))
+    assert source.provenance == {"summary": "books (2 files); c.txt (1 file)", "sources": [
+        {"kind": "files", "path": str(tmp_path / "books"), "files": 2},
+        {"kind": "files", "path": str(tmp_path / "c.txt"), "files": 1}]}
+    with pytest.raises(UserError, match="corpus 'glue:rte' names task text, which `harness pretrain` reads"):
+        from_paths(("glue:rte",))
 
 
 def test_packing_fills_whole_sequences_from_short_texts(glue, tmp_path, tiny_model):
