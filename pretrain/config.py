@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from pretrain.common.models import PRESETS
+from pretrain.corpus_source import SPEC_PREFIXES
 
 Objective = Literal["electra", "mlm", "electra-15", "replace-mlm", "all-tokens-mlm", "two-stage"]
 Sharing = Literal["shared", "untied", "tied", "gdes"]
@@ -34,7 +35,9 @@ class PretrainConfig:
     """One pre-training run. Budgets stop the run at whichever is reached first."""
 
     preset: str = "electra-tiny"
-    corpus: tuple[str, ...] = ()  # text files or folders (.txt/.raw, optionally .gz)
+    # text files or folders (.txt/.raw, optionally .gz), or glue:TASK,... (the tasks' training inputs,
+    # pretrain/corpus_source.py); kept as written, so a resume compares the spec, not a cache file
+    corpus: tuple[str, ...] = ()
     output_dir: str = ""
     objective: Objective = "electra"
 
@@ -171,7 +174,7 @@ def check_runnable(config: PretrainConfig) -> None:
     """Raise ValueError unless the run has a corpus, an output directory and a budget."""
     errors = []
     if not config.corpus:
-        errors.append("no corpus given; pass --corpus with text files or folders")
+        errors.append("no corpus given; pass --corpus with text files or folders, or glue:TASK,...")
     if not config.output_dir:
         errors.append("no output directory given; pass --output")
     if all(getattr(config, b) is None for b in BUDGETS):
@@ -215,6 +218,6 @@ def config_differences(saved: dict, current: PretrainConfig,
 def _normal(key: str, value):
     """Comparable form: lists for tuples; corpus paths resolved, so `../shared/data/corpus/x` from the
     checkout and the absolute path `harness demo` records are one corpus."""
-    if key == "corpus" and value is not None:
-        return [str(Path(path).resolve()) for path in value]
+    if key == "corpus" and value is not None:  # a spec (glue:sst2,...) is no path: kept as written
+        return [path if path.startswith(SPEC_PREFIXES) else str(Path(path).resolve()) for path in value]
     return list(value) if isinstance(value, tuple | list) else value

@@ -16,7 +16,7 @@ from pretrain.common.atomic import atomic_dir
 from pretrain.common.electra_adam import ElectraAdam
 from pretrain.common.models import PRESETS, TransformerShape
 from pretrain.config import PretrainConfig
-from pretrain.corpus import corpus_files, tokenized_paragraphs
+from pretrain.corpus import tokenized_paragraphs
 from pretrain.networks import (
     build_networks,
     distinct_params,
@@ -36,13 +36,14 @@ NO_DECAY = ("bias", "LayerNorm")  # ELECTRA's optimiser exempts biases and Layer
 DISCRIMINATOR_LAYERS = ("discriminator.electra.encoder.", "discriminator.discriminator_predictions.")
 
 
-def prepare_examples(config: PretrainConfig, context: dist.Context):
-    """(tokenizer, packed examples); rank 0 builds the caches while the others wait, then reuse them."""
+def prepare_examples(config: PretrainConfig, context: dist.Context, files: list[Path]):
+    """(tokenizer, packed examples) of the corpus `files`; rank 0 builds the caches while the others
+    wait, then reuse them."""
     if context.is_main:
-        result = _prepare(config)
+        result = _prepare(config, files)
     dist.barrier(context)
     if not context.is_main:
-        result = _prepare(config)
+        result = _prepare(config, files)
     count = len(result[1])
     if context.is_main and count < config.batch_size:  # every batch holds the same few sequences
         console.line(f"note: the corpus gives {count} sequence{'s' if count != 1 else ''} of up to "
@@ -51,9 +52,8 @@ def prepare_examples(config: PretrainConfig, context: dist.Context):
     return result
 
 
-def _prepare(config: PretrainConfig):
+def _prepare(config: PretrainConfig, files: list[Path]):
     cache = Path(config.cache_dir)
-    files = corpus_files(config.corpus)
     tokenizer = load_tokenizer(config.tokenizer, files, cache, config.train_vocab_size)
     key = tokenizer_fingerprint(tokenizer)
     tokenizer_dir = cache / "tokenizers" / key
@@ -84,6 +84,7 @@ class Run:
     # resumed fp16 run finds its scale again within a few steps
     scaler: torch.amp.GradScaler | None = None
     extended: list[dict] = field(default_factory=list)  # budget changes it was resumed with (checkpoint)
+    corpus: dict = field(default_factory=dict)  # the corpus's provenance (corpus_source.CorpusSource)
 
     def __post_init__(self):
         if self.scaler is None:
@@ -122,7 +123,7 @@ class Run:
             # Heads the objective never trained: fine-tuning replaces the discriminator head anyway.
             "discriminator_head_trained": config.objective in ("electra", "electra-15", "two-stage",
                                                                "all-tokens-mlm"),
-            "metrics": metrics, "config": asdict(config), "extended": self.extended,
+            "metrics": metrics, "config": asdict(config), "extended": self.extended, "corpus": self.corpus,
             # Which budget ended the run (None in a mid-run checkpoint), and how far the schedule got:
             # below 1 when max_time_s cut a steps, tokens or FLOPs budget short (rate not decayed to 0).
             "stopped_by": stopped_by(config, progress),

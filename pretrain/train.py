@@ -30,7 +30,7 @@ from pretrain.common import placement, stop
 from pretrain.common.errors import UserError
 from pretrain.common.models import PRETRAIN_META
 from pretrain.config import PretrainConfig, check_runnable, resolve
-from pretrain.corpus import corpus_files
+from pretrain.corpus_source import CorpusSource, from_paths
 from pretrain.data import BatchStream, Prefetching
 from pretrain.metric_window import MetricWindow, final_metrics
 from pretrain.prepare import Run, build_run, prepare_examples
@@ -38,33 +38,41 @@ from pretrain.prepare import Run, build_run, prepare_examples
 LogCallback = Callable[[int, dict[str, float]], None]
 
 
-def preflight(config: PretrainConfig) -> PretrainConfig:
-    """The resolved config, or a UserError for a missing corpus, budget or a foreign output dir."""
+def preflight(config: PretrainConfig, corpus: CorpusSource | None = None) -> PretrainConfig:
+    """The resolved config, or a UserError for a missing corpus, budget or a foreign output dir.
+
+    `corpus`: the files behind `config.corpus` where the caller has read them (a task-text spec);
+    None reads its files and folders here."""
     try:
         check_runnable(config)
     except ValueError as error:
         raise UserError(str(error)) from error
     config = resolve(config)
-    corpus_files(config.corpus)
+    if corpus is None:
+        from_paths(config.corpus)
     ckpt.resume_point(Path(config.output_dir), config)
     return config
 
 
-def pretrain(config: PretrainConfig, on_log: LogCallback | None = None) -> dict:
+def pretrain(config: PretrainConfig, on_log: LogCallback | None = None,
+             corpus: CorpusSource | None = None) -> dict:
     """Train until the first budget is spent; write OUT and return its pretrain_meta.json dict."""
-    config = preflight(config)
+    config = preflight(config, corpus)
+    corpus = corpus or from_paths(config.corpus)
     context = dist.start(config.device)
     try:
-        return _pretrain(config, context, on_log or (lambda step, metrics: None))
+        return _pretrain(config, context, on_log or (lambda step, metrics: None), corpus)
     finally:
         dist.teardown(context)
 
 
-def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback) -> dict:
+def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback,
+              corpus: CorpusSource) -> dict:
     out = Path(config.output_dir)
     resume_from = ckpt.resume_point(out, config)  # every process checks: all raise or none
-    tokenizer, examples = prepare_examples(config, context)
+    tokenizer, examples = prepare_examples(config, context, list(corpus.files))
     run = build_run(config, context, tokenizer)
+    run.corpus = corpus.provenance
     if resume_from is not None:  # continued to other budgets: the schedule follows the new ones
         run.extended = ckpt.extensions(resume_from, config)
     # Every batch padded to seq_len: packed examples nearly fill it anyway, and fixed shapes let a

@@ -79,6 +79,7 @@ def run_flops(model_name: str, model_path: str, runs: list[dict]) -> dict:
     return {"convention": CONVENTION, "model_id": model_identity(model_name, model_path),
             "num_params": encoder_params(config),
             "pretrain_flops": pretrain_flops, "pretrain_flops_basis": basis,
+            "pretrain_corpus": pretraining_corpus(Path(model_path)),
             "inference_seq_len": INFERENCE_SEQ_LEN,
             "inference_flops": flops.inference_flops(shape, INFERENCE_SEQ_LEN),
             "finetune_flops": finetune, "finetune_flops_total": sum(finetune.values())}
@@ -111,6 +112,18 @@ def pretraining(model_name: str, model_path: Path) -> tuple[float | None, str]:
         return None, (f"{UNKNOWN}: released checkpoint {preset.hub_id} ships no pre-training record; "
                       "see the published rows for the paper's figures")
     return None, f"{UNKNOWN}: no {PRETRAIN_META} beside {model_path} (not a `harness pretrain` output)"
+
+
+def pretraining_corpus(model_path: Path) -> str | None:
+    """What the discriminator was pre-trained on, in one line (pretrain_meta.json's corpus summary; the
+    corpus setting in records written before it), or None without a record."""
+    for meta_path in (model_path / PRETRAIN_META, model_path.parent / PRETRAIN_META):
+        if meta_path.is_file():
+            meta = _read_json(meta_path, "the pre-training record")
+            summary = (meta.get("corpus") or {}).get("summary")
+            setting = (meta.get("config") or {}).get("corpus")
+            return summary or (", ".join(setting) if isinstance(setting, list) and setting else None)
+    return None
 
 
 def _read_json(path: Path, what: str) -> dict:

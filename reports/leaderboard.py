@@ -51,6 +51,7 @@ class Row:
     notes: str = ""
     departures: str = ""  # measured: the settings that left ELECTRA's recipe ("" = none), recipe.describe
     family: str = ""  # measured: the encoder family (the config's model_type) as results.json records it
+    corpus: str = ""  # measured: what the model was pre-trained on (pretrain_meta.json's corpus summary)
 
     @property
     def row_id(self) -> str:
@@ -135,7 +136,7 @@ def measured_row(path: Path, results: dict) -> Row:
         notes = ""
     departures = recipe.describe(recipe.departures(results, _size(model)) | _searched(results))
     return _with_glue(Row(key, model.get("name") or key, MEASURED, str(path), values, notes, departures,
-                          model.get("family", "")))
+                          model.get("family", ""), costs.get("pretrain_corpus") or ""))
 
 
 def _searched(results: dict) -> dict[str, str]:
@@ -210,7 +211,7 @@ def merge(old: Row, new: Row) -> Row:
             values |= {k: new.values[k] for k in GLUE_CI if k in new.values}
     notes = "" if {"pretrain_flops", "inference_flops"} <= values.keys() else (new.notes or old.notes)
     return _with_glue(Row(old.key, new.model, MEASURED, "\n".join(references), values, notes, old.departures,
-                          new.family or old.family))
+                          new.family or old.family, new.corpus or old.corpus))
 
 
 def merge_rows(rows: list[Row]) -> list[Row]:

@@ -117,7 +117,7 @@ def details(row: Row) -> str:
     shown = [c for c in SHOWN if c in row.values or (row.source == MEASURED and c in (*FLOPS_COLUMNS,
                                                                                       "num_params"))]
     pairs = [("model", row.label), ("source", where), *((("family", row.family),) if row.family else ()),
-             ("recipe", row.recipe),
+             *((("pre-training corpus", row.corpus),) if row.corpus else ()), ("recipe", row.recipe),
              *((_header(c), cell(row, c)) for c in shown), ("notes", row.notes or "-"),
              ("model id", row.key), ("results files" if row.source == MEASURED else "reference",
                                      "; ".join(row.reference.splitlines()))]

@@ -21,6 +21,7 @@ import transformers
 
 from pretrain import distributed, probe
 from pretrain.config import PretrainConfig, resolve
+from pretrain.corpus_source import from_paths
 from pretrain.prepare import prepare_examples
 from pretrain.probe import position_cosine
 
@@ -57,7 +58,8 @@ with open(shared / "data/glue/SST-2/dev.tsv", newline="") as handle:
     sentences = [row["sentence"] for row in rows][:256]
 config = resolve(PretrainConfig(preset="electra-tiny", corpus=(str(shared / "data/corpus/gutenberg"),),
                                 output_dir="unused", max_flops=1e14, cache_dir="runs/cache"))
-pretrain_tokenizer, examples = prepare_examples(config, distributed.start("cpu"))
+pretrain_tokenizer, examples = prepare_examples(config, distributed.start("cpu"),
+                                                list(from_paths(config.corpus).files))
 probe_batch = probe.fixed_batch(examples, config, pretrain_tokenizer.pad_token_id, torch.device("cpu"))
 for path in sys.argv[1:]:
     tokenizer = transformers.AutoTokenizer.from_pretrained(path)

@@ -50,7 +50,7 @@ def test_flags_config_file_and_overrides_build_the_config(tmp_path, micro, corpu
 
     seen = []
 
-    def fake_pretrain(config, on_log=None):
+    def fake_pretrain(config, on_log=None, corpus=None):
         seen.append(config)
         on_log(1, {"progress": 0.5, "generator_loss": 3.0})
         return {"steps": 1, "tokens_seen": 10, "train_flops": 1.0, "wall_time_s": 0.1, "metrics": {}}

@@ -14,6 +14,8 @@ EPILOG = """examples:
   harness pretrain --preset electra-tiny --corpus ../shared/data/corpus/gutenberg --max-flops 1e15 \\
       --output runs/pretrain/tiny
   harness pretrain --preset electra-mini --corpus books/ --output runs/pretrain/mini max_time_s=1800
+  harness pretrain --corpus glue:sst2,stsb,rte --data-dir ../shared/data/glue --max-flops 1e14 \
+      --output runs/pretrain/task-text   (the tasks' training inputs only, never dev or test)
   torchrun --nproc_per_node 2 -m harness.cli pretrain ...   (DDP: gloo on CPU, nccl on GPU)
 
 An existing output directory with a checkpoint of the same settings is resumed exactly; with other
@@ -40,7 +42,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--preset", choices=list(PRESETS), help="model shape (default: electra-tiny)")
     parser.add_argument("--corpus", action="append", metavar="PATH",
                         help="text file or folder (repeat for more): one paragraph per line, blank line "
-                             "between documents, optionally gzipped")
+                             "between documents, optionally gzipped; or glue:TASK,... for those GLUE "
+                             "tasks' training inputs (never dev or test), packed into whole sequences")
+    parser.add_argument("--data-dir", help="glue_data folder a glue: corpus is read from (default: "
+                                           "$GLUE_DIR, else the shared folder's data/glue, else the Hub)")
     parser.add_argument("--output", metavar="DIR", help="output directory (resumed if it holds a checkpoint)")
     parser.add_argument("--objective", choices=OBJECTIVES, help="training objective (default: electra)")
     parser.add_argument("--max-flops", type=float, metavar="N",
@@ -66,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     from harness.pretraining.pretrain_run import run_pretrain, summary
 
-    meta = run_pretrain(config, args.experiment, args.tracking_uri)
+    meta = run_pretrain(config, args.experiment, args.tracking_uri, data_dir=args.data_dir)
     if meta is not None:
         print(f"{meta['steps']} steps, {meta['tokens_seen']:,} tokens, {meta['train_flops']:.3g} FLOPs, "
               f"{meta['wall_time_s']:.0f} s: {summary(meta['steps'], meta['metrics'])}")

@@ -10,11 +10,13 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from harness.config import as_dict
+from harness.pretraining.task_corpus import corpus_source
 from harness.tracking import mlflow_runs
 from pretrain import checkpoint, train
 from pretrain.common import atomic, console, stop
 from pretrain.common.quiet import quiet_libraries
 from pretrain.config import PretrainConfig
+from pretrain.corpus_source import CorpusSource
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining}{postfix}]"
 
@@ -22,16 +24,17 @@ BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining
 @quiet_libraries()  # the run's own bar or lines cover tokenising and saving
 @stop.handled()  # SIGTERM or Ctrl-C: a checkpoint at the next step, then Stopped (every process)
 def run_pretrain(config: PretrainConfig, experiment: str = "pretrain", tracking_uri: str | None = None,
-                 progress: bool | None = None) -> dict | None:
+                 progress: bool | None = None, data_dir: str | None = None) -> dict | None:
     """Pre-train with progress (console.progress_mode) and an MLflow run; pretrain_meta.json's dict
-    (None off rank 0)."""
+    (None off rank 0). `data_dir`: the GLUE folder a `glue:` corpus is read from (task_corpus)."""
+    corpus = corpus_source(config.corpus, data_dir, config.cache_dir)  # None: files and folders only
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports (and locks)
-        train.preflight(config)
-        train.pretrain(config)
+        train.preflight(config, corpus)
+        train.pretrain(config, corpus=corpus)
         return None
-    train.preflight(config)  # bad settings fail before the lock creates OUT
+    train.preflight(config, corpus)  # bad settings fail before the lock creates OUT
     with output_lock(config.output_dir):
-        return _run_pretrain(config, experiment, tracking_uri, progress)
+        return _run_pretrain(config, experiment, tracking_uri, progress, corpus)
 
 
 @contextlib.contextmanager
@@ -51,8 +54,8 @@ def output_lock(output_dir: str | None) -> Iterator[None]:
 
 
 def _run_pretrain(config: PretrainConfig, experiment: str, tracking_uri: str | None,
-                  progress: bool | None) -> dict:
-    resolved = train.preflight(config)  # again, now that no other run can change OUT
+                  progress: bool | None, corpus: CorpusSource | None) -> dict:
+    resolved = train.preflight(config, corpus)  # again, now that no other run can change OUT
 
     note = extension_note(resolved)
     if note:
@@ -75,7 +78,7 @@ def _run_pretrain(config: PretrainConfig, experiment: str, tracking_uri: str | N
             if mode == "lines" and (clock.due() or metrics["progress"] >= 1.0):
                 console.line(f"pretrain {name}: {progress_line(step, metrics)}")
 
-        meta = train.pretrain(config, on_log)
+        meta = train.pretrain(config, on_log, corpus)
         mlflow_runs.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
         if meta.get("schedule_completed") is not None:
             mlflow_runs.log_metrics({"schedule_completed": meta["schedule_completed"]}, step=meta["steps"])

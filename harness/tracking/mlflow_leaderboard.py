@@ -39,7 +39,7 @@ from reports.leaderboard import (
 
 EXPERIMENT = mlflow_runs.LEADERBOARD_EXPERIMENT
 KEY_TAG = "leaderboard_key"
-ROW_TAGS = ("source", "recipe", "model", "model_id", "reference", "notes", "family")
+ROW_TAGS = ("source", "recipe", "model", "model_id", "reference", "notes", "family", "pretrain_corpus")
 NOTE_TAG, RUN_NAME_TAG = "mlflow.note.content", "mlflow.runName"
 SCORE_COLUMNS = frozenset(c for c in VALUE_COLUMNS if c not in ("num_params", "pretrain_flops",
                                                                 "inference_flops", "glue_tasks"))
@@ -99,7 +99,8 @@ def _row_of(run) -> Row:
     recipe = tags.get("recipe", "")
     return Row(tags.get("model_id", run.info.run_id), tags.get("model", run.info.run_name or ""),
                tags.get("source", "measured"), tags.get("reference", ""), values, tags.get("notes", ""),
-               recipe.removeprefix(DEPARTS) if recipe.startswith(DEPARTS) else "", tags.get("family", ""))
+               recipe.removeprefix(DEPARTS) if recipe.startswith(DEPARTS) else "", tags.get("family", ""),
+               tags.get("pretrain_corpus", ""))
 
 
 def _stored(client, experiment_id: str) -> dict[str, object]:
@@ -119,6 +120,7 @@ def _stored(client, experiment_id: str) -> dict[str, object]:
 def _tags(row: Row) -> dict[str, str]:
     text = {"source": row.source, "recipe": row.recipe, "model": row.model, "model_id": row.key,
             "reference": row.reference, "notes": row.notes, "family": row.family,
+            "pretrain_corpus": row.corpus,
             RUN_NAME_TAG: render.title(row),
             NOTE_TAG: render.details(row)}
     return {name: value[-MAX_TAG_CHARS:] for name, value in text.items()}
