@@ -29,7 +29,7 @@ def model_identity(name: str, path: str) -> str:
         preset = PRESETS.get(name)
         if preset is not None and preset.hub_id:
             return preset.hub_id
-        found = parse_hub_id(name) if name not in PRESETS and not name.startswith((".", "~", "/")) else None
+        found = None if name in PRESETS else parse_hub_id(name)
         if found is not None:
             return found[0] if found[1] is None else f"{found[0]}@{found[1]}"
     return str(Path(path).expanduser().resolve())

@@ -17,7 +17,7 @@ from pretrain.common.hub import needs_remote_code
 from pretrain.common.models import resolve_model, size_of
 from tasks.config import FinetuneConfig
 
-# The GLUE head a family gets under head=auto (reports/FIDELITY.md, "Heads by family"): ELECTRA's own
+# The GLUE head a family gets under head=auto (reports/FIDELITY.md, row "GLUE head by family"): ELECTRA's own
 # single dense layer for its discriminators, where it is written back into transformers' head exactly;
 # every other family keeps the classification head its authors fine-tune with.
 ELECTRA_HEAD_FAMILIES = ("electra",)

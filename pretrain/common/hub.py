@@ -27,7 +27,8 @@ NOT_FOUND = "not found on the Hub or in its cache"
 
 
 def parse_hub_id(value: str) -> tuple[str, str | None] | None:
-    """(repo id, revision) of an `org/name[@revision]` value, or None when it is not shaped like one."""
+    """(repo id, revision) of an `org/name[@revision]` value, or None when it is not shaped like one (a
+    path starting with '.', '~' or '/' never is: an id starts with a letter, digit or '_')."""
     match = _HUB_ID.match(value)
     if match is None or ".." in value or value.endswith((".", "/")):
         return None

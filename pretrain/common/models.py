@@ -8,7 +8,6 @@ transformers or huggingface_hub inside the functions that need them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -182,7 +181,7 @@ def resolve_model(name_or_path: str, trust_remote_code: bool = False) -> str:
             raise UserError(f"{preset.name!r} is a shape without released weights; pre-train it with "
                             f"`harness pretrain --preset {preset.name}` and pass the output directory")
         return str(hub.hub_checkpoint(preset.hub_id, code=trust_remote_code))
-    found = None if name_or_path.startswith((".", "~", os.sep)) else hub.parse_hub_id(name_or_path)
+    found = hub.parse_hub_id(name_or_path)  # None for a path: ids start with a letter, digit or '_'
     if found is None:
         raise UserError(f"model directory {name_or_path!r} does not exist; pass an existing checkpoint "
                         f"directory, a Hub id such as google/electra-small-discriminator, or one of "
