@@ -3,7 +3,6 @@ leaderboard rows come back through the REST API, one per model, published rows t
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -13,12 +12,7 @@ import pytest
 from harness.cli import main
 from harness.tracking import mlflow_view
 from reports.leaderboard import published_rows
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tests.conftest import free_port
 
 
 @pytest.fixture
