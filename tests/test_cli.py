@@ -1,4 +1,5 @@
-"""`harness` end to end on a tiny model and tiny data; every bad input is one line and exit 2."""
+"""`harness run glue` end to end on a tiny model and tiny data, the run its command line builds, resume
+refusals, outputs it cannot write, `harness tasks|models|init`; every bad input is one line and exit 2."""
 
 import json
 import os
