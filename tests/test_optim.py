@@ -202,7 +202,7 @@ def _decayed(groups, model) -> dict[str, float]:
     return {named[id(p)]: group["weight_decay"] for group in groups for p in group["params"]}
 
 
-@pytest.mark.parametrize("family", ["electra", "distilbert"])
+@pytest.mark.parametrize("family", ["electra", "distilbert", "modernbert"])
 def test_both_loops_spare_the_same_parameters_weight_decay(family):
     torch.manual_seed(0)
     model = transformers.AutoModelForSequenceClassification.from_config(_families()[family])
@@ -210,7 +210,7 @@ def test_both_loops_spare_the_same_parameters_weight_decay(family):
     pretraining = make_optimizer(model, PretrainConfig(learning_rate=1e-3, weight_decay=0.01), torch.device("cpu"))
     assert _decayed(pretraining.param_groups, model) == finetuning
     spared = {name for name, decay in finetuning.items() if decay == 0.0}
-    # biases and every norm: ELECTRA's "LayerNorm", DistilBERT's "sa_layer_norm"
+    # biases and every norm: ELECTRA's "LayerNorm", DistilBERT's "sa_layer_norm", ModernBERT's "mlp_norm"
     assert spared == {name for name, _ in model.named_parameters()
                       if name.endswith("bias") or "norm" in name.lower()}
     assert any("norm" in name.lower() for name in spared)

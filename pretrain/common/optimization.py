@@ -32,7 +32,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-NO_DECAY = ("bias", "LayerNorm", "layer_norm")  # ELECTRA's exclude_from_weight_decay
+# ELECTRA's exclude_from_weight_decay (biases, "LayerNorm", "layer_norm"), and "norm" for families that
+# name their norms so (ModernBERT: "norm", "mlp_norm", "final_norm").
+NO_DECAY = ("bias", "LayerNorm", "layer_norm", "norm")
 
 
 def decays(name: str) -> bool:
