@@ -46,8 +46,8 @@ def setting(default: Any, *, kind: Kind, resumable: bool = False, before: Any = 
     """A dataclass field with its default and what it is; `before` defaults to `default`."""
     if kind not in KINDS:
         raise ValueError(f"unknown setting kind {kind!r}; choose one of {', '.join(KINDS)}")
-    described = Setting(kind, resumable, default if before is _SAME else before, help)
-    return dataclasses.field(default=default, metadata={_KEY: described})
+    meaning = Setting(kind, resumable, default if before is _SAME else before, help)
+    return dataclasses.field(default=default, metadata={_KEY: meaning})
 
 
 def described(field: dataclasses.Field) -> Setting:
