@@ -35,7 +35,7 @@ from pretrain.common.errors import UserError
 from pretrain.common.models import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
 from pretrain.common.quiet import quiet_transformers
 from pretrain.common.rng import restore_rng, rng_state  # noqa: F401  (the loop's ckpt.rng_state)
-from pretrain.config import BUDGETS, RESUMABLE_CHANGES, PretrainConfig, config_differences
+from pretrain.config import BUDGETS, PretrainConfig, config_differences
 
 STATE_FILE = "training_state.pt"
 # 2: only tensors and plain Python values, so it loads with torch.load(weights_only=True); 1 (no
@@ -63,7 +63,7 @@ def resume_point(out: Path, config: PretrainConfig) -> Path | None:
                             "but no pre-training checkpoint; choose a new --output or empty it")
         return None
     saved = json.loads((found[-1] / PRETRAIN_META).read_text())["config"]
-    differences = config_differences(saved, config, RESUMABLE_CHANGES + BUDGETS)
+    differences = config_differences(saved, config, may_change=BUDGETS)
     if differences:
         raise UserError(f"{str(out)!r} holds a run with other settings ({'; '.join(differences)}); "
                         "resume it with the same settings (the budgets may change) or choose a new --output")

@@ -253,10 +253,10 @@ def test_setting_differences_name_the_model_blocks_and_keys_an_older_version_lac
 
     previous = {"format": "f/1", "model": {"name": "a", "path": "/m/a"}, "config": {"seed": 0},
                 "data": {"num_dev_windows": 10}, "tasks": ["squad"]}
-    fresh = {"format": "f/1", "model": {"name": "b", "path": "/m/b"}, "config": {"seed": 0, "head": "hf"},
+    fresh = {"format": "f/1", "model": {"name": "b", "path": "/m/b"}, "config": {"seed": 0, "head": "electra"},
              "data": {"num_dev_windows": 12}, "tasks": ["squad"]}
     assert setting_differences(previous, fresh, ("format", "config", "data", "tasks")) == [
-        "model: '/m/a' -> '/m/b'", "head: (absent) -> 'hf'", "data.num_dev_windows: 10 -> 12"]
+        "model: '/m/a' -> '/m/b'", "head: 'hf' -> 'electra'", "data.num_dev_windows: 10 -> 12"]  # hf: before head
     assert setting_differences(previous, previous | {"model": fresh["model"] | {"path": "/m/a"}},
                                ("format", "config", "data", "tasks")) == []
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config import as_dict, load_config
-from harness.finetuning import records
+from harness.finetuning import records, results_file
 from harness.finetuning.glue_run import GlueRun, run_glue
 from pretrain.common import atomic
 from pretrain.common.errors import UserError
@@ -251,7 +251,12 @@ def _check_manifest(exp: Efficiency) -> None:
     if path.is_file():
         saved = json.loads(path.read_text()).get("fixed", {})
         saved["data_dir"] = _resolved(saved.get("data_dir"))  # manifests written before it was resolved
-        changed = [key for key in fixed if saved.get(key) != fixed[key]]
+        changed = [key for key in fixed if key != "finetune" and saved.get(key) != fixed[key]]
+        # fine-tuning settings by the resume rule of its results.json (a key absent: its value before it)
+        finetune = results_file.shown(results_file.block_differences("config", saved.get("finetune") or {},
+                                                                      fixed["finetune"]))
+        if finetune:
+            changed.append(f"finetune ({'; '.join(finetune)})")
         if changed:
             raise UserError(f"{str(exp.output_dir)!r} holds an experiment with other {', '.join(changed)}; "
                             "rerun it with the same settings or pass a new --output")
