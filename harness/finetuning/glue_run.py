@@ -13,14 +13,14 @@ from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import Plan, run_finetuning
 from harness.tracking import mlflow_runs
 from pretrain.common import atomic
-from reports import dev_outputs, intervals, seed_summary
+from reports import dev_outputs, intervals, results_schema, seed_summary
 from tasks import glue, glue_head, metrics
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
 from tasks.glue_data import glue_dir, load_glue
 from tasks.registry import GLUE_CONVENTION, GLUE_TASKS, SERVER_FILES, GlueTask, predicted_with
 
-RESULTS_FORMAT = "electra-harness/glue-results/1"
+RESULTS_FORMAT = results_schema.GLUE_FORMAT
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class GlueBenchmark:
         medians = {t: s[GLUE_TASKS[t].paper_label]["median"] for t, s in results["summary"].items()}
         results["glue_score"] = metrics.glue_average(medians)  # the paper's convention (registry)
         found = intervals.glue_estimate(list(medians), estimates)
-        results["glue"] = intervals.glue_block(results["glue_score"], found, list(medians))
+        results["glue"] = results_schema.glue_section(results["glue_score"], found, list(medians))
         mlflow_logging.log_intervals(results["summary"], results["glue"])
         mlflow_runs.set_tag("glue_convention", GLUE_CONVENTION)
         results["submission"] = _write_submission(output_dir, results, self.run.config.predict_test)

@@ -24,7 +24,7 @@ from harness.tracking import mlflow_leaderboard, mlflow_runs
 from pretrain.common import stop
 from pretrain.common.errors import UserError
 from pretrain.common.quiet import quiet_libraries
-from reports import accounting
+from reports import accounting, results_schema
 from tasks import batching, finetune_state
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult, FinetuneTask, finetune
@@ -108,7 +108,7 @@ def run_finetuning(run: Invocation, benchmark: Benchmark, progress: bool | None 
             built = benchmark.build(task, config, setup)
             seeds = range(run.config.seed, run.config.seed + run.seeds)
             records.say_resumed(results, task, seeds)
-            for seed in (s for s in seeds if not records.is_done(results, task, s)):
+            for seed in (s for s in seeds if not results_schema.is_done(results, task, s)):
                 stop.raise_if_requested(f"before {task} seed {seed} (the seeds done are in results.json)")
                 seed_config = replace(config, seed=seed)
                 try:
@@ -124,7 +124,7 @@ def run_finetuning(run: Invocation, benchmark: Benchmark, progress: bool | None 
             mlflow_leaderboard.log_flops(results["flops"])
             benchmark.summarize(results)
     if benchmark.leaderboard:
-        mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
+        mlflow_leaderboard.record([run.output_dir / results_schema.FILE], run.tracking_uri)
     return results
 
 

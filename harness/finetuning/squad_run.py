@@ -17,14 +17,14 @@ from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import Plan, run_finetuning
 from pretrain.common import atomic
 from pretrain.common.errors import UserError
-from reports import dev_outputs, seed_summary
+from reports import dev_outputs, results_schema, seed_summary
 from tasks import squad, squad_metrics
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.finetune import FinetuneResult
 from tasks.registry import SquadTask
 from tasks.squad import SquadFinetuneTask, SquadSource
 
-RESULTS_FORMAT = "electra-harness/squad-results/1"
+RESULTS_FORMAT = results_schema.SQUAD_FORMAT
 SPLIT = "validation"
 
 
