@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness.config import as_dict, load_config
 from harness.finetuning import records, results_file
-from harness.finetuning.glue_run import GlueRun, run_glue
+from harness.finetuning.glue_run import GlueInvocation, run_glue
 from pretrain.common import atomic
 from pretrain.common.errors import UserError
 from pretrain.common.models import DISCRIMINATOR_DIR
@@ -167,9 +167,10 @@ def _control(exp: Efficiency, like: Path, progress, stage: str) -> Arm:
 
 
 def _finetune(exp: Efficiency, model: str, name: str, progress) -> dict:
-    return run_glue(GlueRun(model=model, tasks=exp.tasks, output_dir=exp.output_dir / "glue" / name,
-                            config=exp.finetune, seeds=exp.seeds, data_dir=exp.data_dir,
-                            tracking_uri=exp.tracking_uri, leaderboard=False), progress)  # see write_report
+    # leaderboard=False: write_report adds the arms itself
+    return run_glue(GlueInvocation(model=model, tasks=exp.tasks, output_dir=exp.output_dir / "glue" / name,
+                                   config=exp.finetune, seeds=exp.seeds, data_dir=exp.data_dir,
+                                   tracking_uri=exp.tracking_uri, leaderboard=False), progress)
 
 
 def _glue_dirs(arms: list[Arm]) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -20,10 +19,8 @@ from filelock import FileLock
 
 from pretrain.common import atomic, settings
 from pretrain.common.errors import UserError
+from reports.results_schema import FILE, RECORDS, read
 from tasks.config import FinetuneConfig, SquadConfig, head_for
-
-NAME = "results.json"
-RECORDS = ("runs", "diverged")
 
 
 class ResultsFile:
@@ -31,7 +28,7 @@ class ResultsFile:
 
     def __init__(self, output_dir: Path, started: float, same: Sequence[str] = ("format", "config")):
         self.output_dir = Path(output_dir)
-        self.path = self.output_dir / NAME
+        self.path = self.output_dir / FILE
         self.same = tuple(same)
         self._last = started  # wall time up to here is already in the file's wall_time_s
 
@@ -40,7 +37,7 @@ class ResultsFile:
         """Under the lock: `results` with the file's other records added; written when the block ends."""
         self.output_dir.mkdir(parents=True, exist_ok=True)
         # A dotted file beside results.json; filelock leaves it behind, harmlessly, after release.
-        with FileLock(str(self.output_dir / f".{NAME}.lock")):
+        with FileLock(str(self.output_dir / f".{FILE}.lock")):
             self._merge(results)
             yield results
             now = time.perf_counter()
@@ -75,7 +72,7 @@ class ResultsFile:
 
 def resume(output_dir: Path, fresh: dict, same: Sequence[str] = ("format", "config")) -> dict:
     """`fresh`, or output_dir's results.json when it has the same model and the same `same` keys."""
-    previous = read(Path(output_dir) / NAME)
+    previous = read(Path(output_dir) / FILE)
     if previous is None:
         return fresh
     differences = setting_differences(previous, fresh, same)
@@ -137,18 +134,3 @@ def _family(results: dict) -> str | None:
 def _shown(value) -> str:
     return "(absent)" if value is _ABSENT else repr(value)
 
-
-def read(path: Path) -> dict | None:
-    """A results.json's body, None when absent, or a UserError naming a corrupt one and the fix."""
-    if not path.is_file():
-        return None
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{str(path)!r} is not a readable results file ({type(error).__name__}: {error}); "
-                        "move it away to start this run directory afresh, or pass a new --output-dir") \
-            from error
-    if not isinstance(body, dict) or not isinstance(body.get("runs"), list):
-        raise UserError(f"{str(path)!r} is not a results file of this harness (no list of runs); move it "
-                        "away to start this run directory afresh, or pass a new --output-dir")
-    return body
