@@ -37,7 +37,7 @@ from pretrain.common import placement  # noqa: E402
 from pretrain.common.models import PRESETS, discriminator_config  # noqa: E402
 from tasks import batching, glue  # noqa: E402
 from tasks.config import FinetuneConfig  # noqa: E402
-from tasks.finetune import finetune, predict  # noqa: E402
+from tasks.finetune import LoopIO, finetune, predict  # noqa: E402
 from tasks.glue_data import load_glue  # noqa: E402
 from tasks.registry import GLUE_TASKS  # noqa: E402
 
@@ -58,7 +58,7 @@ def ours(data, tokenizer, shape: str, steps: int, device, precision: str, compil
     config = FinetuneConfig(precision=precision, compile=compile_setting).resolved(size, 1, 128)
     attention = placement.resolve_attention("auto", device, placement.resolve_precision(precision, device))
     model = fresh_model(shape, tokenizer, attention, device)
-    result = finetune(model, dict_task(built), config, batching.collator(tokenizer), progress=False)
+    result = finetune(model, dict_task(built), config, batching.collator(tokenizer), LoopIO(progress=False))
     if result.num_train_steps != steps:
         raise RuntimeError(f"expected {steps} steps, ran {result.num_train_steps}")
     autocast = placement.autocast(device, placement.resolve_precision(precision, device))

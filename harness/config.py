@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pretrain.common import settings
 from pretrain.common.errors import UserError
 
 C = TypeVar("C")
@@ -115,30 +116,40 @@ def settings_help(cls: type, heading: str, skip: tuple[str, ...] = ()) -> str:
     """A help epilog listing `cls`'s settings, defaults and choices, read from the dataclass itself.
 
     `name=value` shows a default; a bare name defaults to None, which the config resolves (recipe,
-    preset or task default); `(a|b)` lists the allowed values.
+    preset or task default); `(a|b)` lists the allowed values. Settings of several kinds
+    (pretrain/common/settings.py) are listed by kind, each under a line saying what the kind is.
     """
     hints = typing.get_type_hints(cls)
-    items = []
+    described = {name: s for name, s in settings.settings(cls).items() if name not in skip}
+    groups: dict[str, list[str]] = {}
     for field in dataclasses.fields(cls):
         if field.name in skip:
             continue
         default = field.default if field.default is not dataclasses.MISSING else None
         item = field.name if default is None else f"{field.name}={_shown(default)}"
-        choices = _choices(hints[field.name])
-        items.append(f"{item} ({'|'.join(map(str, choices))})" if choices else item)
+        choices = settings.choices(hints[field.name])
+        kind = described[field.name].kind
+        groups.setdefault(kind, []).append(f"{item} ({'|'.join(map(str, choices))})" if choices else item)
+    lines = []
+    for kind, items in groups.items():
+        if len(groups) > 1:
+            names = [name for name, s in described.items() if s.kind == kind]
+            resumable = [name for name in names if described[name].resumable]
+            free = "any" if resumable == names else ", ".join(resumable)
+            resume = f"; a resume may change {free}" if free else ""
+            lines.append(f"[{kind}: {settings.KIND_HELP[kind]}{resume}]")
+        lines += _packed(items)
+    return textwrap.fill(heading, width=WIDTH) + "\n" + "\n".join("  " + line for line in lines)
+
+
+def _packed(items: list[str]) -> list[str]:
+    """Comma-separated lines of whole items: a setting and its choices never break across lines."""
     lines = [""]
-    for item in items:  # pack whole items: a setting and its choices never break across lines
+    for item in items:
         if lines[-1] and len(lines[-1]) + len(item) + 2 > WIDTH - 2:
             lines.append("")
         lines[-1] += f"{item}, "
-    body = "\n".join("  " + line.rstrip(" ") for line in lines).rstrip(",")
-    return textwrap.fill(heading, width=WIDTH) + "\n" + body
-
-
-def _choices(hint: Any) -> tuple:
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return next((c for a in typing.get_args(hint) if (c := _choices(a))), ())
-    return typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else ()
+    return [line.rstrip(" ") for line in lines[:-1]] + [lines[-1].rstrip(", ")]
 
 
 def _shown(value: Any) -> str:

@@ -6,7 +6,8 @@ the budget's unit. Wall time counts towards the schedule only when it is the sol
 steps, tokens or FLOPs budget it is a safety stop, since a schedule following the clock would make
 the same seed and settings train a different model on a busier machine. With `optimizer=electra`,
 ELECTRA's: linear decay to zero (polynomial decay of power 1) multiplied by a linear warmup over
-`warmup_fraction`; with `adamw`, warmup then decay.
+`warmup_fraction`; with `adamw`, warmup then decay (pretrain/common/optimization.py, fine-tuning's
+schedule too, there over steps).
 Two-stage runs give each stage its own warmup and decay.
 """
 
@@ -14,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from pretrain.common.electra_adam import electra_lr_factor
 from pretrain.common.flops import TRAIN_TO_FORWARD_RATIO, train_step_flops
+from pretrain.common.optimization import scheduled_rate
 from pretrain.config import BUDGETS, PretrainConfig
 
 
@@ -76,14 +77,8 @@ def stage_fraction(config: PretrainConfig, fraction: float, stage: int) -> float
 
 
 def learning_rate(config: PretrainConfig, fraction: float) -> float:
-    """The rate at `fraction` of the budget: ELECTRA's warmup x decay, or AdamW's warmup then decay."""
-    fraction = min(max(fraction, 0.0), 1.0)
-    warmup = config.warmup_fraction
-    if config.optimizer == "electra":  # model/optimization.py, create_optimizer
-        return config.learning_rate * electra_lr_factor(fraction, 1.0, warmup)
-    if fraction < warmup:
-        return config.learning_rate * fraction / warmup
-    return config.learning_rate * (1.0 - fraction) / (1.0 - warmup) if warmup < 1 else 0.0
+    """The rate at `fraction` of the budget: the foundation's schedule over a budget of 1."""
+    return scheduled_rate(config.learning_rate, fraction, 1.0, config.warmup_fraction, config.optimizer)
 
 
 def step_flops(objective: str, stage: int, discriminator, generator, batch_size: int, seq_len: int) -> float:

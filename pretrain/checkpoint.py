@@ -35,7 +35,7 @@ from pretrain.common.errors import UserError
 from pretrain.common.models import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
 from pretrain.common.quiet import quiet_transformers
 from pretrain.common.rng import restore_rng, rng_state  # noqa: F401  (the loop's ckpt.rng_state)
-from pretrain.config import BUDGETS, RESUMABLE_CHANGES, PretrainConfig, config_differences
+from pretrain.config import BUDGETS, PretrainConfig, config_differences
 
 STATE_FILE = "training_state.pt"
 # 2: only tensors and plain Python values, so it loads with torch.load(weights_only=True); 1 (no
@@ -53,7 +53,15 @@ def checkpoints(out: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(_STEP_DIR.match(p.name).group(1)))
 
 
-def resume_point(out: Path, config: PretrainConfig) -> Path | None:
+@dataclasses.dataclass(frozen=True)
+class ResumePoint:
+    """The checkpoint a run goes on from, and how this invocation's budgets differ from its own."""
+
+    folder: Path
+    budget_change: dict | None  # budget_change(folder, config): None when the budgets are the same
+
+
+def resume_point(out: Path, config: PretrainConfig) -> ResumePoint | None:
     """The checkpoint to resume from, None for a fresh run, or a UserError if OUT is not ours."""
     found = checkpoints(out)
     if not found:
@@ -63,12 +71,11 @@ def resume_point(out: Path, config: PretrainConfig) -> Path | None:
                             "but no pre-training checkpoint; choose a new --output or empty it")
         return None
     saved = json.loads((found[-1] / PRETRAIN_META).read_text())["config"]
-    differences = config_differences(saved, config, RESUMABLE_CHANGES + BUDGETS)
+    differences = config_differences(saved, config, may_change=BUDGETS)
     if differences:
         raise UserError(f"{str(out)!r} holds a run with other settings ({'; '.join(differences)}); "
                         "resume it with the same settings (the budgets may change) or choose a new --output")
-    budget_change(found[-1], config)  # refuses budgets the run cannot go on to
-    return found[-1]
+    return ResumePoint(found[-1], budget_change(found[-1], config))  # refuses budgets it cannot go on to
 
 
 def budget_change(checkpoint: Path, config: PretrainConfig) -> dict | None:
@@ -106,11 +113,10 @@ def budget_change(checkpoint: Path, config: PretrainConfig) -> dict | None:
             "learning_rate_before": _rate(before, progress), "learning_rate_after": _rate(config, progress)}
 
 
-def extensions(checkpoint: Path, config: PretrainConfig) -> list[dict]:
+def extensions(resume: ResumePoint) -> list[dict]:
     """The run's budget changes so far (pretrain_meta.json `extended`), with this one if any."""
-    earlier = json.loads((checkpoint / PRETRAIN_META).read_text()).get("extended", [])
-    change = budget_change(checkpoint, config)
-    return earlier + ([change] if change else [])
+    earlier = json.loads((resume.folder / PRETRAIN_META).read_text()).get("extended", [])
+    return earlier + ([resume.budget_change] if resume.budget_change else [])
 
 
 def budget_value(value: float | None) -> str:

@@ -12,91 +12,88 @@ from pathlib import Path
 from typing import Literal
 
 from pretrain.common.models import PRESETS
+from pretrain.common.settings import choice_errors, differences, of_kind, setting
 from pretrain.corpus_source import SPEC_PREFIXES
 
 Objective = Literal["electra", "mlm", "electra-15", "replace-mlm", "all-tokens-mlm", "two-stage"]
 Sharing = Literal["shared", "untied", "tied", "gdes"]
 OBJECTIVES: tuple[str, ...] = Objective.__args__
-SHARINGS: tuple[str, ...] = Sharing.__args__
 
 # Objectives without a separate generator network.
 NO_GENERATOR = ("mlm",)
-# Values of settings added later, for configs saved before them (those runs used these).
-LEGACY_DEFAULTS = {"optimizer": "adamw", "disc_layers_lr_scale": 1.0, "disc_bias_prior": None}
-# Settings that may change between a run and its resumption: they do not change what is computed.
-RESUMABLE_CHANGES = ("output_dir", "log_every_steps", "checkpoint_every_steps", "checkpoint_every_s",
-                     "keep_checkpoints", "cache_dir", "device", "compile")
-# A run stops at the first of these reached; changing them continues a run (checkpoint.budget_change).
-BUDGETS = ("max_steps", "max_tokens", "max_time_s", "max_flops")
+LEVERS = "reports/results/pretrain-levers.md"  # where the small-budget levers below were measured
 
 
 @dataclass(frozen=True)
 class PretrainConfig:
     """One pre-training run. Budgets stop the run at whichever is reached first."""
 
-    preset: str = "electra-tiny"
-    # text files or folders (.txt/.raw, optionally .gz), or glue:TASK,... (the tasks' training inputs,
-    # pretrain/corpus_source.py); kept as written, so a resume compares the spec, not a cache file
-    corpus: tuple[str, ...] = ()
-    output_dir: str = ""
-    objective: Objective = "electra"
+    preset: str = setting("electra-tiny", kind="recipe", help="model shapes and the paper's values for them")
+    corpus: tuple[str, ...] = setting((), kind="recipe", help=(
+        "text files or folders (.txt/.raw, optionally .gz), or glue:TASK,... (the tasks' training inputs, "
+        "pretrain/corpus_source.py); kept as written, so a resume compares the spec, not a cache file"))
+    output_dir: str = setting("", kind="output", resumable=True)
+    objective: Objective = setting("electra", kind="recipe")
 
     # Model
-    generator_fraction: float | None = None  # generator width / discriminator width; None: preset's
-    embedding_sharing: Sharing | None = None  # None: "shared" ("untied" for two-stage)
-    tokenizer: str | None = None  # tokenizer dir or vocab.txt; None: BERT uncased; "train": new WordPiece
-    train_vocab_size: int = 30522  # only with tokenizer="train"
+    generator_fraction: float | None = setting(None, kind="recipe",
+                                               help="generator width / discriminator width; None: preset's")
+    embedding_sharing: Sharing | None = setting(None, kind="recipe",
+                                                help='None: "shared" ("untied" for two-stage)')
+    tokenizer: str | None = setting(None, kind="recipe", help=(
+        'tokenizer dir or vocab.txt; None: BERT uncased; "train": a new WordPiece'))
+    train_vocab_size: int = setting(30522, kind="recipe", help="only with tokenizer=train")
 
     # Objective (paper values)
-    mask_prob: float | None = None  # None: the preset's (0.15; 0.25 for electra-large, as ELECTRA's Large)
-    mask_token_fraction: float = 0.85  # of masked positions, shown as [MASK]
-    random_token_fraction: float = 0.0  # of masked positions, shown as a random token (BERT: 0.1)
-    disc_weight: float = 50.0
-    temperature: float = 1.0
-    two_stage_switch: float = 0.5  # fraction of the budget spent on the generator in two-stage
+    mask_prob: float | None = setting(None, kind="recipe", help=(
+        "None: the preset's (0.15; 0.25 for electra-large, as ELECTRA's Large)"))
+    mask_token_fraction: float = setting(0.85, kind="recipe", help="of masked positions, shown as [MASK]")
+    random_token_fraction: float = setting(0.0, kind="recipe", help=(
+        "of masked positions, shown as a random token (BERT: 0.1)"))
+    disc_weight: float = setting(50.0, kind="recipe")
+    temperature: float = setting(1.0, kind="recipe")
+    two_stage_switch: float = setting(0.5, kind="recipe", help=(
+        "fraction of the budget spent on the generator in two-stage"))
 
     # Optimisation; None: preset's
-    batch_size: int | None = None  # global batch, split across DDP processes
-    seq_len: int | None = None
-    learning_rate: float | None = None
-    warmup_fraction: float = 0.01  # of the budget; the paper warms up 10k of 1M steps
-    # electra: ELECTRA's Adam without bias correction, warmup multiplied into the decay (the official
-    # code's); adamw: torch's AdamW, warmup then decay (what runs before this setting used)
-    optimizer: Literal["electra", "adamw"] = "electra"
-    weight_decay: float = 0.01
-    adam_epsilon: float = 1e-6
-    max_grad_norm: float = 1.0
-    # Learning-rate multiplier for the discriminator's transformer layers and detection head, not the
-    # embeddings it shares with the generator: a small-budget lever (reports/results/pretrain-levers.md)
-    # that slows the layers the detector's plateau collapses while the generator trains the embeddings
-    # at full rate (measured at 1e14 FLOPs: they collapse all the same). 1 is the paper's.
-    disc_layers_lr_scale: float = 1.0
-    # The detection head's starting bias as a replaced-token rate p (the bias is log(p / (1 - p))); None
-    # starts it at 0, the paper's. At 0 the head predicts "replaced" half the time against a base rate
-    # near mask_prob, and the first steps learn that rate by pushing every position along one
-    # direction: every ELECTRA encoder measured at 1e14 FLOPs was collapsed (positions' cosine 0.99+)
-    # within 20-50 steps (reports/results/pretrain-levers.md). A small-budget lever, the usual prior
-    # initialisation of an imbalanced classifier's bias; measured there: positions stay apart (cosine
-    # 0.65 at the end, against 0.95) but SST-2 fine-tunes no better.
-    disc_bias_prior: float | None = None
+    batch_size: int | None = setting(None, kind="recipe", help="global batch, split across DDP processes")
+    seq_len: int | None = setting(None, kind="recipe")
+    learning_rate: float | None = setting(None, kind="recipe")
+    warmup_fraction: float = setting(0.01, kind="recipe", help=(
+        "of the budget; the paper warms up 10k of 1M steps"))
+    optimizer: Literal["electra", "adamw"] = setting("electra", kind="recipe", before="adamw", help=(
+        "electra: ELECTRA's Adam without bias correction, warmup multiplied into the decay (the official "
+        "code's); adamw: torch's AdamW, warmup then decay (what runs before this setting used)"))
+    weight_decay: float = setting(0.01, kind="recipe")
+    adam_epsilon: float = setting(1e-6, kind="recipe")
+    max_grad_norm: float = setting(1.0, kind="recipe")
+    disc_layers_lr_scale: float = setting(1.0, kind="recipe", help=(
+        "learning-rate multiplier for the discriminator's layers and detection head, not the embeddings "
+        f"it shares with the generator; 1 is the paper's; a small-budget lever ({LEVERS})"))
+    disc_bias_prior: float | None = setting(None, kind="recipe", help=(
+        "the detection head's starting bias as a replaced-token rate p (bias log(p / (1 - p))), the usual "
+        f"prior of an imbalanced classifier; None: 0, the paper's; a small-budget lever ({LEVERS})"))
 
     # Budgets: at least one
-    max_steps: int | None = None
-    max_tokens: int | None = None
-    max_time_s: float | None = None
-    max_flops: float | None = None
+    max_steps: int | None = setting(None, kind="budget")
+    max_tokens: int | None = setting(None, kind="budget")
+    max_time_s: float | None = setting(None, kind="budget")
+    max_flops: float | None = setting(None, kind="budget")
 
     # Runtime
-    precision: Literal["auto", "bf16", "fp32", "fp16"] = "auto"  # fp16: with a gradient scaler
-    attention: Literal["auto", "eager", "sdpa"] = "auto"  # auto: eager on a CPU in bf16, else SDPA
-    compile: Literal["auto", "on", "off"] = "auto"  # torch.compile the step; auto: on for CUDA only
-    device: str = "auto"
-    seed: int = 0
-    log_every_steps: int = 10
-    checkpoint_every_steps: int = 1000
-    checkpoint_every_s: float = 600.0
-    keep_checkpoints: int = 2
-    cache_dir: str = "runs/cache"
+    precision: Literal["auto", "bf16", "fp32", "fp16"] = setting("auto", kind="runtime",
+                                                                 help="fp16: with a gradient scaler")
+    attention: Literal["auto", "eager", "sdpa"] = setting("auto", kind="runtime",
+                                                          help="auto: eager on a CPU in bf16, else SDPA")
+    compile: Literal["auto", "on", "off"] = setting("auto", kind="runtime", resumable=True, help=(
+        "torch.compile the step; auto: on for CUDA only"))
+    device: str = setting("auto", kind="runtime", resumable=True)
+    seed: int = setting(0, kind="runtime")
+    log_every_steps: int = setting(10, kind="output", resumable=True)
+    checkpoint_every_steps: int = setting(1000, kind="output", resumable=True)
+    checkpoint_every_s: float = setting(600.0, kind="output", resumable=True)
+    keep_checkpoints: int = setting(2, kind="output", resumable=True)
+    cache_dir: str = setting("runs/cache", kind="output", resumable=True)
 
     def __post_init__(self):
         errors = _check(self)
@@ -108,17 +105,15 @@ class PretrainConfig:
         return self.objective not in NO_GENERATOR
 
 
+# A run stops at the first of these reached; changing them continues a run (checkpoint.budget_change).
+BUDGETS = of_kind(PretrainConfig, "budget")
+
+
 def _check(c: PretrainConfig) -> list[str]:
     errors = []
     if c.preset not in PRESETS:
         errors.append(f"unknown preset {c.preset!r}; choose one of {', '.join(PRESETS)}")
-    if c.optimizer not in ("electra", "adamw"):
-        errors.append(f"unknown optimizer {c.optimizer!r}; choose electra or adamw")
-    if c.objective not in OBJECTIVES:
-        errors.append(f"unknown objective {c.objective!r}; choose one of {', '.join(OBJECTIVES)}")
-    if c.embedding_sharing is not None and c.embedding_sharing not in SHARINGS:
-        errors.append(f"unknown embedding_sharing {c.embedding_sharing!r}; "
-                      f"choose one of {', '.join(SHARINGS)}")
+    errors += choice_errors(c)  # objective, embedding_sharing, optimizer, ...: from their Literal types
     if c.generator_fraction is not None and not 0 < c.generator_fraction <= 1:
         errors.append(f"generator_fraction={c.generator_fraction} must be in (0, 1]")
     if c.embedding_sharing == "tied" and c.generator_fraction not in (None, 1.0):
@@ -206,13 +201,13 @@ def _default_fraction(config: PretrainConfig) -> float:
     return PRESETS[config.preset].generator_fraction
 
 
-def config_differences(saved: dict, current: PretrainConfig,
-                       ignore: tuple[str, ...] = RESUMABLE_CHANGES) -> list[str]:
-    """Settings that differ between a saved (resolved) config and this one, as 'key: old -> new'."""
-    now = dataclasses.asdict(current)
-    saved = LEGACY_DEFAULTS | saved
-    return [f"{key}: {saved.get(key)!r} -> {value!r}" for key, value in now.items()
-            if key not in ignore and _normal(key, saved.get(key)) != _normal(key, value)]
+def config_differences(saved: dict, current: PretrainConfig, may_change: tuple[str, ...] = ()) -> list[str]:
+    """Settings a resume may not change that differ between a saved (resolved) config and this one, as
+    'key: old -> new' (one rule with fine-tuning's: pretrain/common/settings.py); a key the saved config
+    lacks is the value runs had before that setting existed. `may_change`: more settings to let differ."""
+    found = differences(PretrainConfig, saved, dataclasses.asdict(current), may_change=may_change,
+                        normal=_normal)
+    return [f"{key}: {old!r} -> {new!r}" for key, old, new in found]
 
 
 def _normal(key: str, value):

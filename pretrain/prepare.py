@@ -11,9 +11,8 @@ import torch
 from pretrain import distributed as dist
 from pretrain.budget import schedule_fraction, stopped_by
 from pretrain.checkpoint import export_models
-from pretrain.common import console, placement
+from pretrain.common import console, optimization, placement
 from pretrain.common.atomic import atomic_dir
-from pretrain.common.electra_adam import ElectraAdam
 from pretrain.common.models import PRESETS, TransformerShape
 from pretrain.config import PretrainConfig
 from pretrain.corpus import tokenized_paragraphs
@@ -30,7 +29,6 @@ from pretrain.objectives import MaskingSettings
 from pretrain.packing import packed_examples
 from pretrain.vocab import load_tokenizer, tokenizer_fingerprint
 
-NO_DECAY = ("bias", "LayerNorm")  # ELECTRA's optimiser exempts biases and LayerNorm from decay
 # The discriminator's transformer layers and detection head: what `disc_layers_lr_scale` slows (its
 # embeddings are the generator's too, under either network's name).
 DISCRIMINATOR_LAYERS = ("discriminator.electra.encoder.", "discriminator.discriminator_predictions.")
@@ -164,20 +162,15 @@ def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
 
 
 def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch.device):
-    """ElectraAdam or AdamW (fused where torch supports it), decay 0.01 except biases and LayerNorm.
+    """ElectraAdam or AdamW (fused where torch supports it), by the foundation's grouping rule
+    (pretrain/common/optimization.py): weight decay except on biases and norms.
 
     Each group carries `lr_scale`, which the loop multiplies into the scheduled rate:
-    `disc_layers_lr_scale` for the discriminator's own layers and head, 1 for the rest. At the default
-    scale there are two groups, as before the setting, so older checkpoints resume."""
+    `disc_layers_lr_scale` for the discriminator's own layers and head (depth 1), 1 for the rest. At the
+    default scale there are two groups, as before the setting, so older checkpoints resume."""
     split = config.disc_layers_lr_scale != 1
-    kinds: dict[tuple[bool, bool], list] = {}  # (decays, discriminator layer) -> parameters
-    for name, param in model.named_parameters():
-        kind = (not any(k in name for k in NO_DECAY), split and name.startswith(DISCRIMINATOR_LAYERS))
-        kinds.setdefault(kind, []).append(param)
-    groups = [{"params": params, "weight_decay": config.weight_decay if decays else 0.0,
-               "lr_scale": config.disc_layers_lr_scale if layers else 1.0}
-              for (decays, layers), params in sorted(kinds.items(), reverse=True)]
-    if config.optimizer == "electra":
-        return ElectraAdam(groups, lr=config.learning_rate, eps=config.adam_epsilon)
-    return torch.optim.AdamW(groups, lr=config.learning_rate, eps=config.adam_epsilon,
-                             fused=device.type in ("cpu", "cuda"))
+    groups = optimization.parameter_groups(
+        model, config.weight_decay, lambda name: int(split and name.startswith(DISCRIMINATOR_LAYERS)),
+        lambda depth: config.disc_layers_lr_scale if depth else 1.0, decaying_first=True)
+    return optimization.build_optimizer(groups, config.optimizer, config.learning_rate, config.adam_epsilon,
+                                        fused=device.type in ("cpu", "cuda"))

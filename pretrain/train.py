@@ -1,8 +1,9 @@
-"""The pre-training loop: one function, `pretrain(config, on_log)`, for one process or many.
+"""The pre-training loop: `train(plan, on_log)` for one process or many; `pretrain(config)` plans first.
 
 Labelled steps as in nanoGPT's train.py: budget and lr, batch, forward (bf16 autocast where
 supported), backward, clip, step, count, log, checkpoint. Under `torchrun` every process runs
-this; rank 0 prepares the data first, writes checkpoints and calls `on_log`.
+this; rank 0 prepares the data first, writes checkpoints and calls `on_log`. The plan (resolved
+config, corpus, resume point: pretrain/planning.py) is made before and checked nowhere here.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 from pretrain import checkpoint as ckpt
 from pretrain import distributed as dist
-from pretrain import probe
+from pretrain import planning, probe
 from pretrain.budget import (
     Progress,
     budget_fraction,
@@ -27,61 +28,89 @@ from pretrain.budget import (
     step_flops,
 )
 from pretrain.common import placement, stop
-from pretrain.common.errors import UserError
 from pretrain.common.models import PRETRAIN_META
-from pretrain.config import PretrainConfig, check_runnable, resolve
-from pretrain.corpus_source import CorpusSource, from_paths
+from pretrain.config import PretrainConfig
+from pretrain.corpus_source import CorpusSource
 from pretrain.data import BatchStream, Prefetching
 from pretrain.metric_window import MetricWindow, final_metrics
+from pretrain.planning import Plan
 from pretrain.prepare import Run, build_run, prepare_examples
 
 LogCallback = Callable[[int, dict[str, float]], None]
 
 
-def preflight(config: PretrainConfig, corpus: CorpusSource | None = None) -> PretrainConfig:
-    """The resolved config, or a UserError for a missing corpus, budget or a foreign output dir.
-
-    `corpus`: the files behind `config.corpus` where the caller has read them (a task-text spec);
-    None reads its files and folders here."""
-    try:
-        check_runnable(config)
-    except ValueError as error:
-        raise UserError(str(error)) from error
-    config = resolve(config)
-    if corpus is None:
-        from_paths(config.corpus)
-    ckpt.resume_point(Path(config.output_dir), config)
-    return config
-
-
 def pretrain(config: PretrainConfig, on_log: LogCallback | None = None,
              corpus: CorpusSource | None = None) -> dict:
-    """Train until the first budget is spent; write OUT and return its pretrain_meta.json dict."""
-    config = preflight(config, corpus)
-    corpus = corpus or from_paths(config.corpus)
-    context = dist.start(config.device)
+    """Plan (pretrain/planning.py), then train: a run for a caller that holds no output lock."""
+    return train(planning.make(config, corpus), on_log)
+
+
+def train(plan: Plan, on_log: LogCallback | None = None) -> dict:
+    """Train until the plan's first budget is spent; write OUT and return its pretrain_meta.json dict."""
+    context = dist.start(plan.config.device)
     try:
-        return _pretrain(config, context, on_log or (lambda step, metrics: None), corpus)
+        return _train(plan, context, on_log or (lambda step, metrics: None))
     finally:
         dist.teardown(context)
 
 
-def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback,
-              corpus: CorpusSource) -> dict:
-    out = Path(config.output_dir)
-    resume_from = ckpt.resume_point(out, config)  # every process checks: all raise or none
-    tokenizer, examples = prepare_examples(config, context, list(corpus.files))
+@dataclass
+class _Loop:
+    """What the loop works on, set up once from the plan (`_set_up`); its counts change every step."""
+
+    plan: Plan
+    context: dist.Context
+    run: Run
+    model: torch.nn.Module  # run.model, or its DDP wrapper, or compiled
+    stream: Prefetching
+    progress: Progress
+    window: MetricWindow
+    probe_batch: dict[str, torch.Tensor] | None  # rank 0's fixed batch of the probes
+    probed_at: float = -1.0  # the budget fraction at the last probe
+
+
+def _train(plan: Plan, context: dist.Context, on_log: LogCallback) -> dict:
+    loop = _set_up(plan, context)
+    config, progress = plan.config, loop.progress
+    # elapsed_s goes on from the checkpoint, so wall time adds up over resumes. A killed invocation's
+    # steps after its last checkpoint are redone and counted once; their lost first attempt and each
+    # invocation's set-up are not counted: elapsed_s is also the clock of max_time_s and the schedule
+    # under it, which must not differ between a resumed run and an unbroken one.
+    loop_start, last_save = time.perf_counter() - progress.elapsed_s, progress.elapsed_s
+    fraction = budget_fraction(config, progress)
+    stop.arm()  # from here a SIGTERM or Ctrl-C stops at the next step, with a checkpoint
+    while fraction < 1.0:
+        lr = _step(loop)
+        progress.elapsed_s = dist.from_main(context, time.perf_counter() - loop_start)
+        fraction = budget_fraction(config, progress)
+        # Checkpoint, log.
+        due = (config.checkpoint_every_steps and progress.step % config.checkpoint_every_steps == 0) or \
+            progress.elapsed_s - last_save >= config.checkpoint_every_s
+        if due and fraction < 1.0:
+            _save(loop)
+            last_save = progress.elapsed_s
+        if progress.step % config.log_every_steps == 0 or fraction >= 1.0:
+            _log(loop, lr, fraction, on_log)
+        if fraction < 1.0 and dist.any_process(context, stop.requested() is not None):  # SIGTERM, Ctrl-C
+            if not due:  # this step's checkpoint (unless just written), then a line on how to resume
+                _save(loop)
+            ckpt.stop_here(plan.output, progress.step)
+    return _save(loop, final=True)
+
+
+def _set_up(plan: Plan, context: dist.Context) -> _Loop:
+    """Tokenised data, networks and optimiser, restored from the plan's checkpoint if it has one."""
+    config, resume = plan.config, plan.resume
+    tokenizer, examples = prepare_examples(config, context, list(plan.corpus.files))
     run = build_run(config, context, tokenizer)
-    run.corpus = corpus.provenance
-    if resume_from is not None:  # continued to other budgets: the schedule follows the new ones
-        run.extended = ckpt.extensions(resume_from, config)
+    run.corpus = plan.corpus.provenance
+    if resume is not None:  # continued to other budgets: the schedule follows the new ones
+        run.extended = ckpt.extensions(resume)
     # Every batch padded to seq_len: packed examples nearly fill it anyway, and fixed shapes let a
     # compiled step (and CUDA graphs) serve every step.
     stream = Prefetching(BatchStream(examples, config.batch_size, config.seed, tokenizer.pad_token_id,
                                      context.rank, context.world_size, width=config.seq_len))
-    progress = Progress()
-    if resume_from is not None:
-        progress = _restore(resume_from, run, stream, context)
+    progress = Progress() if resume is None else _restore(resume.folder, run, stream, context)
     probe_batch = probe.fixed_batch(examples, config, tokenizer.pad_token_id, context.device) \
         if context.is_main else None
     model = run.model
@@ -90,67 +119,55 @@ def _pretrain(config: PretrainConfig, context: dist.Context, on_log: LogCallback
             run.model, find_unused_parameters=config.objective == "two-stage")
     if run.compiled:
         model = placement.compiled(model, run.device, cuda_graphs=not context.distributed)
-
     window = MetricWindow()
-    if resume_from is not None:  # a resumed run that is already done still reports its metrics
-        window.last = json.loads((resume_from / PRETRAIN_META).read_text()).get("metrics", {})
-    # elapsed_s goes on from the checkpoint, so wall time adds up over resumes. A killed invocation's
-    # steps after its last checkpoint are redone and counted once; their lost first attempt and each
-    # invocation's set-up are not counted: elapsed_s is also the clock of max_time_s and the schedule
-    # under it, which must not differ between a resumed run and an unbroken one.
-    loop_start, last_save = time.perf_counter() - progress.elapsed_s, progress.elapsed_s
-    fraction = budget_fraction(config, progress)
-    stop.arm()  # from here a SIGTERM or Ctrl-C stops at the next step, with a checkpoint
-    probed_at = -1.0  # the budget fraction at the last probe
-    while fraction < 1.0:
-        # Stage switch (two-stage only): discriminator starts as a copy of the trained generator.
-        scheduled = schedule_fraction(config, progress)  # wall time only if it is the sole budget
-        if config.objective == "two-stage" and progress.stage == 1 and scheduled >= config.two_stage_switch:
-            run.model.start_second_stage()
-            progress.stage = 2
-        # Learning rate from the fraction of the budget used.
-        lr = learning_rate(config, stage_fraction(config, scheduled, progress.stage))
-        for group in run.optimizer.param_groups:  # checkpoints from before lr_scale have none: 1
-            group["lr"] = lr * group.get("lr_scale", 1.0)
-        # Batch, then forward, backward, clip, step.
-        batch, batch_tokens = stream.next_batch()
-        if context.device.type == "cuda":  # a copy from pinned memory does not block the host
-            batch = {k: v.pin_memory() for k, v in batch.items()}
-        batch = {k: v.to(context.device, non_blocking=True) for k, v in batch.items()}
-        loss, stats, grad_norm = train_step(run, model, batch, progress.stage)
-        # Count.
-        progress.step += 1
-        progress.tokens += batch_tokens
-        progress.flops += step_flops(config.objective, progress.stage, run.discriminator_shape,
-                                     run.generator_shape, config.batch_size, batch["input_ids"].shape[1])
-        progress.elapsed_s = dist.from_main(context, time.perf_counter() - loop_start)
-        fraction = budget_fraction(config, progress)
-        window.add(loss, stats, batch_tokens, grad_norm)
-        # Checkpoint, log.
-        due = (config.checkpoint_every_steps and progress.step % config.checkpoint_every_steps == 0) or \
-            progress.elapsed_s - last_save >= config.checkpoint_every_s
-        if due and fraction < 1.0:
-            _save(out, config, run, stream, progress, context, window.last)
-            last_save = progress.elapsed_s
-        if progress.step % config.log_every_steps == 0 or fraction >= 1.0:
-            metrics = window.flush(context, progress, lr, fraction)
-            # The probes run two forward passes and read the device: at most every PROBE_SPACING of the
-            # budget (every log of a short run, every ~40th step of a 4,000-step GPU run), and at the end.
-            if context.is_main and (fraction >= 1.0 or fraction - probed_at >= probe.PROBE_SPACING):
-                probed_at = fraction
-                auc = probe.unigram_auc(run, probe_batch)
-                if auc is not None:  # the detector on a fixed corruption source, beside disc_auc
-                    metrics[probe.UNIGRAM_AUC] = auc  # metrics is window.last: kept for the meta
-                # has the encoder collapsed? (all positions alike)
-                metrics[probe.POSITION_COSINE] = probe.collapse(run, probe_batch)
-            if context.is_main:
-                on_log(progress.step, metrics)
-        if fraction < 1.0 and dist.any_process(context, stop.requested() is not None):  # SIGTERM, Ctrl-C
-            if not due:  # this step's checkpoint (unless just written), then a line on how to resume
-                _save(out, config, run, stream, progress, context, window.last)
-            ckpt.stop_here(out, progress.step)
-    meta = _save(out, config, run, stream, progress, context, window.last, final=True)
-    return meta
+    if resume is not None:  # a resumed run that is already done still reports its metrics
+        window.last = json.loads((resume.folder / PRETRAIN_META).read_text()).get("metrics", {})
+    return _Loop(plan, context, run, model, stream, progress, window, probe_batch)
+
+
+def _step(loop: _Loop) -> float:
+    """One optimiser step at the rate the budget spent so far gives, counted; returns that rate."""
+    config, run, progress = loop.plan.config, loop.run, loop.progress
+    # Stage switch (two-stage only): discriminator starts as a copy of the trained generator.
+    scheduled = schedule_fraction(config, progress)  # wall time only if it is the sole budget
+    if config.objective == "two-stage" and progress.stage == 1 and scheduled >= config.two_stage_switch:
+        run.model.start_second_stage()
+        progress.stage = 2
+    # Learning rate from the fraction of the budget used.
+    lr = learning_rate(config, stage_fraction(config, scheduled, progress.stage))
+    for group in run.optimizer.param_groups:  # checkpoints from before lr_scale have none: 1
+        group["lr"] = lr * group.get("lr_scale", 1.0)
+    # Batch, then forward, backward, clip, step.
+    batch, batch_tokens = loop.stream.next_batch()
+    device = loop.context.device
+    if device.type == "cuda":  # a copy from pinned memory does not block the host
+        batch = {k: v.pin_memory() for k, v in batch.items()}
+    batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    loss, stats, grad_norm = train_step(run, loop.model, batch, progress.stage)
+    # Count.
+    progress.step += 1
+    progress.tokens += batch_tokens
+    progress.flops += step_flops(config.objective, progress.stage, run.discriminator_shape,
+                                 run.generator_shape, config.batch_size, batch["input_ids"].shape[1])
+    loop.window.add(loss, stats, batch_tokens, grad_norm)
+    return lr
+
+
+def _log(loop: _Loop, lr: float, fraction: float, on_log: LogCallback) -> None:
+    """The window's metrics (every process must call this), with the probes', to rank 0's `on_log`."""
+    context = loop.context
+    metrics = loop.window.flush(context, loop.progress, lr, fraction)
+    # The probes run two forward passes and read the device: at most every PROBE_SPACING of the
+    # budget (every log of a short run, every ~40th step of a 4,000-step GPU run), and at the end.
+    if context.is_main and (fraction >= 1.0 or fraction - loop.probed_at >= probe.PROBE_SPACING):
+        loop.probed_at = fraction
+        auc = probe.unigram_auc(loop.run, loop.probe_batch)
+        if auc is not None:  # the detector on a fixed corruption source, beside disc_auc
+            metrics[probe.UNIGRAM_AUC] = auc  # metrics is window.last: kept for the meta
+        # has the encoder collapsed? (all positions alike)
+        metrics[probe.POSITION_COSINE] = probe.collapse(loop.run, loop.probe_batch)
+    if context.is_main:
+        on_log(loop.progress.step, metrics)
 
 
 def train_step(run: Run, model: torch.nn.Module, batch: dict[str, torch.Tensor], stage: int = 1):
@@ -174,19 +191,20 @@ def train_step(run: Run, model: torch.nn.Module, batch: dict[str, torch.Tensor],
     return loss.detach(), stats, grad_norm
 
 
-def _save(out: Path, config: PretrainConfig, run: Run, stream: BatchStream, progress: Progress,
-          context: dist.Context, metrics: dict, final: bool = False) -> dict:
+def _save(loop: _Loop, final: bool = False) -> dict:
     """Checkpoint (and, when final, publish) from rank 0; every process must call it."""
+    config, context, run, progress = loop.plan.config, loop.context, loop.run, loop.progress
     rng_states = dist.gather(context, ckpt.rng_state())
     _check_replicas_agree(run, context)
-    meta = run.meta(progress, final_metrics(metrics), context.world_size)
+    meta = run.meta(progress, final_metrics(loop.window.last), context.world_size)
     if context.is_main:
         state = {"config": asdict(config), "model": run.model.state_dict(),
                  "optimizer": run.optimizer.state_dict(), "progress": progress.state_dict(),
-                 "data": stream.state_dict(), "rng": rng_states, "world_size": context.world_size}
-        folder = ckpt.write_checkpoint(out, progress.step, state, run.export, meta, config.keep_checkpoints)
+                 "data": loop.stream.state_dict(), "rng": rng_states, "world_size": context.world_size}
+        folder = ckpt.write_checkpoint(loop.plan.output, progress.step, state, run.export, meta,
+                                       config.keep_checkpoints)
         if final:
-            ckpt.publish(out, folder)
+            ckpt.publish(loop.plan.output, folder)
     dist.barrier(context)
     return meta
 

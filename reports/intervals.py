@@ -17,7 +17,7 @@ import numpy as np
 from reports import stats
 from reports.dev_outputs import SplitOutputs
 from tasks import metrics
-from tasks.registry import GLUE_AVERAGE_TASKS, GLUE_CONVENTION, GLUE_TASKS
+from tasks.registry import GLUE_AVERAGE_TASKS, GLUE_TASKS
 
 
 @dataclass(frozen=True)
@@ -98,12 +98,3 @@ def add_to_summary(summary: dict, estimates: Mapping[str, Mapping[str, stats.Est
                 summary[task][label] |= {"ci_low": found.low, "ci_high": found.high,
                                          "ci_covers": found.covers}
 
-
-def glue_block(glue_median: float, found: stats.Estimate | None, tasks: Sequence[str]) -> dict:
-    """results.json's `glue` section: the paper-convention average, its interval, what it covers."""
-    counted = [t for t in tasks if t in GLUE_AVERAGE_TASKS]
-    block = {"score": glue_median, "convention": GLUE_CONVENTION, "tasks": counted}
-    if found is not None:
-        block |= {"ci_low": found.low, "ci_high": found.high, "ci_covers": found.covers,
-                  "interval": found.as_dict()}
-    return block

@@ -11,21 +11,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from tasks.config import FinetuneConfig, SquadConfig
+from pretrain.common.settings import befores, of_kind
+from tasks.config import FinetuneConfig, SquadConfig, head_for
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
-# Settings that change how a run computes or what it stores, not what it measures, so changing them
-# keeps a run on the recipe: evaluation batch size, bf16 vs fp32 and torch.compile move scores by
-# numerical noise only; save_models and predict_test decide which files are written; seed is where
-# the seeds start, and seeds are the noise the median is taken over; gradient_accumulation_steps
-# keeps the batch and its step, moving scores by summation order and dropout draws only; trust_remote_code
-# only allows loading. Every other setting counts.
-NOT_DEPARTURES = frozenset({"eval_batch_size", "precision", "compile", "save_models", "predict_test", "seed",
-                            "gradient_accumulation_steps", "trust_remote_code"})
-# What a recipe setting was in results files written before it existed (their config blocks hold
-# every setting of their time): fine-tuning clipped the batch mean's gradient (the official code
-# clips the batch sum's), and SQuAD predicted with independent start and end heads.
-BEFORE_SETTING = {"loss_reduction": "mean", "joint_prediction": False}
+# Only recipe settings depart (pretrain/common/settings.py): runtime ones (evaluation batch size, precision,
+# torch.compile, batch slicing, trust_remote_code, the seed the seeds start at) move scores by numerical
+# noise or seed draws only, and output ones decide which files are written. A full config block without
+# a setting was written before it existed: it counts as the setting's `before` value.
 # SQuAD without a train file trains on some dev articles and scores the rest: never the paper's setup.
 HOLDOUT = ("holdout_fraction", "holdout_seed")
 SQUAD_BY_NAME = {task.name: task for task in SQUAD_TASKS.values()}
@@ -41,22 +34,22 @@ def departures(results: Mapping, size: str | None) -> dict[str, object]:
     glue = [GLUE_TASKS[t] for t in names if t in GLUE_TASKS and GLUE_TASKS[t].predicted_by is None]
     squad = [SQUAD_BY_NAME[t] for t in names if t in SQUAD_BY_NAME]
     model = results.get("model") if isinstance(results.get("model"), Mapping) else {}
-    # head=auto is ELECTRA's head on an ELECTRA discriminator, the family's own on any other (files written
-    # before families were recorded are of ELECTRA discriminators, where "electra" was the default)
-    family_head = "electra" if model.get("family", "electra") == "electra" else "hf"
-    found = _finetune(results.get("config") or {}, glue + squad, size, family_head)
+    found = _finetune(results.get("config") or {}, glue + squad, size, model.get("family"))
     if squad and isinstance(results.get("settings"), Mapping):
         found |= _squad(results["settings"], squad[0], (results.get("data") or {}).get("holdout"))
     return found
 
 
-def _finetune(config: Mapping, tasks: Sequence, size: str | None, family_head: str) -> dict[str, object]:
+def _finetune(config: Mapping, tasks: Sequence, size: str | None, family: str | None) -> dict[str, object]:
     found = {}
-    recipe = dataclasses.replace(FinetuneConfig(), head=family_head)
-    for field in dataclasses.fields(FinetuneConfig):
-        name, default = field.name, getattr(recipe, field.name)
-        value = config.get(name, BEFORE_SETTING.get(name, default) if "max_grad_norm" in config else default)
-        if name in NOT_DEPARTURES or value == default or (name == "head" and value == "auto"):
+    recipe = dataclasses.replace(FinetuneConfig(), head=head_for("auto", family))
+    before = befores(FinetuneConfig) if "max_grad_norm" in config else {}  # a full block, or a test's keys
+    for name in of_kind(FinetuneConfig, "recipe"):
+        default = getattr(recipe, name)
+        value = config.get(name, before.get(name, default))
+        if name == "head":
+            value = head_for(value, family)
+        if value == default:
             continue
         if default is None and tasks and (size or name not in ("learning_rate", "layerwise_lr_decay")):
             # None means "the recipe's value for this size and task": the same value explicitly is no change
@@ -70,11 +63,11 @@ def _finetune(config: Mapping, tasks: Sequence, size: str | None, family_head: s
 
 def _squad(settings: Mapping, task, holdout: Mapping | None) -> dict[str, object]:
     recipe = SquadConfig().resolved(task)
+    legacy = SquadConfig(**befores(SquadConfig)).resolved(task)  # what a settings block without a key meant
     found = {}
-    for field in dataclasses.fields(SquadConfig):
-        name = field.name
-        value = settings.get(name, BEFORE_SETTING.get(name, getattr(recipe, name)))
-        if name in NOT_DEPARTURES or name in HOLDOUT:
+    for name in of_kind(SquadConfig, "recipe"):
+        value = settings.get(name, getattr(legacy, name))
+        if name in HOLDOUT:
             continue
         if value != getattr(recipe, name):
             found[name] = value

@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from reports import dev_outputs, intervals, stats
+from reports import dev_outputs, intervals, results_schema, stats
 from tasks import metrics
 
 
@@ -41,8 +41,7 @@ def add_intervals(output_dir: Path, results: dict) -> dict[str, dict[str, stats.
     """Intervals beside the summary's medians from the runs' dev outputs (tasks without them: none)."""
     estimates = {}
     for task in results["summary"]:
-        seeds = sorted(r["seed"] for r in results["runs"] if r["task"] == task)
-        splits = dev_outputs.load_task(output_dir, task, seeds)
+        splits = dev_outputs.load_task(output_dir, task, results_schema.seeds_of(results, task))
         if splits is not None:
             estimates[task] = intervals.task_estimates(task, splits)
     intervals.add_to_summary(results["summary"], estimates)

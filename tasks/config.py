@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from pretrain.common.settings import setting
 from tasks.registry import SquadTask
 
 DOC_STRIDE = 128  # SQuAD: tokens between the starts of consecutive windows of a long context (ELECTRA's)
@@ -25,6 +26,15 @@ def default_null_threshold(answerability_head: bool) -> float:
     """The null-odds threshold for SQuAD 2.0 answers: ELECTRA's with its classifier, else 0."""
     return ANSWERABLE_NULL_THRESHOLD if answerability_head else SPAN_NULL_THRESHOLD
 
+
+def head_for(head: str, family: str | None) -> str:
+    """The GLUE head a `head` setting means on a model of this family: auto is ELECTRA's head on an ELECTRA
+    discriminator, the family's own (hf) on any other; no family (recorded before families were): ELECTRA."""
+    if head != "auto":
+        return head
+    return "electra" if (family or "electra") == "electra" else "hf"
+
+
 # ELECTRA's fine-tuning learning rates and layer-wise decay by model size (paper, Appendix).
 RECIPE = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
 
@@ -33,49 +43,55 @@ RECIPE = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
 class FinetuneConfig:
     """Fine-tuning hyperparameters; None means "ELECTRA's default for this model size or task"."""
 
-    learning_rate: float | None = None
-    layerwise_lr_decay: float | None = None
-    lr_decay_depth: Literal["electra", "corrected"] = "electra"
-    num_epochs: float | None = None
-    warmup_fraction: float = 0.1
-    # electra: ELECTRA's Adam without bias correction and warmup x decay; adamw: torch's, warmup then decay
-    optimizer: Literal["electra", "adamw"] = "electra"
-    weight_decay: float = 0.01
-    adam_epsilon: float = 1e-6
-    max_grad_norm: float = 1.0
-    # sum: the official run_finetuning.py trains on the batch-*summed* loss, so its clip at
-    # max_grad_norm acts on batch_size times the mean's gradient (with 32 examples it clips nearly
-    # always); Adam's steps do not change with the loss's scale, except through eps and that clip.
-    # mean: clip the batch mean's gradient (what runs before this setting did).
-    loss_reduction: Literal["sum", "mean"] = "sum"
-    # Re-initialise the top N encoder layers before fine-tuning (Zhang et al. 2021, "Revisiting
-    # Few-sample BERT Fine-tuning"): a remedy for a pre-trained encoder whose top layers collapsed.
-    # Not ELECTRA's recipe, so off; a run that sets it is marked as departing.
-    reinit_layers: int = 0
-    batch_size: int = 32
-    # Split each batch into this many slices, forward and backward one at a time, then step: the
-    # recipe's batch_size in less memory (a large model on a small GPU). 1: the whole batch at once.
-    gradient_accumulation_steps: int = 1
-    eval_batch_size: int = 128
-    max_length: int | None = None  # None: the task's default (128 for GLUE, 512 for SQuAD)
-    seed: int = 0
-    # auto: bf16 where the hardware has it; fp16 (with a gradient scaler) on a GPU without (V100, T4)
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
-    compile: Literal["auto", "on", "off"] = "auto"  # torch.compile the model; auto: on for CUDA only
-    group_by_length: bool = True
-    max_train_examples: int | None = None  # subsample the training set, for quick looks
-    # GLUE head: electra = [CLS] -> dropout -> dense, STS-B targets / 5 (saved as transformers' head,
-    # exactly: tasks/glue_head.py; ELECTRA discriminators only); hf = the family's own transformers head
-    # (ELECTRA's: dense, GELU, dense); auto = electra for ELECTRA discriminators, hf for other families
-    head: Literal["auto", "electra", "hf"] = "auto"
-    # Let a Hub checkpoint whose family transformers lacks run its repository's own code; off: refused
-    trust_remote_code: bool = False
-    # GLUE tasks whose registry row says double_unordered (mrpc, stsb) train on both sentence orders
-    double_unordered: bool = True
-    save_models: bool = True
-    # GLUE: predict the test sets (for the server's zip) after training; it is most of a short run's
-    # fixed cost (RTE's 3,000 test examples take longer than training on 100), and no dev score uses it
-    predict_test: bool = True
+    learning_rate: float | None = setting(None, kind="recipe")
+    layerwise_lr_decay: float | None = setting(None, kind="recipe")
+    lr_decay_depth: Literal["electra", "corrected"] = setting("electra", kind="recipe")
+    num_epochs: float | None = setting(None, kind="recipe")
+    warmup_fraction: float = setting(0.1, kind="recipe")
+    optimizer: Literal["electra", "adamw"] = setting("electra", kind="recipe", before="adamw", help=(
+        "electra: ELECTRA's Adam without bias correction and warmup x decay; adamw: torch's, warmup then "
+        "decay (what runs before this setting used)"))
+    weight_decay: float = setting(0.01, kind="recipe")
+    adam_epsilon: float = setting(1e-6, kind="recipe")
+    max_grad_norm: float = setting(1.0, kind="recipe")
+    loss_reduction: Literal["sum", "mean"] = setting("sum", kind="recipe", before="mean", help=(
+        "sum: as the official run_finetuning.py, which trains on the batch-summed loss, so its clip at "
+        "max_grad_norm acts on batch_size times the mean's gradient (with 32 examples it clips nearly "
+        "always); Adam's steps do not change with the loss's scale, except through eps and that clip. "
+        "mean: clip the batch mean's gradient (what runs before this setting did)"))
+    reinit_layers: int = setting(0, kind="recipe", help=(
+        "re-initialise the top N encoder layers before fine-tuning (Zhang et al. 2021, \"Revisiting "
+        "Few-sample BERT Fine-tuning\"): a remedy for a pre-trained encoder whose top layers collapsed; "
+        "not ELECTRA's recipe, so off"))
+    batch_size: int = setting(32, kind="recipe")
+    gradient_accumulation_steps: int = setting(1, kind="runtime", help=(
+        "split each batch into this many slices, forward and backward one at a time, then step: the "
+        "recipe's batch_size in less memory (scores move by summation order and dropout draws only)"))
+    eval_batch_size: int = setting(128, kind="runtime")
+    max_length: int | None = setting(None, kind="recipe", help=(
+        "None: the task's default (128 for GLUE, 512 for SQuAD)"))
+    seed: int = setting(0, kind="runtime", resumable=True, help=(
+        "the first seed; seeds are the noise the median is taken over, so another invocation with another "
+        "seed adds seeds to the same results"))
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = setting("auto", kind="runtime", help=(
+        "auto: bf16 where the hardware has it; fp16 (with a gradient scaler) on a GPU without (V100, T4)"))
+    compile: Literal["auto", "on", "off"] = setting("auto", kind="runtime", resumable=True, help=(
+        "torch.compile the model; auto: on for CUDA only"))
+    group_by_length: bool = setting(True, kind="recipe")
+    max_train_examples: int | None = setting(None, kind="recipe", help=(
+        "subsample the training set, for quick looks"))
+    head: Literal["auto", "electra", "hf"] = setting("auto", kind="recipe", before="hf", help=(
+        "GLUE head: electra = [CLS] -> dropout -> dense, STS-B targets / 5 (saved as transformers' head, "
+        "exactly: tasks/glue_head.py; ELECTRA discriminators only); hf = the family's own transformers "
+        "head (ELECTRA's: dense, GELU, dense); auto = electra for ELECTRA discriminators, hf for others"))
+    trust_remote_code: bool = setting(False, kind="runtime", help=(
+        "let a Hub checkpoint whose family transformers lacks run its repository's own code; off: refused"))
+    double_unordered: bool = setting(True, kind="recipe", before=False, help=(
+        "GLUE tasks whose registry row says double_unordered (mrpc, stsb) train on both sentence orders"))
+    save_models: bool = setting(True, kind="output")
+    predict_test: bool = setting(True, kind="output", help=(
+        "GLUE: predict the test sets (for the server's zip) after training, most of a short run's fixed "
+        "cost; no dev score uses it"))
 
     def __post_init__(self):
         problems = [f"{name} must be positive (got {getattr(self, name)})" for name in (
@@ -110,20 +126,24 @@ class FinetuneConfig:
 class SquadConfig:
     """SQuAD-only settings (the loop's own, max_length included, are in FinetuneConfig)."""
 
-    doc_stride: int = DOC_STRIDE  # tokens from one window's start to the next's (ELECTRA's meaning)
-    max_query_length: int = MAX_QUERY_LENGTH
-    n_best: int = 20  # start and end candidates per window
-    max_answer_length: int = 30  # tokens
-    null_threshold: float | None = None  # v2.0: "" above these null odds; None: -2.75 with the head, else 0
-    # ELECTRA's answerable classifier (configure_finetuning.py: on, for v1.1 too, where it is trained to
-    # say "answerable" and its logit is not used); None: on
-    answerability_head: bool | None = None
-    # ELECTRA's joint start/end prediction (configure_finetuning.py: on); false: independent start and
-    # end heads (transformers' ElectraForQuestionAnswering)
-    joint_prediction: bool = True
-    holdout_fraction: float = 0.2  # without a train file: this share of the dev articles is evaluated on
-    holdout_seed: int = 0
-    max_eval_examples: int | None = None  # evaluate on a seeded sample of the dev questions, for quick looks
+    doc_stride: int = setting(DOC_STRIDE, kind="recipe", help=(
+        "tokens from one window's start to the next's (ELECTRA's meaning)"))
+    max_query_length: int = setting(MAX_QUERY_LENGTH, kind="recipe")
+    n_best: int = setting(20, kind="recipe", help="start and end candidates per window")
+    max_answer_length: int = setting(30, kind="recipe", help="tokens")
+    null_threshold: float | None = setting(None, kind="recipe", help=(
+        'v2.0: "" above these null odds; None: -2.75 with the head, else 0'))
+    answerability_head: bool | None = setting(None, kind="recipe", help=(
+        "ELECTRA's answerable classifier (configure_finetuning.py: on, for v1.1 too, where it is trained "
+        "to say \"answerable\" and its logit is not used); None: on"))
+    joint_prediction: bool = setting(True, kind="recipe", before=False, help=(
+        "ELECTRA's joint start/end prediction (configure_finetuning.py: on); false: independent start and "
+        "end heads (transformers' ElectraForQuestionAnswering, what runs before this setting used)"))
+    holdout_fraction: float = setting(0.2, kind="recipe", help=(
+        "without a train file: this share of the dev articles is evaluated on"))
+    holdout_seed: int = setting(0, kind="recipe")
+    max_eval_examples: int | None = setting(None, kind="recipe", help=(
+        "evaluate on a seeded sample of the dev questions, for quick looks"))
 
     def __post_init__(self):
         problems = [f"{name} must be positive (got {getattr(self, name)})" for name in (

@@ -75,95 +75,134 @@ class _Progress:
         console.line(text)
 
 
+@dataclass(frozen=True)
+class LoopIO:
+    """What a seed's loop reports to and keeps its state in, beside what it trains."""
+
+    on_epoch: Callable[[int, dict[str, float]], None] | None = None  # each epoch's history row
+    progress: bool | None = None  # console.progress_mode: a bar, lines, or nothing
+    label: str = "fine-tune"  # names the seed in its bar or lines
+    # kept after each epoch and on a stop signal, and a saved one resumed; None keeps nothing
+    state: finetune_state.SeedState | None = None
+
+
 def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig, collate: Callable,
-             on_epoch: Callable[[int, dict[str, float]], None] | None = None,
-             progress: bool | None = None, label: str = "fine-tune",
-             state: finetune_state.SeedState | None = None) -> FinetuneResult:
+             io: LoopIO = LoopIO()) -> FinetuneResult:
     """Train `model` on task.train for config.num_epochs, scoring dev splits after each epoch.
 
     `config` must be resolved (no None learning rate, decay or epochs). Seed before building the
-    model: its new head is initialised from the global RNG. `label` names the run in its bar or lines.
-    `state` keeps the seed's state after each epoch and on a stop signal, and resumes a saved one.
+    model: its new head is initialised from the global RNG.
     """
-    device = next(model.parameters()).device
-    if config.reinit_layers:
-        reinit_top_layers(model, config.reinit_layers)
-    # One precision for training and evaluation: bf16 won both on the 2-core CPU (README, "Performance").
-    precision = placement.resolve_precision(config.precision, device)
-    autocast = placement.autocast(device, precision)
-    scaler = placement.grad_scaler(device, precision)  # fp16's; a pass-through otherwise
-    step_model = placement.compiled(model, device) if placement.resolve_compile(config.compile, device) \
-        else model
-    accelerator = device.type == "cuda"
-    collate = batching.for_device(collate, config.max_length, accelerator)
-    loader = batching.train_loader(task.train, config.batch_size, config.seed, config.group_by_length,
-                                   collate, accelerator=accelerator)
-    num_steps = math.ceil(len(loader) * config.num_epochs)
-    optimizer = build_optimizer(model, config.learning_rate, config.layerwise_lr_decay,
-                                config.weight_decay, config.adam_epsilon, config.lr_decay_depth,
-                                config.optimizer)
-    schedule = build_schedule(optimizer, num_steps, config.warmup_fraction, config.optimizer)
-    state = state or finetune_state.SeedState(None)
-    at = state.start(model, optimizer, schedule)  # a resumed seed goes on from its saved point
-    history, metrics = at.history, at.metrics
-    step, examples, tokens, train_time_s = at.step, at.examples, at.tokens, at.train_time_s
-    shown = _Progress(label, num_steps, math.ceil(config.num_epochs), progress)
-    shown.bar.update(step)
+    loop = _SeedLoop(model, task, config, collate, io)
+    for epoch in range(loop.at.epoch, math.ceil(config.num_epochs)):
+        train_loss, train_time_s = loop.train_epoch(epoch)
+        loop.end_epoch(epoch, train_loss, train_time_s)
+    return loop.result()
 
-    def here(epoch: int, epoch_steps: int, loss_sum: torch.Tensor, time_s: float) -> finetune_state.LoopPoint:
-        return finetune_state.LoopPoint(epoch, epoch_steps, step, examples, tokens, time_s, loss_sum, history,
-                                        metrics)
 
-    for epoch in range(at.epoch, math.ceil(config.num_epochs)):
-        model.train()
+class _SeedLoop:
+    """One seed's training, set up for `finetune`: its model, data, optimiser and where it stands."""
+
+    def __init__(self, model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig, collate: Callable,
+                 io: LoopIO):
+        self.model, self.task, self.config, self.io = model, task, config, io
+        self.device = device = next(model.parameters()).device
+        if config.reinit_layers:
+            reinit_top_layers(model, config.reinit_layers)
+        # One precision for training and evaluation: bf16 won both on the 2-core CPU (README, "Performance").
+        precision = placement.resolve_precision(config.precision, device)
+        self.autocast = placement.autocast(device, precision)
+        self.scaler = placement.grad_scaler(device, precision)  # fp16's; a pass-through otherwise
+        self.step_model = placement.compiled(model, device) \
+            if placement.resolve_compile(config.compile, device) else model
+        accelerator = device.type == "cuda"
+        self.collate = batching.for_device(collate, config.max_length, accelerator)
+        self.loader = batching.train_loader(task.train, config.batch_size, config.seed,
+                                            config.group_by_length, self.collate, accelerator=accelerator)
+        self.num_steps = math.ceil(len(self.loader) * config.num_epochs)
+        self.optimizer = build_optimizer(model, config.learning_rate, config.layerwise_lr_decay,
+                                         config.weight_decay, config.adam_epsilon, config.lr_decay_depth,
+                                         config.optimizer)
+        self.schedule = build_schedule(self.optimizer, self.num_steps, config.warmup_fraction,
+                                       config.optimizer)
+        self.state = io.state or finetune_state.SeedState(None)
+        self.at = at = self.state.start(model, self.optimizer, self.schedule)  # a resumed seed goes on
+        self.history, self.metrics = at.history, at.metrics
+        self.step, self.examples, self.tokens = at.step, at.examples, at.tokens
+        self.train_time_s = at.train_time_s
+        self.outputs: dict[str, list[np.ndarray]] = {}
+        self.shown = _Progress(io.label, self.num_steps, math.ceil(config.num_epochs), io.progress)
+        self.shown.bar.update(self.step)
+
+    def here(self, epoch: int, epoch_steps: int, loss_sum: torch.Tensor | float,
+             time_s: float) -> finetune_state.LoopPoint:
+        return finetune_state.LoopPoint(epoch, epoch_steps, self.step, self.examples, self.tokens, time_s,
+                                        loss_sum, self.history, self.metrics)
+
+    def train_epoch(self, epoch: int) -> tuple[float, float]:
+        """The epoch's steps (a resumed one's rest); its mean train loss and its own training time."""
+        config, optimizer, scaler = self.config, self.optimizer, self.scaler
+        self.model.train()
         started = time.perf_counter()
         # Losses stay on the device: reading one per step would make the host wait for the GPU.
-        loss_sum, epoch_steps = at.running(epoch, device)
-        for batch in state.batches(loader, epoch):
-            if step == num_steps:
+        loss_sum, epoch_steps = self.at.running(epoch, self.device)
+        for batch in self.state.batches(self.loader, epoch):
+            if self.step == self.num_steps:
                 break
-            examples += len(batch["input_ids"])
-            tokens += int(batch["attention_mask"].sum())  # on the host, before the copy
-            batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+            self.examples += len(batch["input_ids"])
+            self.tokens += int(batch["attention_mask"].sum())  # on the host, before the copy
+            batch = {key: value.to(self.device, non_blocking=True) for key, value in batch.items()}
             # forward and backward, the batch in config.gradient_accumulation_steps slices
-            loss = _forward_backward(step_model, step_model is not model, batch, config, autocast, scaler)
+            loss = _forward_backward(self.step_model, self.step_model is not self.model, batch, config,
+                                     self.autocast, scaler)
             # clip, step
             scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.max_grad_norm)
             scaler.step(optimizer)
             scaler.update()
-            schedule.step()
+            self.schedule.step()
             optimizer.zero_grad(set_to_none=True)
             # log
-            step += 1
+            self.step += 1
             epoch_steps += 1
             loss_sum += loss.detach().float()
-            shown.bar.update()
-            if step % LOG_EVERY_STEPS == 0:
-                shown.log(step, epoch + 1, _finite_mean(loss_sum, epoch_steps, step), examples,
-                          train_time_s + time.perf_counter() - started)
+            self.shown.bar.update()
+            if self.step % LOG_EVERY_STEPS == 0:
+                self.shown.log(self.step, epoch + 1, _finite_mean(loss_sum, epoch_steps, self.step),
+                               self.examples, self.train_time_s + time.perf_counter() - started)
             if stop.requested():  # SIGTERM or Ctrl-C: this step's state saved, then stop.Stopped
-                time_s = train_time_s + time.perf_counter() - started
-                state.stop(model, optimizer, schedule, here(epoch, epoch_steps, loss_sum, time_s))
-        train_loss = _finite_mean(loss_sum, epoch_steps, step) if epoch_steps else math.nan
-        train_time_s += time.perf_counter() - started
-        dev = {split: data for split, data in task.evals.items() if split.startswith("validation")}
-        outputs = predict(step_model, task, dev, config, collate, autocast)
-        metrics = {split: task.score(split, outputs[split]) for split in dev}
+                time_s = self.train_time_s + time.perf_counter() - started
+                self.state.stop(self.model, optimizer, self.schedule,
+                                self.here(epoch, epoch_steps, loss_sum, time_s))
+        train_loss = _finite_mean(loss_sum, epoch_steps, self.step) if epoch_steps else math.nan
+        return train_loss, time.perf_counter() - started
+
+    def end_epoch(self, epoch: int, train_loss: float, train_time_s: float) -> None:
+        """Score the dev splits, add the epoch's history row, and keep the state for a resume."""
+        self.train_time_s += train_time_s
+        dev = {split: data for split, data in self.task.evals.items() if split.startswith("validation")}
+        self.outputs = predict(self.step_model, self.task, dev, self.config, self.collate, self.autocast)
+        self.metrics = {split: self.task.score(split, self.outputs[split]) for split in dev}
         row = {"epoch": epoch + 1, "train_loss": train_loss}
         row |= {f"{split}_{name}": value
-                for split, values in metrics.items() for name, value in values.items()}
-        history.append(row)
-        shown.log(step, epoch + 1, train_loss, examples, train_time_s, dev=metrics)
-        if on_epoch is not None:
-            on_epoch(epoch + 1, row)
-        if epoch + 1 < math.ceil(config.num_epochs):  # after the last, the seed's record is what counts
-            state.save(model, optimizer, schedule, here(epoch + 1, 0, 0.0, train_time_s))
-    shown.bar.close()
-    rest = {split: data for split, data in task.evals.items() if not split.startswith("validation")}
-    outputs |= predict(step_model, task, rest, config, collate, autocast)
-    return FinetuneResult(history, metrics, outputs, num_steps, train_time_s,
-                          examples / max(train_time_s, 1e-9), tokens / max(train_time_s, 1e-9), examples)
+                for split, values in self.metrics.items() for name, value in values.items()}
+        self.history.append(row)
+        self.shown.log(self.step, epoch + 1, train_loss, self.examples, self.train_time_s, dev=self.metrics)
+        if self.io.on_epoch is not None:
+            self.io.on_epoch(epoch + 1, row)
+        if epoch + 1 < math.ceil(self.config.num_epochs):  # after the last, the seed's record is what counts
+            self.state.save(self.model, self.optimizer, self.schedule,
+                            self.here(epoch + 1, 0, 0.0, self.train_time_s))
+
+    def result(self) -> FinetuneResult:
+        """The last epoch's dev metrics and outputs, the other splits' outputs, and the counters."""
+        self.shown.bar.close()
+        rest = {split: data for split, data in self.task.evals.items() if not split.startswith("validation")}
+        outputs = self.outputs | predict(self.step_model, self.task, rest, self.config, self.collate,
+                                         self.autocast)
+        time_s = max(self.train_time_s, 1e-9)
+        return FinetuneResult(self.history, self.metrics, outputs, self.num_steps, self.train_time_s,
+                              self.examples / time_s, self.tokens / time_s, self.examples)
 
 
 def _forward_backward(step_model: torch.nn.Module, compiled: bool, batch: dict[str, torch.Tensor],

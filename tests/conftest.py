@@ -155,7 +155,7 @@ def finetune_glue(tiny_model, glue_data, name, seed=0, **settings):
 
     from tasks import batching, glue
     from tasks.config import FinetuneConfig
-    from tasks.finetune import finetune
+    from tasks.finetune import LoopIO, finetune
     from tasks.glue_data import load_glue
     from tasks.registry import GLUE_TASKS
 
@@ -166,7 +166,7 @@ def finetune_glue(tiny_model, glue_data, name, seed=0, **settings):
     config = FinetuneConfig(**settings).resolved("small", 1)
     transformers.set_seed(seed)
     model = glue.load_model(str(tiny_model), task, attn_implementation="eager")
-    result = finetune(model, built, config, batching.collator(tokenizer), progress=False)
+    result = finetune(model, built, config, batching.collator(tokenizer), LoopIO(progress=False))
     return result, model, built
 
 

@@ -85,7 +85,7 @@ def test_parent_run_logs_settings_as_used_and_the_glue_score(tiny_model, glue_da
 
 @pytest.fixture
 def glue_runs(tmp_path, monkeypatch) -> list:
-    """The GlueRun each `harness run glue` hands to run_glue, which trains nothing here; run in tmp_path,
+    """The GlueInvocation each `harness run glue` hands to run_glue, which trains nothing here; run in tmp_path,
     at 2026-11-26 15:30:05 for a default --output-dir."""
     from datetime import datetime
 
@@ -99,8 +99,8 @@ def glue_runs(tmp_path, monkeypatch) -> list:
 
     seen = []
 
-    def fake_run_glue(run, progress=None):
-        seen.append(run)
+    def fake_run_glue(invocation, progress=None):
+        seen.append(invocation)
         return {"summary": {}, "runs": [], "glue_score": 0.5}
 
     monkeypatch.setattr(harness.finetuning.glue_run, "run_glue", fake_run_glue)
@@ -112,13 +112,13 @@ def glue_runs(tmp_path, monkeypatch) -> list:
 def test_a_plain_run_glue_hands_down_the_recipe_as_it_is(glue_runs, capsys):
     from pathlib import Path
 
-    from harness.finetuning.glue_run import GlueRun
+    from harness.finetuning.glue_run import GlueInvocation
     from tasks.config import FinetuneConfig
     from tasks.registry import GLUE_TASKS
 
     code, out, err = run_cli(["run", "glue", "--model", "runs/pretrain/tiny"], capsys)
     assert code == 0, err
-    assert glue_runs == [GlueRun(
+    assert glue_runs == [GlueInvocation(
         model="runs/pretrain/tiny",
         tasks=(GLUE_TASKS["cola"], GLUE_TASKS["mrpc"], GLUE_TASKS["stsb"], GLUE_TASKS["rte"]),  # registry order
         output_dir=Path("runs/glue/tiny-20261126-153005"), config=FinetuneConfig(), seeds=1, data_dir=None,
@@ -129,7 +129,7 @@ def test_a_plain_run_glue_hands_down_the_recipe_as_it_is(glue_runs, capsys):
 def test_run_glue_flags_config_file_and_overrides_build_the_run(glue_runs, tmp_path, capsys):
     from pathlib import Path
 
-    from harness.finetuning.glue_run import GlueRun
+    from harness.finetuning.glue_run import GlueInvocation
     from tasks.config import FinetuneConfig
     from tasks.registry import GLUE_TASKS
 
@@ -138,7 +138,7 @@ def test_run_glue_flags_config_file_and_overrides_build_the_run(glue_runs, tmp_p
                             "--data-dir", "d", "--output-dir", "o", "--tracking-uri", "none", "--config",
                             tmp_path / "glue.toml", "num_epochs=2", "batch_size=8"], capsys)
     assert code == 0, err
-    assert glue_runs == [GlueRun(
+    assert glue_runs == [GlueInvocation(
         model="electra-small", tasks=(GLUE_TASKS["cola"], GLUE_TASKS["rte"]), output_dir=Path("o"),
         config=FinetuneConfig(learning_rate=1e-4, num_epochs=2.0, batch_size=8), seeds=3, data_dir="d",
         tracking_uri="none", leaderboard=True, search=None)]
@@ -227,10 +227,10 @@ def test_setting_differences_name_the_model_blocks_and_keys_an_older_version_lac
 
     previous = {"format": "f/1", "model": {"name": "a", "path": "/m/a"}, "config": {"seed": 0},
                 "data": {"num_dev_windows": 10}, "tasks": ["squad"]}
-    fresh = {"format": "f/1", "model": {"name": "b", "path": "/m/b"}, "config": {"seed": 0, "head": "hf"},
+    fresh = {"format": "f/1", "model": {"name": "b", "path": "/m/b"}, "config": {"seed": 0, "head": "electra"},
              "data": {"num_dev_windows": 12}, "tasks": ["squad"]}
     assert setting_differences(previous, fresh, ("format", "config", "data", "tasks")) == [
-        "model: '/m/a' -> '/m/b'", "head: (absent) -> 'hf'", "data.num_dev_windows: 10 -> 12"]
+        "model: '/m/a' -> '/m/b'", "head: 'hf' -> 'electra'", "data.num_dev_windows: 10 -> 12"]  # hf: before head
     assert setting_differences(previous, previous | {"model": fresh["model"] | {"path": "/m/a"}},
                                ("format", "config", "data", "tasks")) == []
 

@@ -6,10 +6,21 @@ import numpy as np
 import pytest
 
 from pretrain.common import atomic
-from reports import dev_outputs
+from reports import dev_outputs, results_schema
 from tests.conftest import run_cli
 
 N = 300
+
+
+def write_results(directory, results_format, runs) -> None:
+    """results.json of a finished run: its (task, seed) records (only task and seed matter here)."""
+    tasks = list(dict.fromkeys(task for task, _ in runs))
+    body = results_schema.body(results_format, {"name": str(directory), "path": str(directory)}, {}, tasks,
+                               len(runs) // len(tasks), device="cpu", versions={})
+    body["runs"] = [results_schema.run_record(task, seed, {"validation": {}}, 0.0, [], 0, N, 0.0, 0.0, 0, 0.0, {})
+                    for task, seed in runs]
+    body["summary"] = {task: {"score": {"median": 0.0}} for task in tasks}
+    atomic.write_json(directory / results_schema.FILE, body)
 
 
 def write_run(directory, predictions_by_task, references_by_task, tokenization="tok", ids=None):
@@ -22,11 +33,8 @@ def write_run(directory, predictions_by_task, references_by_task, tokenization="
                                            tokenization)
             atomic.write_json(dev_outputs.path_of(directory, task, seed),
                               dev_outputs.record(task, seed, {"validation": split}))
-            runs.append({"task": task, "seed": seed, "score": 0.0, "metrics": {"validation": {}}})
-    summary = {task: {"score": {"median": 0.0}} for task in predictions_by_task}
-    atomic.write_json(directory / "results.json", {
-        "format": "electra-harness/glue-results/1", "model": {"name": str(directory), "path": str(directory)},
-        "tasks": list(predictions_by_task), "runs": runs, "summary": summary})
+            runs.append((task, seed))
+    write_results(directory, results_schema.GLUE_FORMAT, runs)
     return directory
 
 
@@ -130,10 +138,8 @@ def test_squad_runs_compare_on_em_and_f1(tmp_path, capsys):
             split = dev_outputs.squad_split(ids, {"exact_match": exact, "f1": exact}, ids, "tok")
             atomic.write_json(dev_outputs.path_of(tmp_path / name, "squad", seed),
                               dev_outputs.record("squad", seed, {"validation": split}))
-            runs.append({"task": "squad", "seed": seed})
-        atomic.write_json(tmp_path / name / "results.json", {
-            "format": "electra-harness/squad-results/1", "model": {"name": name}, "runs": runs,
-            "summary": {"squad": {}}})
+            runs.append(("squad", seed))
+        write_results(tmp_path / name, results_schema.SQUAD_FORMAT, runs)
         paths.append(tmp_path / name)
     code, out, err = compare(capsys, *paths, "--json")
     assert code == 0, err

@@ -105,7 +105,7 @@ def _finetune_on_gpu(tiny_model, glue, compile_setting: str):
     from tasks import batching
     from tasks import glue as glue_tasks
     from tasks.config import FinetuneConfig
-    from tasks.finetune import finetune
+    from tasks.finetune import LoopIO, finetune
     from tasks.glue_data import load_glue
     from tasks.registry import GLUE_TASKS
 
@@ -116,7 +116,7 @@ def _finetune_on_gpu(tiny_model, glue, compile_setting: str):
                             num_epochs=3, learning_rate=2e-3).resolved("small", 1)
     transformers.set_seed(0)
     model = glue_tasks.load_model(str(tiny_model), task, attn_implementation="sdpa").to("cuda")
-    return finetune(model, built, config, batching.collator(tokenizer), progress=False), built
+    return finetune(model, built, config, batching.collator(tokenizer), LoopIO(progress=False)), built
 
 
 def test_cuda_graphs_survive_the_padding_buckets_and_evaluation(tiny_model, tmp_path):

@@ -189,3 +189,25 @@ def test_reinit_layers_draws_the_top_layers_afresh_and_nothing_else(tiny_model, 
         reinit_top_layers(model, 3)
     result, _, _ = _train(tiny_model, glue_data, "rte", num_epochs=1, reinit_layers=2)
     assert np.isfinite(result.history[0]["train_loss"])
+
+
+def test_glue_benchmark_keeps_nothing_and_builds_from_a_plan_alone(tiny_model, glue_data, tmp_path):
+    from harness.finetuning import model_setup
+    from harness.finetuning.glue_run import GlueBenchmark, GlueInvocation
+
+    invocation = GlueInvocation(model=str(tiny_model), tasks=(GLUE_TASKS["rte"], GLUE_TASKS["stsb"]),
+                                output_dir=tmp_path / "out", config=FinetuneConfig(max_length=32),
+                                data_dir=str(glue_data))
+    setup = model_setup.load(str(tiny_model), "fp32")
+    preparer = GlueBenchmark(invocation)
+    kept = dict(vars(preparer))
+    plan = preparer.prepare(setup)
+    assert vars(preparer) == kept  # prepare stored nothing: everything it read is in the plan
+    assert plan.tasks == ("rte", "stsb") and set(plan.data) == {"rte", "stsb"}
+    assert plan.configs["stsb"].max_length == 32 and plan.configs["stsb"].num_epochs == 10  # STS-B's epochs
+    # A benchmark that never prepared builds the same features from the plan alone.
+    built = GlueBenchmark(invocation).build(plan, "rte", setup)
+    again = preparer.build(plan, "rte", setup)
+    assert built.train["input_ids"] == again.train["input_ids"] and len(built.train) == 16
+    assert max(len(ids) for ids in built.train["input_ids"]) <= 32
+    assert set(built.evals) == {"validation", "test"}  # predict_test's default: the test split too

@@ -20,7 +20,7 @@ def test_seeds_and_arms_reuse_the_tasks_graphs(tiny_model, tmp_path, monkeypatch
     from pretrain.common import placement
     from tasks import batching, glue
     from tasks.config import FinetuneConfig
-    from tasks.finetune import finetune
+    from tasks.finetune import LoopIO, finetune
     from tasks.glue_data import load_glue
     from tasks.registry import GLUE_TASKS
 
@@ -42,7 +42,7 @@ def test_seeds_and_arms_reuse_the_tasks_graphs(tiny_model, tmp_path, monkeypatch
             transformers.set_seed(seed)
             model = glue.load_model(str(tiny_model), task, "sdpa")
             with torch._dynamo.config.patch(error_on_recompile=seed > 0):
-                finetune(model, built, config, batching.collator(tokenizer), progress=False)
+                finetune(model, built, config, batching.collator(tokenizer), LoopIO(progress=False))
         graphs[name] = counters["stats"]["unique_graphs"] - sum(graphs.values())
     # a task's train and eval graphs (a regression head is another model: its own)
     assert graphs == {"rte": 2, "stsb": 2}

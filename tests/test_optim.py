@@ -1,4 +1,5 @@
-"""Layer-wise learning-rate decay, ELECTRA's optimiser and both schedules, pinned on worked numbers."""
+"""Layer-wise learning-rate decay, ELECTRA's optimiser and both schedules, pinned on worked numbers; one
+grouping rule and one schedule for fine-tuning and pre-training alike."""
 
 import copy
 
@@ -6,7 +7,10 @@ import pytest
 import torch
 import transformers
 
-from pretrain.common.electra_adam import ElectraAdam, electra_lr_factor
+from pretrain.budget import learning_rate
+from pretrain.common.optimization import ElectraAdam, electra_lr_factor
+from pretrain.config import PretrainConfig
+from pretrain.prepare import make_optimizer
 from tasks.config import FinetuneConfig
 from tasks.optim import build_optimizer, build_schedule, parameter_groups
 
@@ -181,3 +185,89 @@ def test_electra_adam_updates_all_groups_in_one_pass_of_foreach_kernels():
     """Fine-tuning's ~28 layer-wise groups cost what one group does: a GPU step is bound by launches.
     (Looping over groups, as it did, took 206 operations for 24 groups.)"""
     assert _optimizer_ops(24) <= _optimizer_ops(1) + 1 <= 12  # + 1: a second weight decay value
+
+
+def _families():
+    """Tiny classifiers of three families, each naming its norms its own way."""
+    return {"electra": transformers.ElectraConfig(vocab_size=20, embedding_size=8, hidden_size=8, num_hidden_layers=2,
+                                                  num_attention_heads=2, intermediate_size=16),
+            "distilbert": transformers.DistilBertConfig(vocab_size=20, dim=8, n_layers=2, n_heads=2, hidden_dim=16),
+            "modernbert": transformers.ModernBertConfig(
+                vocab_size=20, hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16,
+                pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)}
+
+
+def _decayed(groups, model) -> dict[str, float]:
+    named = {id(p): n for n, p in model.named_parameters()}
+    return {named[id(p)]: group["weight_decay"] for group in groups for p in group["params"]}
+
+
+@pytest.mark.parametrize("family", ["electra", "distilbert", "modernbert"])
+def test_both_loops_spare_the_same_parameters_weight_decay(family):
+    torch.manual_seed(0)
+    model = transformers.AutoModelForSequenceClassification.from_config(_families()[family])
+    finetuning = _decayed(parameter_groups(model, 1e-3, 1.0, 0.01), model)
+    pretraining = make_optimizer(model, PretrainConfig(learning_rate=1e-3, weight_decay=0.01), torch.device("cpu"))
+    assert _decayed(pretraining.param_groups, model) == finetuning
+    spared = {name for name, decay in finetuning.items() if decay == 0.0}
+    # biases and every norm: ELECTRA's "LayerNorm", DistilBERT's "sa_layer_norm", ModernBERT's "mlp_norm"
+    assert spared == {name for name, _ in model.named_parameters()
+                      if name.endswith("bias") or "norm" in name.lower()}
+    assert any("norm" in name.lower() for name in spared)
+    assert set(finetuning.values()) == {0.0, 0.01}
+
+
+def _pretraining_model() -> torch.nn.Module:
+    """Pre-training's names: the discriminator's layers and head, its embeddings, the generator."""
+    def part(**children):
+        return torch.nn.ModuleDict(children)
+
+    return part(discriminator=part(electra=part(embeddings=torch.nn.Embedding(3, 2), encoder=torch.nn.Linear(2, 2)),
+                                   discriminator_predictions=torch.nn.Linear(2, 1)),
+                generator=part(generator_predictions=part(LayerNorm=torch.nn.LayerNorm(2),
+                                                          dense=torch.nn.Linear(2, 2))))
+
+
+def test_pretrainings_groups_keep_the_order_its_checkpoints_hold():
+    # A saved optimiser state pairs groups by position: decaying first, the discriminator's layers first.
+    model = _pretraining_model()
+    p = dict(model.named_parameters())
+    config = PretrainConfig(learning_rate=1e-3, weight_decay=0.01, disc_layers_lr_scale=0.5)
+    groups = make_optimizer(model, config, torch.device("cpu")).param_groups
+    assert [(g["weight_decay"], g["lr_scale"], g["params"]) for g in groups] == [
+        (0.01, 0.5, [p["discriminator.electra.encoder.weight"], p["discriminator.discriminator_predictions.weight"]]),
+        (0.01, 1.0, [p["discriminator.electra.embeddings.weight"], p["generator.generator_predictions.dense.weight"]]),
+        (0.0, 0.5, [p["discriminator.electra.encoder.bias"], p["discriminator.discriminator_predictions.bias"]]),
+        (0.0, 1.0, [p["generator.generator_predictions.LayerNorm.weight"],
+                    p["generator.generator_predictions.LayerNorm.bias"], p["generator.generator_predictions.dense.bias"]])]
+    one_rate = make_optimizer(model, PretrainConfig(learning_rate=1e-3), torch.device("cpu")).param_groups
+    assert [(g["weight_decay"], g["lr_scale"], len(g["params"])) for g in one_rate] == [(0.01, 1.0, 4), (0.0, 1.0, 5)]
+
+
+@pytest.mark.parametrize("num_steps, warmup_fraction", [(10, 0.1), (7, 0.3), (1, 0.5), (5, 0.0), (4, 1.0), (0, 0.1)])
+def test_adamw_schedule_is_transformers_to_the_bit(num_steps, warmup_fraction):
+    def rates(make_schedule):
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=3e-4)
+        schedule = make_schedule(optimizer)
+        seen = []
+        for _ in range(num_steps + 2):
+            seen.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            schedule.step()
+        return seen
+
+    ours = rates(lambda optimizer: build_schedule(optimizer, num_steps, warmup_fraction, "adamw"))
+    assert ours == rates(lambda optimizer: transformers.get_linear_schedule_with_warmup(
+        optimizer, round(num_steps * warmup_fraction), num_steps))
+
+
+@pytest.mark.parametrize("kind, by_hand", [
+    ("electra", [0.0, 0.9 * 0.5, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]),  # (1 - s/10)·min(1, s/2)
+    ("adamw", [0.0, 0.5, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8, 0.0]),  # s/2, then (10 - s)/8
+])
+def test_one_schedule_over_fine_tunings_steps_and_pre_trainings_budget(model, kind, by_hand):
+    # ten steps, warmup 0.2: fine-tuning's rate at step s is pre-training's at fraction s/10
+    finetuning = rates(model, kind, 10, 0.2) + [0.0]
+    config = PretrainConfig(learning_rate=1.0, warmup_fraction=0.2, optimizer=kind)
+    pretraining = [learning_rate(config, step / 10) for step in range(11)]
+    assert finetuning == pytest.approx(by_hand) and pretraining == pytest.approx(by_hand)

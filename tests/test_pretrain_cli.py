@@ -3,6 +3,7 @@ same command under torchrun with two CPU processes (DDP over gloo)."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import pytest
 
 from harness.cli import main
 from pretrain.common.models import resolve_model
-from pretrain.config import PretrainConfig
+from pretrain.config import PretrainConfig, resolve
 from tests import mlflow_store
 from tests.conftest import MICRO, REPO, free_port
 from tests.pretrain_helpers import LAUNCHER, pretrain_args
@@ -25,21 +26,23 @@ def test_flags_config_file_and_overrides_build_the_config(tmp_path, micro, corpu
 
     seen = []
 
-    def fake_pretrain(config, on_log=None, corpus=None):
-        seen.append(config)
+    def fake_train(plan, on_log=None):
+        seen.append(plan)
         on_log(1, {"progress": 0.5, "generator_loss": 3.0})
         return {"steps": 1, "tokens_seen": 10, "train_flops": 1.0, "wall_time_s": 0.1, "metrics": {}}
 
-    monkeypatch.setattr(pretrain.train, "pretrain", fake_pretrain)
+    monkeypatch.setattr(pretrain.train, "train", fake_train)
     (tmp_path / "run.toml").write_text('objective = "electra-15"\nlearning_rate = 0.001\nmax_steps = 50\n')
     code = main(pretrain_args(tmp_path, corpus, "--objective", "mlm", "--max-flops", "1e15", "--config",
                          str(tmp_path / "run.toml"), "--corpus", str(corpus), "max_steps=7",
                          "embedding_sharing=gdes"))
     assert code == 0, capsys.readouterr().err
-    assert seen == [PretrainConfig(
+    # the loop gets the settings resolved (the preset's defaults filled), the corpus read, a fresh start
+    assert [(plan.config, plan.corpus.files, plan.resume) for plan in seen] == [(resolve(PretrainConfig(
         preset=MICRO.name, corpus=(str(corpus), str(corpus)), output_dir=str(tmp_path / "out"),
         objective="mlm", max_flops=1e15, learning_rate=1e-3, max_steps=7, embedding_sharing="gdes",
-        tokenizer="train", train_vocab_size=200, precision="fp32", cache_dir=str(tmp_path / "cache"))]
+        tokenizer="train", train_vocab_size=200, precision="fp32", cache_dir=str(tmp_path / "cache"))),
+        (corpus, corpus), None)]
 
 
 def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys, monkeypatch):
@@ -87,6 +90,38 @@ def test_a_raised_budget_continues_the_run_and_says_what_it_does_to_the_schedule
                                                                                {"max_steps": 4})]
 
 
+def count_calls(monkeypatch, calls: collections.Counter, function) -> None:
+    """Count `function`'s calls by every name a loaded module holds it under (`from x import f` too)."""
+    def counted(*args, **kwargs):
+        calls[function.__name__] += 1
+        return function(*args, **kwargs)
+
+    for module in list(sys.modules.values()):
+        for name, value in list(getattr(module, "__dict__", {}).items()):
+            if value is function:
+                monkeypatch.setattr(module, name, counted)
+
+
+def test_each_invocation_makes_its_plan_once(tmp_path, micro, corpus, monkeypatch, capsys):
+    """Settings resolved, corpus sniffed, resume point (and budget change) found once per invocation."""
+    import harness.pretraining.pretrain_run  # noqa: F401  (its modules loaded: their names are counted too)
+    from pretrain import checkpoint, config
+    from pretrain.corpus import check_text
+
+    calls = collections.Counter()
+    for function in (config.check_runnable, config.resolve, check_text, checkpoint.resume_point,
+                     checkpoint.budget_change):
+        count_calls(monkeypatch, calls, function)
+    seen = []
+    for steps in (1, 2):  # a fresh run, then the same run continued to a raised budget
+        calls.clear()
+        assert main(pretrain_args(tmp_path, corpus, f"max_steps={steps}")) == 0
+        seen.append(dict(calls))
+    once = {"check_runnable": 1, "resolve": 1, "check_text": 1, "resume_point": 1}
+    assert seen == [once, once | {"budget_change": 1}]
+    assert capsys.readouterr().out.count("note: continuing") == 1
+
+
 @pytest.mark.parametrize("extra,message", [
     (["max_steps=5", "warmup=0.1"], "unknown setting 'warmup'"),
     ([], "no budget given"),
@@ -98,6 +133,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, micro, corpus, capsys, extra
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1
     assert not (tmp_path / "mlflow.db").exists()  # rejected before an MLflow run was opened
+    assert not (tmp_path / "out").exists()  # and before the output lock created OUT
 
 
 def test_missing_corpus_is_a_user_error(tmp_path, micro, capsys):

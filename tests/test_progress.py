@@ -13,7 +13,7 @@ from harness.pretraining.pretrain_run import run_pretrain
 from pretrain.common import console
 from tasks import batching, glue
 from tasks.config import FinetuneConfig
-from tasks.finetune import finetune
+from tasks.finetune import LoopIO, finetune
 from tasks.glue_data import load_glue
 from tasks.registry import GLUE_TASKS
 from tests.conftest import glue_args, write_corpus
@@ -63,7 +63,7 @@ def test_finetune_prints_step_and_epoch_lines_with_dev_scores(tiny_model, glue_d
     transformers.set_seed(0)
     capsys.readouterr()
     result = finetune(glue.load_model(str(tiny_model), task, attn_implementation="eager"), built, config,
-                      batching.collator(tokenizer), label="fine-tune rte seed 0")
+                      batching.collator(tokenizer), LoopIO(label="fine-tune rte seed 0"))
     out, err = capsys.readouterr()
     lines = [line for line in out.splitlines() if line.startswith("fine-tune rte seed 0: ")]
     number, rate = r"\d+\.\d{4}", r"\d+\.\d ex/s eta (\d+s|\d+m\d\ds|\?)"

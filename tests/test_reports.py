@@ -10,7 +10,7 @@ import pytest
 from harness.cli import main
 from pretrain.common import flops
 from pretrain.common.models import shape_of
-from reports import accounting
+from reports import accounting, results_schema
 from reports.leaderboard import (
     CI_COLUMNS,
     GLUE_CI,
@@ -22,6 +22,7 @@ from reports.leaderboard import (
     rows_from_results,
 )
 from reports.render import markdown, to_csv
+from reports.stats import Estimate
 from tasks.config import FinetuneConfig
 from tests.conftest import write_tiny_model
 
@@ -32,11 +33,13 @@ def stats(median):
     return {"median": median, "mean": median, "std": 0.0, "best": median, "n": 1}
 
 
-def write_results(path, model_name, model_path, summary, costs=None, fmt="electra-harness/glue-results/1"):
+def write_results(path, model_name, model_path, summary, costs=None, fmt=results_schema.GLUE_FORMAT):
+    """A finished run's results.json with no run records: its summary and FLOPs are what the rows read."""
     path.mkdir(parents=True, exist_ok=True)
-    body = {"format": fmt, "model": {"name": model_name, "path": str(model_path)}, "config": {},
-            "tasks": list(summary), "runs": [], "summary": summary, "glue_score": 0.0, "flops": costs}
-    (path / "results.json").write_text(json.dumps(body))
+    body = results_schema.body(fmt, {"name": model_name, "path": str(model_path)}, {}, list(summary), 1,
+                               device="cpu", versions={})
+    body |= {"flops": costs, "summary": summary, "glue_score": 0.0}
+    (path / results_schema.FILE).write_text(json.dumps(body))
     return path
 
 
@@ -121,7 +124,8 @@ def test_rows_carry_intervals_and_drop_a_glue_interval_that_no_longer_fits(tmp_p
                "stsb": {"score": with_ci(0.3, 0.2, 0.4), "spearman": with_ci(0.2, 0.1, 0.3)}}
     first = write_results(tmp_path / "1", "m", "/m", summary, COSTS_A)
     body = json.loads((first / "results.json").read_text())
-    body["glue"] = {"score": 0.4, "ci_low": 0.33, "ci_high": 0.47, "tasks": ["stsb", "rte"]}
+    body["glue"] = results_schema.glue_section(0.4, Estimate(0.4, 0.33, 0.47, 0.03, 9.0, 0.0, 9.0, 0.0, 1, "dev"),
+                                               ["stsb", "rte"])
     (first / "results.json").write_text(json.dumps(body))
     (row,) = rows_from_results([first])
     assert {k: row.values[k] for k in ("rte", "rte_ci_low", "stsb", "stsb_ci_high", "glue_score",

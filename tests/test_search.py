@@ -10,7 +10,7 @@ import pytest
 from harness.search import study as studies
 from harness.search.space import SEARCHED, SearchSpace
 from harness.search.targets import dev_score
-from harness.search.trials import SearchRun, SearchTarget, run_search
+from harness.search.trials import SearchInvocation, SearchTarget, run_search
 from pretrain.common.errors import UserError
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
@@ -40,7 +40,7 @@ def search(tmp, mlflow_db, trials, make_target=fake_target, **kwargs):
     settings = {"benchmark": "glue", "task": "rte", "model": "runs/fake", "trials": trials,
                 "output_dir": tmp / "out", "space": SPACE, "study_name": tmp.name,
                 "storage": f"sqlite:///{tmp / 'optuna.db'}", "tracking_uri": f"sqlite:///{mlflow_db}"}
-    return run_search(SearchRun(**settings | kwargs), make_target)
+    return run_search(SearchInvocation(**settings | kwargs), make_target)
 
 
 def load(tmp, file="optuna.db"):
@@ -244,11 +244,11 @@ def test_cli_builds_the_search_run(tmp, capsys, monkeypatch):
                           "--space", str(tmp / "space.toml"), "--pruner", "hyperband", "--seed", "7",
                           "--trial-seeds", "3,5", "max_train_examples=500"], capsys)
     assert code == 0, err
-    assert seen == [SearchRun(benchmark="glue", task="rte", model="runs/tiny", trials=10,
-                              output_dir=Path("runs/search/glue-rte-tiny"),
-                              space=SearchSpace(num_epochs=(1, 4), batch_size=(8,), trial_seeds=(3, 5)),
-                              config=FinetuneConfig(max_train_examples=500), storage="sqlite:///runs/optuna.db",
-                              study_name="glue-rte-tiny", pruner="hyperband", seed=7, heartbeat_s=60)]
+    assert seen == [SearchInvocation(
+        benchmark="glue", task="rte", model="runs/tiny", trials=10, output_dir=Path("runs/search/glue-rte-tiny"),
+        space=SearchSpace(num_epochs=(1, 4), batch_size=(8,), trial_seeds=(3, 5)),
+        config=FinetuneConfig(max_train_examples=500), storage="sqlite:///runs/optuna.db",
+        study_name="glue-rte-tiny", pruner="hyperband", seed=7, heartbeat_s=60)]
     assert "4 complete, 2 pruned, 1 failed" in out and "pruning skipped 5 epochs, about 2.0 min" in out
 
 

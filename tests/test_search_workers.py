@@ -21,7 +21,7 @@ import sqlalchemy.exc
 from harness.cli import main
 from harness.search import study as studies
 from harness.search.space import SEARCHED, SearchSpace
-from harness.search.trials import SearchRun, run_search
+from harness.search.trials import SearchInvocation, run_search
 from tests import mlflow_store, postgres
 from tests.search_fakes import fake_target, fast_dir
 
@@ -150,8 +150,9 @@ def test_trial_killed_while_drawing_is_retried_with_what_it_drew(tmp):
     trial.suggest_float("learning_rate", *space.learning_rate, log=True)
     dead.record_heartbeat(trial._trial_id)  # the beat Optuna's thread sends as the objective starts
     wait_until_stale(storage, trial.number)
-    run_search(SearchRun("glue", "rte", "runs/fake", 2, tmp / "out", space, storage=storage,
-                         study_name="shared", heartbeat_s=1, tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}"),
+    run_search(SearchInvocation("glue", "rte", "runs/fake", 2, tmp / "out", space, storage=storage,
+                                study_name="shared", heartbeat_s=1,
+                                tracking_uri=f"sqlite:///{tmp / 'mlflow.db'}"),
                fake_target)
     study = optuna.load_study(study_name="shared", storage=storage)
     killed, retry = study.trials[0], study.trials[1]

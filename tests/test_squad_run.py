@@ -98,6 +98,28 @@ def test_v2_with_train_file_writes_null_odds(tiny_model, tmp_path, capsys):
     assert (tmp_path / "out" / "models" / "squad_v2-seed0" / "answerability_head.safetensors").is_file()
 
 
+def test_squad_benchmark_keeps_nothing_and_its_plan_holds_the_resolved_settings(tiny_model, tmp_path):
+    from harness.finetuning import model_setup
+    from harness.finetuning.squad_run import SquadBenchmark, SquadInvocation
+
+    data = tmp_path / "squad"
+    write_squad(data / "dev-v2.0.json", "2.0")
+    invocation = SquadInvocation(model=str(tiny_model), task=SQUAD_TASKS["2.0"], output_dir=tmp_path / "out",
+                                 config=FinetuneConfig(max_length=64),
+                                 squad_config=SquadConfig(doc_stride=16, max_query_length=16),
+                                 source=SquadSource(data_dir=str(data)))
+    setup = model_setup.load(str(tiny_model), "fp32")
+    preparer = SquadBenchmark(invocation)
+    kept = dict(vars(preparer))
+    plan = preparer.prepare(setup)
+    assert vars(preparer) == kept and invocation.squad_config.null_threshold is None  # nothing stored back
+    # The head and null threshold are decided in the plan, which every later call reads.
+    assert plan.squad_config.answerability_head is True and plan.squad_config.null_threshold is not None
+    assert plan.results["settings"]["null_threshold"] == plan.squad_config.null_threshold
+    built = SquadBenchmark(invocation).build(plan, "squad_v2", setup)  # no prepare on this one
+    assert built is plan.built and built.uses_head and len(built.train) == plan.results["data"]["num_train_windows"]
+
+
 @pytest.mark.parametrize("joint", [True, False])
 def test_squad_heads_save_and_load(joint, tiny_model, tmp_path):
     from tasks.squad_model import HEAD_FILE, JOINT_FILE, SquadModel

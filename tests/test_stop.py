@@ -21,7 +21,7 @@ import transformers
 from pretrain.common import stop
 from tasks import batching, glue
 from tasks.config import FinetuneConfig
-from tasks.finetune import finetune
+from tasks.finetune import LoopIO, finetune
 from tasks.finetune_state import SeedState, seed_path
 from tasks.glue_data import load_glue
 from tasks.registry import GLUE_TASKS
@@ -82,7 +82,7 @@ def _train(tiny_model, glue_data, state=None, signal_on_batch=None, on_epoch=Non
     if signal_on_batch:
         collate = SignalOnBatch(collate, signal_on_batch)
     with stop.handled():
-        return finetune(model, built, config, collate, on_epoch=on_epoch, progress=False, state=state), model
+        return finetune(model, built, config, collate, LoopIO(on_epoch, progress=False, state=state)), model
 
 
 def _same(whole, resumed) -> None:

@@ -68,14 +68,14 @@ def run_glue_command(args) -> int:
     config = _fresh_seeds(load_config(FinetuneConfig, args.config, params + args.overrides), args, origin)
     tasks = tuple(parse_tasks(args.tasks))
     # torch and transformers load only now: a typo in the settings is reported in well under a second
-    from harness.finetuning.glue_run import GlueRun, run_glue
+    from harness.finetuning.glue_run import GlueInvocation, run_glue
     from harness.finetuning.table import glue_table
 
     output_dir = args.output_dir or Path("runs/glue") / (
         f"{Path(args.model).name}-{datetime.now():%Y%m%d-%H%M%S}")
-    results = run_glue(GlueRun(model=args.model, tasks=tasks, output_dir=output_dir,
-                               config=config, seeds=args.seeds, data_dir=args.data_dir,
-                               tracking_uri=args.tracking_uri, search=origin))
+    results = run_glue(GlueInvocation(model=args.model, tasks=tasks, output_dir=output_dir,
+                                      config=config, seeds=args.seeds, data_dir=args.data_dir,
+                                      tracking_uri=args.tracking_uri, search=origin))
     print(glue_table(results))
     _remeasured(results, origin)
     note = (results.get("submission") or {}).get("note")  # an incomplete server zip, say so
@@ -162,7 +162,7 @@ def run_squad_command(args) -> int:
     config, squad_config = load_squad_settings(args.config, params + args.overrides)
     config = _fresh_seeds(config, args, origin)
     from harness.finetuning.squad_run import (  # torch: after the settings check
-        SquadRun,
+        SquadInvocation,
         run_squad,
         summary_table,
     )
@@ -171,9 +171,9 @@ def run_squad_command(args) -> int:
     output_dir = args.output_dir or Path("runs/squad") / (
         f"{Path(args.model).name}-{task.name}-{datetime.now():%Y%m%d-%H%M%S}")
     source = SquadSource(data_dir=args.data_dir, train_file=args.train_file, dev_file=args.dev_file)
-    results = run_squad(SquadRun(model=args.model, task=task, output_dir=output_dir, config=config,
-                                 squad_config=squad_config, source=source, seeds=args.seeds,
-                                 tracking_uri=args.tracking_uri, search=origin))
+    results = run_squad(SquadInvocation(model=args.model, task=task, output_dir=output_dir, config=config,
+                                        squad_config=squad_config, source=source, seeds=args.seeds,
+                                        tracking_uri=args.tracking_uri, search=origin))
     print(summary_table(results))
     _remeasured(results, origin)
     print(f"\nresults: {output_dir / 'results.json'}")

@@ -133,7 +133,7 @@ def run_squad_search(args) -> int:
 
 def _search(args, task: str, config, make_target) -> int:
     from harness.search.space import load_space
-    from harness.search.trials import SearchRun, default_study_name, run_search
+    from harness.search.trials import SearchInvocation, default_study_name, run_search
     from pretrain.common.errors import UserError
 
     if args.trials < 1:
@@ -142,10 +142,10 @@ def _search(args, task: str, config, make_target) -> int:
         raise UserError(f"--heartbeat-s must be at least 1 (got {args.heartbeat_s})")
     space = load_space(args.space, [f"trial_seeds={args.trial_seeds}"] if args.trial_seeds else [])
     study_name = args.study_name or default_study_name(args.benchmark, task, args.model)
-    run = SearchRun(benchmark=args.benchmark, task=task, model=args.model, trials=args.trials,
-                    output_dir=args.output_dir or Path("runs/search") / study_name, space=space,
-                    config=config, storage=args.storage, study_name=study_name, pruner=args.pruner,
-                    seed=args.seed, heartbeat_s=args.heartbeat_s, tracking_uri=args.tracking_uri)
+    run = SearchInvocation(benchmark=args.benchmark, task=task, model=args.model, trials=args.trials,
+                           output_dir=args.output_dir or Path("runs/search") / study_name, space=space,
+                           config=config, storage=args.storage, study_name=study_name, pruner=args.pruner,
+                           seed=args.seed, heartbeat_s=args.heartbeat_s, tracking_uri=args.tracking_uri)
     record = run_search(run, make_target)
     print(summary(record, run))
     if "gave_up" in record:

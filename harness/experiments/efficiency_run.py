@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config import as_dict, load_config
-from harness.finetuning import records
-from harness.finetuning.glue_run import GlueRun, run_glue
+from harness.finetuning import records, results_file
+from harness.finetuning.glue_run import GlueInvocation, run_glue
 from pretrain.common import atomic
 from pretrain.common.errors import UserError
 from pretrain.common.models import DISCRIMINATOR_DIR
@@ -167,9 +167,10 @@ def _control(exp: Efficiency, like: Path, progress, stage: str) -> Arm:
 
 
 def _finetune(exp: Efficiency, model: str, name: str, progress) -> dict:
-    return run_glue(GlueRun(model=model, tasks=exp.tasks, output_dir=exp.output_dir / "glue" / name,
-                            config=exp.finetune, seeds=exp.seeds, data_dir=exp.data_dir,
-                            tracking_uri=exp.tracking_uri, leaderboard=False), progress)  # see write_report
+    # leaderboard=False: write_report adds the arms itself
+    return run_glue(GlueInvocation(model=model, tasks=exp.tasks, output_dir=exp.output_dir / "glue" / name,
+                                   config=exp.finetune, seeds=exp.seeds, data_dir=exp.data_dir,
+                                   tracking_uri=exp.tracking_uri, leaderboard=False), progress)
 
 
 def _glue_dirs(arms: list[Arm]) -> list[str]:
@@ -251,7 +252,12 @@ def _check_manifest(exp: Efficiency) -> None:
     if path.is_file():
         saved = json.loads(path.read_text()).get("fixed", {})
         saved["data_dir"] = _resolved(saved.get("data_dir"))  # manifests written before it was resolved
-        changed = [key for key in fixed if saved.get(key) != fixed[key]]
+        changed = [key for key in fixed if key != "finetune" and saved.get(key) != fixed[key]]
+        # fine-tuning settings by the resume rule of its results.json (a key absent: its value before it)
+        finetune = results_file.shown(results_file.block_differences("config", saved.get("finetune") or {},
+                                                                      fixed["finetune"]))
+        if finetune:
+            changed.append(f"finetune ({'; '.join(finetune)})")
         if changed:
             raise UserError(f"{str(exp.output_dir)!r} holds an experiment with other {', '.join(changed)}; "
                             "rerun it with the same settings or pass a new --output")

@@ -7,25 +7,26 @@ from pathlib import Path
 
 import torch
 import transformers
+from datasets import Dataset
 
 from harness.finetuning import mlflow_logging, model_setup
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import Plan, run_finetuning
 from harness.tracking import mlflow_runs
 from pretrain.common import atomic
-from reports import dev_outputs, intervals, seed_summary
+from reports import dev_outputs, intervals, results_schema, seed_summary
 from tasks import glue, glue_head, metrics
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
 from tasks.glue_data import glue_dir, load_glue
 from tasks.registry import GLUE_CONVENTION, GLUE_TASKS, SERVER_FILES, GlueTask, predicted_with
 
-RESULTS_FORMAT = "electra-harness/glue-results/1"
+RESULTS_FORMAT = results_schema.GLUE_FORMAT
 
 
 @dataclass(frozen=True)
-class GlueRun:
-    """One invocation: which model, tasks and seeds, where the data and outputs live."""
+class GlueInvocation:
+    """One `harness run glue`: which model, tasks and seeds, where the data and outputs live."""
 
     model: str
     tasks: tuple[GlueTask, ...]
@@ -39,9 +40,21 @@ class GlueRun:
     search: dict | None = None  # --params-from: the search that chose the settings (results.json `search`)
 
 
-def run_glue(run: GlueRun, progress: bool | None = None) -> dict:
+def run_glue(invocation: GlueInvocation, progress: bool | None = None) -> dict:
     """Fine-tune and evaluate; resumes (task, seed) pairs already in output_dir/results.json."""
-    return run_finetuning(run, GlueBenchmark(run), progress)
+    return run_finetuning(invocation, GlueBenchmark(invocation), progress)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GluePlan(Plan):
+    """GLUE's plan: beside the resolved settings, every task's splits, read and validated."""
+
+    data: dict[str, dict[str, Dataset]]  # task -> split -> rows
+
+
+def load_model(built: glue.GlueFinetuneTask, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
+    """A fresh classifier with the task's head (a run's seed or a search trial's)."""
+    return glue.load_model(setup.model_path, built.task, config.head, **setup.load_options)
 
 
 class GlueBenchmark:
@@ -51,37 +64,35 @@ class GlueBenchmark:
     results_format = RESULTS_FORMAT
     same = ("format", "config")
 
-    def __init__(self, run: GlueRun):
-        self.run = run
-        self.leaderboard = run.leaderboard
-        self.tasks = {task.name: task for task in run.tasks}
-        self.data: dict = {}
+    def __init__(self, invocation: GlueInvocation):
+        self.invocation = invocation
+        self.leaderboard = invocation.leaderboard
+        self.tasks = {task.name: task for task in invocation.tasks}
 
-    def prepare(self, setup: ModelSetup) -> Plan:
+    def prepare(self, setup: ModelSetup) -> GluePlan:
         model_setup.require(setup, transformers.AutoModelForSequenceClassification, "GLUE")
+        invocation = self.invocation
         # Read and validate every task's data before any training: bad input fails in seconds.
-        data_dir = glue_dir(self.run.data_dir)
-        self.data = {task.name: load_glue(task, data_dir) for task in self.run.tasks}
-        configs = {t.name: self.run.config.resolved(setup.size, t.num_epochs, t.max_length,
-                                                   setup.head)
-                   for t in self.run.tasks if t.predicted_by is None}
-        return Plan("glue", tuple(t.name for t in self.run.tasks), configs,
-                    results={"search": self.run.search} if self.run.search else {})
+        data_dir = glue_dir(invocation.data_dir)
+        data = {task.name: load_glue(task, data_dir) for task in invocation.tasks}
+        configs = {t.name: invocation.config.resolved(setup.size, t.num_epochs, t.max_length, setup.head)
+                   for t in invocation.tasks if t.predicted_by is None}
+        return GluePlan("glue", tuple(t.name for t in invocation.tasks), configs,
+                        results={"search": invocation.search} if invocation.search else {}, data=data)
 
-    def build(self, task: str, config: FinetuneConfig, setup: ModelSetup) -> glue.GlueFinetuneTask:
-        splits = {s: d for s, d in self.data[task].items() if config.predict_test or not s.startswith("test")}
-        riders = {t.name: self.data[t.name]["test"] for t in predicted_with(task)
-                  if t.name in self.data and config.predict_test}
+    def build(self, plan: GluePlan, task: str, setup: ModelSetup) -> glue.GlueFinetuneTask:
+        config, data = plan.configs[task], plan.data
+        splits = {s: d for s, d in data[task].items() if config.predict_test or not s.startswith("test")}
+        riders = {t.name: data[t.name]["test"] for t in predicted_with(task)
+                  if t.name in data and config.predict_test}
         return glue.build_task(self.tasks[task], splits, setup.tokenizer, config.max_length,
                                config.max_train_examples, riders or None, config.double_unordered,
                                config.head)
 
-    def load_model(self, built: glue.GlueFinetuneTask, config: FinetuneConfig,
-                   setup: ModelSetup) -> torch.nn.Module:
-        return glue.load_model(setup.model_path, built.task, config.head, **setup.load_options)
+    load_model = staticmethod(load_model)
 
-    def write_predictions(self, built: glue.GlueFinetuneTask, config: FinetuneConfig, result: FinetuneResult,
-                          stem: Path) -> dict:
+    def write_predictions(self, plan: GluePlan, built: glue.GlueFinetuneTask, config: FinetuneConfig,
+                          result: FinetuneResult, stem: Path) -> dict:
         """Per split, index<TAB>prediction as the GLUE server reads it, and the dev outputs."""
         for split, split_outputs in result.outputs.items():
             lines = [f"{index}\t{label}" for index, label in
@@ -100,17 +111,17 @@ class GlueBenchmark:
 
     def summarize(self, results: dict) -> None:
         """Summary with intervals, the GLUE average in the paper's convention (logged), the server zip."""
-        output_dir = self.run.output_dir
+        output_dir = self.invocation.output_dir
         trained = {t: GLUE_TASKS[t].metrics for t in results["tasks"] if GLUE_TASKS[t].predicted_by is None}
         results["summary"] = seed_summary.summarize(results["runs"], trained, results.get("diverged", ()))
         estimates = seed_summary.add_intervals(output_dir, results)
         medians = {t: s[GLUE_TASKS[t].paper_label]["median"] for t, s in results["summary"].items()}
         results["glue_score"] = metrics.glue_average(medians)  # the paper's convention (registry)
         found = intervals.glue_estimate(list(medians), estimates)
-        results["glue"] = intervals.glue_block(results["glue_score"], found, list(medians))
+        results["glue"] = results_schema.glue_section(results["glue_score"], found, list(medians))
         mlflow_logging.log_intervals(results["summary"], results["glue"])
         mlflow_runs.set_tag("glue_convention", GLUE_CONVENTION)
-        results["submission"] = _write_submission(output_dir, results, self.run.config.predict_test)
+        results["submission"] = _write_submission(output_dir, results, self.invocation.config.predict_test)
 
 
 def _write_submission(output_dir: Path, results: dict, predict_test: bool = True) -> dict:

@@ -1,18 +1,20 @@
 """The one fine-tuning orchestration: what `harness run glue` and `harness run squad` do, in order.
 
-Set up the model and device; let the benchmark read and validate its data (bad input fails here, in
-seconds); start or resume results.json; check every output is writable; open the MLflow run; train
-each task's missing seeds through the one loop (tasks/finetune.py); then, with the records of seeds
-run side by side merged in, count FLOPs, summarise, and record the run on the leaderboard. What
-differs between benchmarks is a `Benchmark` (glue_run.GlueBenchmark, squad_run.SquadBenchmark).
+Set up the model and device; let the benchmark read and validate its data into a plan (bad input fails
+here, in seconds); start or resume results.json; check every output is writable; open the MLflow run;
+train each task's missing seeds through the one loop (tasks/finetune.py); then, with the records of
+seeds run side by side merged in, count FLOPs, summarise, and record the run on the leaderboard. What
+differs between benchmarks is a `Benchmark` (glue_run.GlueBenchmark, squad_run.SquadBenchmark), which
+keeps nothing between calls: what `prepare` reads and resolves is the `Plan` every later call takes.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 import transformers
@@ -24,14 +26,14 @@ from harness.tracking import mlflow_leaderboard, mlflow_runs
 from pretrain.common import stop
 from pretrain.common.errors import UserError
 from pretrain.common.quiet import quiet_libraries
-from reports import accounting
+from reports import accounting, results_schema
 from tasks import batching, finetune_state
 from tasks.config import FinetuneConfig
-from tasks.finetune import FinetuneResult, FinetuneTask, finetune
+from tasks.finetune import FinetuneResult, FinetuneTask, LoopIO, finetune
 
 
 class Invocation(Protocol):
-    """What every `harness run` invocation names (GlueRun, SquadRun)."""
+    """What every `harness run` invocation names (GlueInvocation, SquadInvocation)."""
 
     model: str
     output_dir: Path
@@ -42,7 +44,9 @@ class Invocation(Protocol):
 
 @dataclass(frozen=True)
 class Plan:
-    """A benchmark's data read and checked, and its tasks' settings resolved, before anything is written."""
+    """A benchmark's data read and checked, and its tasks' settings resolved, before anything is written.
+
+    A benchmark's own plan (glue_run.GluePlan, squad_run.SquadPlan) adds the data it read."""
 
     name: str  # the parent MLflow run is "{model} {name}"
     tasks: tuple[str, ...]  # results.json's tasks (GLUE: AX rides with MNLI)
@@ -51,7 +55,11 @@ class Plan:
     params: dict[str, Any] = field(default_factory=dict)  # MLflow params beside the config's (SQuAD's)
 
 
-class Benchmark(Protocol):
+P = TypeVar("P", bound=Plan)
+LoadModel = Callable[[FinetuneTask, FinetuneConfig, ModelSetup], torch.nn.Module]
+
+
+class Benchmark(Protocol[P]):
     """What differs between GLUE and SQuAD: data, task building, model, outputs, summary."""
 
     experiment: str  # the MLflow experiment
@@ -59,16 +67,16 @@ class Benchmark(Protocol):
     same: tuple[str, ...]  # results.json keys an earlier invocation must share to be resumed
     leaderboard: bool  # record the run on the leaderboard at the end
 
-    def prepare(self, setup: ModelSetup) -> Plan:
+    def prepare(self, setup: ModelSetup) -> P:
         """Read and validate all data, resolve each task's settings."""
 
-    def build(self, task: str, config: FinetuneConfig, setup: ModelSetup) -> FinetuneTask:
-        """A task's tokenised features and scoring, for the loop."""
+    def build(self, plan: P, task: str, setup: ModelSetup) -> FinetuneTask:
+        """A task's tokenised features and scoring, for the loop, with its settings in plan.configs."""
 
     def load_model(self, built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
         """A fresh model with the task's head, from the discriminator checkpoint."""
 
-    def write_predictions(self, built: FinetuneTask, config: FinetuneConfig, result: FinetuneResult,
+    def write_predictions(self, plan: P, built: FinetuneTask, config: FinetuneConfig, result: FinetuneResult,
                           stem: Path) -> dict[str, Any]:
         """Prediction files under `stem`; returns the run record's fields (num_train_examples, ...)."""
 
@@ -81,79 +89,90 @@ class Benchmark(Protocol):
 
 @quiet_libraries()  # the loop's own bar or lines cover tokenising, loading and saving
 @stop.handled()  # SIGTERM or Ctrl-C: the seed's state saved at the next step, then Stopped
-def run_finetuning(run: Invocation, benchmark: Benchmark, progress: bool | None = None) -> dict:
+def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any], progress: bool | None = None) -> dict:
     """Fine-tune and evaluate; resumes (task, seed) pairs already in output_dir/results.json."""
-    if run.seeds < 1:
-        raise UserError(f"--seeds must be at least 1 (got {run.seeds})")
+    if invocation.seeds < 1:
+        raise UserError(f"--seeds must be at least 1 (got {invocation.seeds})")
     started = time.perf_counter()
-    setup = model_setup.load(run.model, run.config.precision, run.config.trust_remote_code)
-    config = model_setup.for_model(run.config, setup)  # head=auto recorded as the head it stands for
+    setup = model_setup.load(invocation.model, invocation.config.precision,
+                             invocation.config.trust_remote_code)
+    config = model_setup.for_model(invocation.config, setup)  # head=auto recorded as the head it stands for
     plan = benchmark.prepare(setup)
-    fresh = records.fresh_results(benchmark.results_format, run.model, setup.model_path, config,
-                                  plan.tasks, run.seeds, **plan.results)
+    fresh = records.fresh_results(benchmark.results_format, invocation.model, setup.model_path, config,
+                                  plan.tasks, invocation.seeds, **plan.results)
     fresh["model"] |= {"family": setup.family, "recipe": setup.recipe}
-    results = results_file.resume(run.output_dir, fresh, benchmark.same)
-    store = results_file.ResultsFile(run.output_dir, started, benchmark.same)
-    used = model_setup.as_run(setup, run.config)
+    results = results_file.resume(invocation.output_dir, fresh, benchmark.same)
+    store = results_file.ResultsFile(invocation.output_dir, started, benchmark.same)
+    used = model_setup.as_run(setup, invocation.config)
     results |= used | {"accelerator": model_setup.accelerator(setup.device)}
-    preflight.check_run_outputs(run.output_dir, mlflow_runs.chosen_uri(run.tracking_uri))  # before training
-    output_dir = {"output_dir": str(run.output_dir.resolve())}
-    mlflow_runs.use_experiment(benchmark.experiment, run.tracking_uri)
-    mlflow_runs.end_orphans(benchmark.experiment, output_dir, run.output_dir)
-    with mlflow_runs.run(f"{Path(run.model).name} {plan.name}",
+    # every output writable, checked before any training
+    preflight.check_run_outputs(invocation.output_dir, mlflow_runs.chosen_uri(invocation.tracking_uri))
+    output_dir = {"output_dir": str(invocation.output_dir.resolve())}
+    mlflow_runs.use_experiment(benchmark.experiment, invocation.tracking_uri)
+    mlflow_runs.end_orphans(benchmark.experiment, output_dir, invocation.output_dir)
+    with mlflow_runs.run(f"{Path(invocation.model).name} {plan.name}",
                          params=mlflow_logging.parent_params(config, plan.configs, used) | plan.params,
-                         tags={"model": run.model, "tasks": ",".join(plan.tasks), "family": setup.family,
-                               "recipe": setup.recipe} | output_dir):
+                         tags={"model": invocation.model, "tasks": ",".join(plan.tasks),
+                               "family": setup.family, "recipe": setup.recipe} | output_dir):
         for task, config in plan.configs.items():
-            built = benchmark.build(task, config, setup)
-            seeds = range(run.config.seed, run.config.seed + run.seeds)
+            built = benchmark.build(plan, task, setup)
+            seeds = range(invocation.config.seed, invocation.config.seed + invocation.seeds)
             records.say_resumed(results, task, seeds)
-            for seed in (s for s in seeds if not records.is_done(results, task, s)):
+            for seed in (s for s in seeds if not results_schema.is_done(results, task, s)):
                 stop.raise_if_requested(f"before {task} seed {seed} (the seeds done are in results.json)")
                 seed_config = replace(config, seed=seed)
                 try:
-                    results["runs"].append(_train_seed(run, benchmark, plan, built, task, seed_config, setup,
-                                                       progress))
+                    results["runs"].append(_train_seed(invocation, benchmark, plan, built, task, seed_config,
+                                                       setup, progress))
                 except FloatingPointError as error:  # its MLflow run ended FAILED; the other seeds go on
                     diverged = records.diverged_record(task, seed_config, error)
                     results.setdefault("diverged", []).append(diverged)
                 store.save(results)
-                finetune_state.discard(finetune_state.seed_path(run.output_dir, task, seed))  # recorded now
+                # the seed's record is in results.json now: its saved state can go
+                finetune_state.discard(finetune_state.seed_path(invocation.output_dir, task, seed))
         with store.merged(results):  # seeds run side by side into this folder are summarised too
-            results["flops"] = accounting.run_flops(run.model, setup.model_path, results["runs"])
+            results["flops"] = accounting.run_flops(invocation.model, setup.model_path, results["runs"])
             mlflow_leaderboard.log_flops(results["flops"])
             benchmark.summarize(results)
     if benchmark.leaderboard:
-        mlflow_leaderboard.record([run.output_dir / "results.json"], run.tracking_uri)
+        mlflow_leaderboard.record([invocation.output_dir / results_schema.FILE], invocation.tracking_uri)
     return results
 
 
-def _train_seed(run: Invocation, benchmark: Benchmark, plan: Plan, built: FinetuneTask, task: str,
+def _train_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: Plan, built: FinetuneTask, task: str,
                 config: FinetuneConfig, setup: ModelSetup, progress: bool | None) -> dict:
     """One seed in its own nested MLflow run: its outputs written, its results.json record returned.
 
     A seed killed or stopped mid-way goes on from its saved state (tasks/finetune_state.py); its record
     and MLflow run say from where."""
-    state = finetune_state.SeedState(finetune_state.seed_path(run.output_dir, task, config.seed),
+    state = finetune_state.SeedState(finetune_state.seed_path(invocation.output_dir, task, config.seed),
                                      {"model": setup.model_path} | as_dict(config))
     if state.resumes:
         point = state.resumes[-1]
         print(f"resume {task} seed {config.seed}: from epoch {point['epoch'] + 1} step {point['step']} "
               f"({state.path})")
-    transformers.set_seed(config.seed)
-    model = benchmark.load_model(built, config, setup).to(setup.device)
-    with mlflow_logging.nested_run(task, config, run.model, plan.params | model_setup.as_run(setup, config),
-                                   state.resumes):
+    params = plan.params | model_setup.as_run(setup, config)
+    with mlflow_logging.nested_run(task, config, invocation.model, params, state.resumes):
         for row in state.point.history:  # the epochs trained before a stop, in this seed's new run
             mlflow_logging.log_epoch(int(row["epoch"]), row)
-        result = finetune(model, built, config, batching.collator(setup.tokenizer),
-                          on_epoch=mlflow_logging.log_epoch, progress=progress,
-                          label=f"fine-tune {task} seed {config.seed}", state=state)
+        model, result = train_seed(benchmark.load_model, built, config, setup,
+                                   LoopIO(mlflow_logging.log_epoch, progress,
+                                          f"fine-tune {task} seed {config.seed}", state))
         score = mlflow_logging.log_final(result)
-    fields = benchmark.write_predictions(built, config, result,
-                                         run.output_dir / "predictions" / f"{task}-seed{config.seed}")
+    fields = benchmark.write_predictions(plan, built, config, result,
+                                         invocation.output_dir / "predictions" / f"{task}-seed{config.seed}")
     if config.save_models:
         records.save_model(benchmark.saved_model(model, built), setup.tokenizer,
-                           run.output_dir / "models" / f"{task}-seed{config.seed}")
+                           invocation.output_dir / "models" / f"{task}-seed{config.seed}")
     resumed = {"resumed": state.resumes} if state.resumes else {}
     return records.run_record(task, config, result, score, **fields, **resumed)
+
+
+def train_seed(load_model: LoadModel, built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup,
+               io: LoopIO) -> tuple[torch.nn.Module, FinetuneResult]:
+    """A fresh model for config.seed through the one loop: what a run's seed and a search trial's seed do.
+
+    Seeded first: the new head is drawn from the global RNG as the model is built."""
+    transformers.set_seed(config.seed)
+    model = load_model(built, config, setup).to(setup.device)
+    return model, finetune(model, built, config, batching.collator(setup.tokenizer), io=io)

@@ -1,5 +1,6 @@
-"""results.json's records of a fine-tuning run: the fresh body, one (task, seed) row, resumed and
-diverged seeds, and the fine-tuned checkpoint."""
+"""results.json's records of a fine-tuning run, from the harness's objects (reports/results_schema.py
+holds the schema): the fresh body, one (task, seed) row, resumed and diverged seeds, and the fine-tuned
+checkpoint."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import transformers
 from harness.config import as_dict
 from pretrain.common import atomic
 from pretrain.common.errors import UserError
+from reports import results_schema
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
 
@@ -20,16 +22,16 @@ from tasks.finetune import FinetuneResult
 def fresh_results(results_format: str, model: str, model_path: str, config: FinetuneConfig,
                   tasks: Sequence[str], seeds: int, **extra) -> dict:
     """A new results.json body; `extra` keys (settings, data) sit beside config."""
-    return {"format": results_format, "model": {"name": model, "path": model_path}, "config": as_dict(config),
-            **extra, "tasks": list(tasks), "seeds": seeds, "runs": [], "flops": None,
-            "device": platform.processor() or platform.machine(),
-            "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__}
+    return results_schema.body(results_format, {"name": model, "path": model_path}, as_dict(config), tasks,
+                               seeds, device=platform.processor() or platform.machine(), versions=versions,
+                               **extra)
 
 
 def say_resumed(results: dict, task: str, seeds: range) -> None:
     """On a resume, say which seeds results.json already holds, so the user knows what this invocation will
     (not) train. A seed that diverged counts as done: the same seed and settings diverge again."""
-    kept = [seed for seed in seeds if is_done(results, task, seed)]
+    kept = [seed for seed in seeds if results_schema.is_done(results, task, seed)]
     if kept:
         left = [seed for seed in seeds if seed not in kept]
         rest = f"training {_seeds(left)}" if left else "nothing left to train"
@@ -40,14 +42,10 @@ def _seeds(seeds: list[int]) -> str:
     return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
 
 
-def is_done(results: dict, task: str, seed: int) -> bool:
-    """Finished, or diverged: the same seed and settings diverge again, so a resume does not retry it."""
-    return any(r["task"] == task and r["seed"] == seed for r in results["runs"] + results.get("diverged", []))
-
-
-def diverged_record(task: str, config: FinetuneConfig, error: FloatingPointError) -> dict:
+def diverged_record(task: str, config: FinetuneConfig,
+                    error: FloatingPointError) -> results_schema.DivergedRecord:
     """A (task, seed) whose training loss went non-finite: kept apart from `runs`, out of every summary."""
-    return {"task": task, "seed": config.seed, "error": str(error), "resolved_config": as_dict(config)}
+    return results_schema.diverged_record(task, config.seed, str(error), as_dict(config))
 
 
 def diverged_error(diverged: Sequence[dict], recorded_in: str = "results.json",
@@ -69,14 +67,12 @@ def diverged_error(diverged: Sequence[dict], recorded_in: str = "results.json",
 
 
 def run_record(task: str, config: FinetuneConfig, result: FinetuneResult, score: float,
-               num_train_examples: int, **extra) -> dict:
+               num_train_examples: int, **extra) -> results_schema.RunRecord:
     """One (task, seed) row of results.json."""
-    return {"task": task, "seed": config.seed, "metrics": result.metrics, "score": score,
-            "history": result.history, "num_train_steps": result.num_train_steps,
-            "num_train_examples": num_train_examples, "train_time_s": result.train_time_s,
-            "train_examples_per_s": result.train_examples_per_s,
-            "train_examples_seen": result.train_examples_seen,
-            "train_tokens_per_s": result.train_tokens_per_s, **extra, "resolved_config": as_dict(config)}
+    return results_schema.run_record(
+        task, config.seed, result.metrics, score, result.history, result.num_train_steps, num_train_examples,
+        result.train_time_s, result.train_examples_per_s, result.train_examples_seen,
+        result.train_tokens_per_s, as_dict(config), **extra)
 
 
 def save_model(model: torch.nn.Module, tokenizer, directory: Path) -> None:

@@ -10,18 +10,17 @@ invocation to finish summarises every seed. Invocations with other settings are 
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from filelock import FileLock
 
-from pretrain.common import atomic
+from pretrain.common import atomic, settings
 from pretrain.common.errors import UserError
-
-NAME = "results.json"
-RECORDS = ("runs", "diverged")
+from reports.results_schema import FILE, RECORDS, read
+from tasks.config import FinetuneConfig, SquadConfig, head_for
 
 
 class ResultsFile:
@@ -29,7 +28,7 @@ class ResultsFile:
 
     def __init__(self, output_dir: Path, started: float, same: Sequence[str] = ("format", "config")):
         self.output_dir = Path(output_dir)
-        self.path = self.output_dir / NAME
+        self.path = self.output_dir / FILE
         self.same = tuple(same)
         self._last = started  # wall time up to here is already in the file's wall_time_s
 
@@ -38,7 +37,7 @@ class ResultsFile:
         """Under the lock: `results` with the file's other records added; written when the block ends."""
         self.output_dir.mkdir(parents=True, exist_ok=True)
         # A dotted file beside results.json; filelock leaves it behind, harmlessly, after release.
-        with FileLock(str(self.output_dir / f".{NAME}.lock")):
+        with FileLock(str(self.output_dir / f".{FILE}.lock")):
             self._merge(results)
             yield results
             now = time.perf_counter()
@@ -73,7 +72,7 @@ class ResultsFile:
 
 def resume(output_dir: Path, fresh: dict, same: Sequence[str] = ("format", "config")) -> dict:
     """`fresh`, or output_dir's results.json when it has the same model and the same `same` keys."""
-    previous = read(Path(output_dir) / NAME)
+    previous = read(Path(output_dir) / FILE)
     if previous is None:
         return fresh
     differences = setting_differences(previous, fresh, same)
@@ -85,40 +84,53 @@ def resume(output_dir: Path, fresh: dict, same: Sequence[str] = ("format", "conf
 
 
 _ABSENT = object()  # a key one of the two results.json bodies lacks (one written by another version)
-# Settings an invocation may change: its first seed (seed=1 beside seed=0 adds seeds, as --seeds does)
-FREE = ("seed",)
+# The blocks that hold a config's settings, compared by its one resume rule (pretrain/common/settings.py):
+# resumable settings (the first seed: seed=1 beside seed=0 adds seeds; torch.compile) may change, and a key
+# an older file lacks stands for the setting's value before it existed.
+CONFIGS = {"config": FinetuneConfig, "settings": SquadConfig}
 
 
 def setting_differences(previous: dict, fresh: dict, same: Sequence[str]) -> list[str]:
-    """'key: old -> new' for the model path and each differing key of `same` but FREE; keys of the config
-    and settings blocks by their own names (as key=value sets them), of other blocks as `block.key`."""
+    """'key: old -> new' for the model path and each differing key of `same` that a resume may not change;
+    keys of the config and settings blocks by their own names (as key=value sets them), of other blocks
+    as `block.key`."""
     pairs = [("model", previous.get("model", {}).get("path", _ABSENT), fresh["model"]["path"])]
     for block in same:
         old, new = previous.get(block, _ABSENT), fresh[block]
         if isinstance(old, dict) and isinstance(new, dict):
-            prefix = "" if block in ("config", "settings") else f"{block}."
-            pairs += [(prefix + key, old.get(key, _ABSENT), new.get(key, _ABSENT))
-                      for key in [*new, *(key for key in old if key not in new)] if key not in FREE]
+            pairs += block_differences(block, old, new, _family(previous), _family(fresh))
         else:
             pairs.append((block, old, new))
+    return shown(pairs)
+
+
+def shown(pairs: list[tuple]) -> list[str]:
+    """'key: old -> new' of each (key, old, new) that differs."""
     return [f"{key}: {_shown(old)} -> {_shown(new)}" for key, old, new in pairs if old != new]
+
+
+def block_differences(block: str, old: dict, new: dict, old_family: str | None = None,
+                      new_family: str | None = None) -> list[tuple]:
+    """(key, old, new) of a block's differing keys; a config block's (CONFIGS) settings by the one resume
+    rule (head=auto as the head it stands for on each side's model family), then any key only one side's
+    version knows; keys of other blocks named `block.key`."""
+    cls = CONFIGS.get(block)
+    known = [field.name for field in dataclasses.fields(cls)] if cls else []
+    pairs = []
+    if cls:
+        pairs = [(key, a, b) for key, a, b in settings.differences(cls, old, new)
+                 if key != "head" or head_for(a, old_family) != head_for(b, new_family)]
+    prefix = "" if cls else f"{block}."
+    pairs += [(prefix + key, old.get(key, _ABSENT), new.get(key, _ABSENT))
+              for key in [*new, *(key for key in old if key not in new)] if key not in known]
+    return pairs
+
+
+def _family(results: dict) -> str | None:
+    model = results.get("model")
+    return model.get("family") if isinstance(model, dict) else None
 
 
 def _shown(value) -> str:
     return "(absent)" if value is _ABSENT else repr(value)
 
-
-def read(path: Path) -> dict | None:
-    """A results.json's body, None when absent, or a UserError naming a corrupt one and the fix."""
-    if not path.is_file():
-        return None
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UserError(f"{str(path)!r} is not a readable results file ({type(error).__name__}: {error}); "
-                        "move it away to start this run directory afresh, or pass a new --output-dir") \
-            from error
-    if not isinstance(body, dict) or not isinstance(body.get("runs"), list):
-        raise UserError(f"{str(path)!r} is not a results file of this harness (no list of runs); move it "
-                        "away to start this run directory afresh, or pass a new --output-dir")
-    return body

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import warnings
 from dataclasses import dataclass
@@ -17,20 +16,20 @@ from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import Plan, run_finetuning
 from pretrain.common import atomic
 from pretrain.common.errors import UserError
-from reports import dev_outputs, seed_summary
+from reports import dev_outputs, results_schema, seed_summary
 from tasks import squad, squad_metrics
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.finetune import FinetuneResult
 from tasks.registry import SquadTask
 from tasks.squad import SquadFinetuneTask, SquadSource
 
-RESULTS_FORMAT = "electra-harness/squad-results/1"
+RESULTS_FORMAT = results_schema.SQUAD_FORMAT
 SPLIT = "validation"
 
 
 @dataclass(frozen=True)
-class SquadRun:
-    """One invocation: which model, version and seeds, where the data and outputs live."""
+class SquadInvocation:
+    """One `harness run squad`: which model, version and seeds, where the data and outputs live."""
 
     model: str
     task: SquadTask
@@ -43,9 +42,22 @@ class SquadRun:
     search: dict | None = None  # --params-from: the search that chose the settings (results.json `search`)
 
 
-def run_squad(run: SquadRun, progress: bool | None = None) -> dict:
+def run_squad(invocation: SquadInvocation, progress: bool | None = None) -> dict:
     """Fine-tune and evaluate; resumes seeds already in output_dir/results.json."""
-    return run_finetuning(run, SquadBenchmark(run), progress)
+    return run_finetuning(invocation, SquadBenchmark(invocation), progress)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SquadPlan(Plan):
+    """SQuAD's plan: beside the resolved settings, the task's windows, built before any output."""
+
+    squad_config: SquadConfig  # head and null threshold resolved for the version
+    built: SquadFinetuneTask
+
+
+def load_model(built: SquadFinetuneTask, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
+    """A fresh span model (with the answerability head where the settings use it)."""
+    return squad.load_model(setup.model_path, built, **setup.load_options)
 
 
 class SquadBenchmark:
@@ -56,42 +68,40 @@ class SquadBenchmark:
     same = ("format", "config", "settings", "data", "tasks")
     leaderboard = True
 
-    def __init__(self, run: SquadRun):
-        self.run = run
-        self.built: SquadFinetuneTask | None = None
+    def __init__(self, invocation: SquadInvocation):
+        self.invocation = invocation
 
-    def prepare(self, setup: ModelSetup) -> Plan:
+    def prepare(self, setup: ModelSetup) -> SquadPlan:
         model_setup.require(setup, transformers.AutoModelForQuestionAnswering, "SQuAD")
-        run = self.run
-        config = run.config.resolved(setup.size, run.task.num_epochs, run.task.max_length, setup.head)
+        invocation, task = self.invocation, self.invocation.task
+        config = invocation.config.resolved(setup.size, task.num_epochs, task.max_length, setup.head)
         positions = setup.model_config.max_position_embeddings
         if config.max_length > positions:
             raise UserError(f"max_length {config.max_length} exceeds the model's {positions} positions; "
                             f"pass max_length={positions} or less")
         # Head and null threshold decided (and a bad combination refused) before the data is read.
-        self.run = run = dataclasses.replace(run, squad_config=run.squad_config.resolved(run.task))
+        squad_config = invocation.squad_config.resolved(task)
         # Read, validate and window all data before any training or output: bad input fails in seconds.
-        self.built, data = _build(run, setup, config)
-        settings = as_dict(run.squad_config)
-        searched = {"search": run.search} if run.search else {}
-        return Plan(run.task.name, (run.task.name,), {run.task.name: config},
-                    results={"settings": settings, "data": data} | searched, params=settings)
+        built, data = _build(invocation, squad_config, setup, config)
+        settings = as_dict(squad_config)
+        searched = {"search": invocation.search} if invocation.search else {}
+        return SquadPlan(task.name, (task.name,), {task.name: config},
+                         results={"settings": settings, "data": data} | searched, params=settings,
+                         squad_config=squad_config, built=built)
 
-    def build(self, task: str, config: FinetuneConfig, setup: ModelSetup) -> SquadFinetuneTask:
-        return self.built  # windowed in prepare, before any output
+    def build(self, plan: SquadPlan, task: str, setup: ModelSetup) -> SquadFinetuneTask:
+        return plan.built  # windowed in prepare, before any output
 
-    def load_model(self, built: SquadFinetuneTask, config: FinetuneConfig,
-                   setup: ModelSetup) -> torch.nn.Module:
-        return squad.load_model(setup.model_path, built, **setup.load_options)
+    load_model = staticmethod(load_model)
 
-    def write_predictions(self, built: SquadFinetuneTask, config: FinetuneConfig, result: FinetuneResult,
-                          stem: Path) -> dict:
+    def write_predictions(self, plan: SquadPlan, built: SquadFinetuneTask, config: FinetuneConfig,
+                          result: FinetuneResult, stem: Path) -> dict:
         """predictions.json (and null_odds.json for 2.0) as the official scripts read them; dev outputs."""
         answers, null_odds = built.predictions(SPLIT, result.outputs[SPLIT])
         atomic.write_json(stem / "predictions.json", answers)
-        dev = _dev_outputs(self.run, built, answers, null_odds, config.seed)
+        dev = _dev_outputs(self.invocation.task, plan.squad_config, built, answers, null_odds, config.seed)
         atomic.write_json(stem / dev_outputs.FILE, dev)
-        if self.run.task.has_unanswerable:
+        if self.invocation.task.has_unanswerable:
             atomic.write_json(stem / "null_odds.json", null_odds)
         return {"num_train_examples": built.num_train_examples}
 
@@ -99,17 +109,18 @@ class SquadBenchmark:
         return model
 
     def summarize(self, results: dict) -> None:
-        task = self.run.task
+        task = self.invocation.task
         results["summary"] = seed_summary.summarize(results["runs"], {task.name: task.metrics},
                                                     results.get("diverged", ()))
-        seed_summary.add_intervals(self.run.output_dir, results)
+        seed_summary.add_intervals(self.invocation.output_dir, results)
 
 
-def _build(run: SquadRun, setup: ModelSetup, config: FinetuneConfig) -> tuple[SquadFinetuneTask, dict]:
+def _build(invocation: SquadInvocation, squad_config: SquadConfig, setup: ModelSetup,
+           config: FinetuneConfig) -> tuple[SquadFinetuneTask, dict]:
     """The task's windows, and the data block of results.json; prints what the user should know."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
-        splits = squad.load_splits(run.task, run.source, run.squad_config)
+        splits = squad.load_splits(invocation.task, invocation.source, squad_config)
     for warning in caught:  # squad_data's counted answer problems: one line each, not a stack of them
         print(f"harness: warning: {warning.message}", file=sys.stderr)
     holdout = splits.info["holdout"]
@@ -117,7 +128,7 @@ def _build(run: SquadRun, setup: ModelSetup, config: FinetuneConfig) -> tuple[Sq
         print(f"note: no train file, so training uses {holdout['train_articles']} articles of "
               f"{splits.info['dev_file']} and evaluation the {holdout['dev_articles']} held out "
               f"(holdout_fraction={holdout['fraction']}, holdout_seed={holdout['seed']})")
-    built = squad.build_task(run.task, splits, setup.tokenizer, config.max_length, run.squad_config,
+    built = squad.build_task(invocation.task, splits, setup.tokenizer, config.max_length, squad_config,
                              config.max_train_examples)
     data = splits.info | {
         "num_train_examples_used": built.num_train_examples, "num_train_windows": len(built.train),
@@ -132,17 +143,18 @@ def _build(run: SquadRun, setup: ModelSetup, config: FinetuneConfig) -> tuple[Sq
     return built, data
 
 
-def _dev_outputs(run: SquadRun, built: SquadFinetuneTask, answers: dict, null_odds: dict, seed: int) -> dict:
+def _dev_outputs(task: SquadTask, squad_config: SquadConfig, built: SquadFinetuneTask, answers: dict,
+                 null_odds: dict, seed: int) -> dict:
     """Per-question EM/F1 (what intervals and `harness compare` resample), with pairing fingerprints."""
     examples = built.examples[SPLIT]
-    scores = squad_metrics.question_scores(run.task.version, answers, examples,
-                                           null_odds if run.task.has_unanswerable else None,
-                                           run.squad_config.null_threshold)
+    scores = squad_metrics.question_scores(task.version, answers, examples,
+                                           null_odds if task.has_unanswerable else None,
+                                           squad_config.null_threshold)
     ids = list(examples["id"])
     split = dev_outputs.squad_split(ids, {name: [found[q] for q in ids] for name, found in scores.items()},
                                     [a["text"] for a in examples["answers"]],
                                     dev_outputs.token_fingerprint(built.evals[SPLIT]["input_ids"]))
-    return dev_outputs.record(run.task.name, seed, {SPLIT: split})
+    return dev_outputs.record(task.name, seed, {SPLIT: split})
 
 
 def summary_table(results: dict) -> str:

@@ -12,11 +12,11 @@ from tqdm.auto import tqdm
 from harness.config import as_dict
 from harness.pretraining.task_corpus import corpus_source
 from harness.tracking import mlflow_runs
-from pretrain import checkpoint, train
+from pretrain import checkpoint, planning, train
 from pretrain.common import atomic, console, stop
 from pretrain.common.quiet import quiet_libraries
 from pretrain.config import PretrainConfig
-from pretrain.corpus_source import CorpusSource
+from pretrain.planning import Plan
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining}{postfix}]"
 
@@ -28,13 +28,12 @@ def run_pretrain(config: PretrainConfig, experiment: str = "pretrain", tracking_
     """Pre-train with progress (console.progress_mode) and an MLflow run; pretrain_meta.json's dict
     (None off rank 0). `data_dir`: the GLUE folder a `glue:` corpus is read from (task_corpus)."""
     corpus = corpus_source(config.corpus, data_dir, config.cache_dir)  # None: files and folders only
+    inputs = planning.check(config, corpus)  # bad settings fail before the lock creates OUT
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports (and locks)
-        train.preflight(config, corpus)
-        train.pretrain(config, corpus=corpus)
+        train.train(planning.find_resume_point(inputs))
         return None
-    train.preflight(config, corpus)  # bad settings fail before the lock creates OUT
-    with output_lock(config.output_dir):
-        return _run_pretrain(config, experiment, tracking_uri, progress, corpus)
+    with output_lock(config.output_dir):  # the plan is OUT as it stands while no other run can change it
+        return _run_pretrain(config, planning.find_resume_point(inputs), experiment, tracking_uri, progress)
 
 
 @contextlib.contextmanager
@@ -53,11 +52,10 @@ def output_lock(output_dir: str | None) -> Iterator[None]:
         yield
 
 
-def _run_pretrain(config: PretrainConfig, experiment: str, tracking_uri: str | None,
-                  progress: bool | None, corpus: CorpusSource | None) -> dict:
-    resolved = train.preflight(config, corpus)  # again, now that no other run can change OUT
-
-    note = extension_note(resolved)
+def _run_pretrain(config: PretrainConfig, plan: Plan, experiment: str, tracking_uri: str | None,
+                  progress: bool | None) -> dict:
+    """`plan` trained under an MLflow run that records `config`, the settings as given."""
+    note = extension_note(plan)
     if note:
         print(note)
     mlflow_runs.use_experiment(experiment, tracking_uri)
@@ -78,7 +76,7 @@ def _run_pretrain(config: PretrainConfig, experiment: str, tracking_uri: str | N
             if mode == "lines" and (clock.due() or metrics["progress"] >= 1.0):
                 console.line(f"pretrain {name}: {progress_line(step, metrics)}")
 
-        meta = train.pretrain(config, on_log, corpus)
+        meta = train.train(plan, on_log)
         mlflow_runs.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
         if meta.get("schedule_completed") is not None:
             mlflow_runs.log_metrics({"schedule_completed": meta["schedule_completed"]}, step=meta["steps"])
@@ -109,19 +107,19 @@ def summary(step: int, metrics: dict[str, float]) -> str:
     return f"step {step} " + " ".join(parts)
 
 
-def extension_note(config: PretrainConfig) -> str | None:
+def extension_note(plan: Plan) -> str | None:
     """A line saying that OUT's run goes on to other budgets and what that does to its schedule."""
-    folder = checkpoint.resume_point(Path(config.output_dir), config)
-    change = checkpoint.budget_change(folder, config) if folder is not None else None
+    change = plan.resume.budget_change if plan.resume is not None else None
     if change is None:
         return None
     shown = checkpoint.budget_value
     budgets = "; ".join(f"{key}: {shown(old)} -> {shown(change['to'][key])}"
                         for key, old in change["from"].items())
     before, after = change["learning_rate_before"], change["learning_rate_after"]
-    return (f"note: continuing {config.output_dir} from step {change['at_step']} ({budgets}); the learning "
-            f"rate follows the schedule over the new budget, so it goes from {before:.3g} to {after:.3g} "
-            "there, unlike a run started with this budget (recorded under `extended` in pretrain_meta.json)")
+    return (f"note: continuing {plan.config.output_dir} from step {change['at_step']} ({budgets}); the "
+            f"learning rate follows the schedule over the new budget, so it goes from {before:.3g} to "
+            f"{after:.3g} there, unlike a run started with this budget (recorded under `extended` in "
+            "pretrain_meta.json)")
 
 
 def progress_line(step: int, metrics: dict[str, float]) -> str:

@@ -8,15 +8,14 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-import transformers
-
 from harness.config import as_dict
-from harness.finetuning import model_setup
+from harness.finetuning import glue_run, model_setup, squad_run
+from harness.finetuning.orchestration import train_seed
 from harness.search.trials import SearchTarget
 from pretrain.common.errors import UserError
-from tasks import batching, glue, squad
+from tasks import glue, squad
 from tasks.config import FinetuneConfig, SquadConfig
-from tasks.finetune import finetune
+from tasks.finetune import LoopIO
 from tasks.glue_data import glue_dir, load_glue
 from tasks.registry import GLUE_TASKS, squad_task
 
@@ -35,13 +34,10 @@ def glue_target(model: str, task_name: str, data_dir: str | None, config: Finetu
     max_length = config.max_length or task.max_length
     built = glue.build_task(task, splits, setup.tokenizer, max_length, config.max_train_examples,
                             double_unordered=config.double_unordered, head=config.head)
-    collate = batching.collator(setup.tokenizer)
 
     def train(config: FinetuneConfig, on_epoch):
         config = model_setup.for_model(dataclasses.replace(config, max_length=max_length), setup)
-        transformers.set_seed(config.seed)
-        model_ = glue.load_model(setup.model_path, task, config.head, **setup.load_options).to(setup.device)
-        return finetune(model_, built, config, collate, on_epoch=on_epoch, progress=False)
+        return train_seed(glue_run.load_model, built, config, setup, LoopIO(on_epoch, progress=False))[1]
 
     return SearchTarget("glue", task.name, model, setup.size, task.num_epochs, train, dev_score)
 
@@ -59,13 +55,10 @@ def squad_target(model: str, version: str, source: squad.SquadSource, config: Fi
     splits = squad.load_splits(task, source, squad_config)
     built = squad.build_task(task, splits, setup.tokenizer, max_length, squad_config,
                              config.max_train_examples)
-    collate = batching.collator(setup.tokenizer)
 
     def train(config: FinetuneConfig, on_epoch):
         config = dataclasses.replace(config, max_length=max_length)
-        transformers.set_seed(config.seed)
-        model_ = squad.load_model(setup.model_path, built, **setup.load_options).to(setup.device)
-        return finetune(model_, built, config, collate, on_epoch=on_epoch, progress=False)
+        return train_seed(squad_run.load_model, built, config, setup, LoopIO(on_epoch, progress=False))[1]
 
     defaults = as_dict(SquadConfig())
     fixed = {key: value for key, value in as_dict(squad_config).items() if value != defaults[key]}

@@ -59,7 +59,7 @@ class SearchTarget:
 
 
 @dataclass(frozen=True)
-class SearchRun:
+class SearchInvocation:
     """One worker invocation: which study, how many trials in total, where things are recorded."""
 
     benchmark: str
@@ -81,7 +81,7 @@ def default_study_name(benchmark: str, task: str, model: str) -> str:
     return f"{benchmark}-{task}-{Path(model).name}"
 
 
-def run_search(run: SearchRun, make_target: Callable[[], SearchTarget]) -> dict[str, Any]:
+def run_search(run: SearchInvocation, make_target: Callable[[], SearchTarget]) -> dict[str, Any]:
     """Run trials of the study until it holds run.trials finished ones; returns best_params.json's record.
 
     The storage is opened before `make_target` loads the model and data, so a bad URL fails at once.
@@ -161,7 +161,7 @@ class _Stopper:
             study.stop()
 
 
-def _best_writer(path: Path, run: SearchRun) -> Callable:
+def _best_writer(path: Path, run: SearchInvocation) -> Callable:
     def write(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         if trial.state == optuna.trial.TrialState.COMPLETE:
             studies.write_best(path, studies.best_record(study, run.storage))

@@ -3,7 +3,7 @@
 errors (UserError), models (the model registry and pre-training output layout), flops (the paper's
 FLOPs formulas), atomic (the one atomic writer), placement (device, precision and attention rule),
 quiet (library bars off while we load and save), console (the one bar-or-lines progress rule),
-electra_adam (ELECTRA's optimiser and schedule, shared by fine-tuning and pre-training).
+optimization (the parameter groups, schedule and optimiser of fine-tuning and pre-training alike).
 
 It sits inside pretrain/ because the top level (harness, tasks, pretrain, reports) is the user's
 map of the project, and these modules began as pre-training's own; its own folder says they are

@@ -103,7 +103,7 @@ rows = []
 for run, key, value in db.execute("select run_uuid, key, value from params"):
     rows.append(f"{exps[run]} | {names.get(run)} | param {key}={value}")
 for run, key, value, step in db.execute("select run_uuid, key, value, step from metrics"):
-    shown = "*" if key.endswith(("_time_s", "_per_s")) or "time" in key else repr(value)
+    shown = "*" if key.endswith(("_time_s", "_per_s", "elapsed_s")) or "time" in key else repr(value)
     rows.append(f"{exps[run]} | {names.get(run)} | metric {key}@{step}={shown}")
 for run, key, value in db.execute("select run_uuid, key, value from tags where key not like 'mlflow.%'"):
     shown = "*" if "time" in key or key in ("harness.pid", "harness.host") else value

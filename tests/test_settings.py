@@ -1,0 +1,186 @@
+"""Each setting says what it is once (pretrain/common/settings.py), and the resume rules of both loops,
+the legacy defaults, the recipe departures, the choices and --help are read from it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+
+from harness.cli import main
+from harness.config import settings_help
+from harness.experiments import efficiency_run
+from harness.finetuning import glue_run, records, results_file
+from pretrain.common import atomic
+from pretrain.common.errors import UserError
+from pretrain.common.settings import befores, differences, of_kind, resumable, setting
+from pretrain.config import BUDGETS, PretrainConfig, config_differences, resolve
+from reports.recipe import departures
+from tasks.config import FinetuneConfig, SquadConfig
+from tasks.registry import GLUE_TASKS, SQUAD_TASKS
+
+
+@dataclass(frozen=True)
+class Toy:
+    """A config as a project writes one: each setting is one line."""
+
+    rate: float = setting(0.1, kind="recipe", help="what is trained")
+    mode: Literal["fast", "exact"] = setting("fast", kind="runtime", resumable=True)
+    depth: int = setting(2, kind="recipe", before=1, help="added later; runs before it had 1")
+    out: str = setting("runs", kind="output", resumable=True)
+
+
+def test_adding_a_setting_is_one_line_that_every_rule_reads():
+    assert dataclasses.asdict(Toy()) == {"rate": 0.1, "mode": "fast", "depth": 2, "out": "runs"}  # plain data
+    assert (of_kind(Toy, "recipe"), resumable(Toy)) == (("rate", "depth"), ("mode", "out"))
+    assert befores(Toy) == {"rate": 0.1, "mode": "fast", "depth": 1, "out": "runs"}
+    # The resume rule: resumable settings may change; an absent key is the setting's value before it existed.
+    current = dataclasses.asdict(Toy())
+    assert differences(Toy, {"rate": 0.1, "mode": "exact", "out": "elsewhere"}, current) == [("depth", 1, 2)]
+    assert differences(Toy, {"rate": 0.1}, dataclasses.asdict(Toy(depth=1))) == []
+    assert differences(Toy, {"rate": 0.2}, current, may_change=("rate", "depth")) == []
+    # --help: by kind, with the choices from the type and the settings a resume may change.
+    assert settings_help(Toy, "settings:") == (
+        "settings:\n  [recipe: what a run trains and measures]\n  rate=0.1, depth=2\n"
+        "  [runtime: how this machine computes it; a resume may change any]\n  mode=fast (fast|exact)\n"
+        "  [output: what is written, where and how often; a resume may change any]\n  out=runs")
+    with pytest.raises(ValueError, match="unknown setting kind 'recipes'; choose one of recipe, runtime"):
+        setting(1, kind="recipes")
+
+
+def test_the_real_configs_declare_every_field_and_keep_their_old_meaning():
+    # What the five hand-written lists said, now read from the fields (a kind changed by mistake shows here).
+    assert set(of_kind(FinetuneConfig, "runtime", "output")) == {
+        "eval_batch_size", "precision", "compile", "save_models", "predict_test", "seed",
+        "gradient_accumulation_steps", "trust_remote_code"}
+    assert of_kind(SquadConfig, "recipe") == tuple(f.name for f in dataclasses.fields(SquadConfig))
+    assert set(resumable(PretrainConfig)) == {"output_dir", "log_every_steps", "checkpoint_every_steps",
+                                               "checkpoint_every_s", "keep_checkpoints", "cache_dir", "device",
+                                               "compile"}
+    assert BUDGETS == ("max_steps", "max_tokens", "max_time_s", "max_flops")
+    assert {k: v for k, v in befores(PretrainConfig).items() if v != getattr(PretrainConfig(), k)} == {
+        "optimizer": "adamw"}
+    assert {k: v for k, v in befores(FinetuneConfig).items() if v != getattr(FinetuneConfig(), k)} == {
+        "optimizer": "adamw", "loss_reduction": "mean", "head": "hf", "double_unordered": False}
+    assert befores(SquadConfig)["joint_prediction"] is False
+
+
+def test_choices_come_from_the_literal_types():
+    with pytest.raises(ValueError, match=r"unknown optimizer 'sgd'; choose one of electra, adamw"):
+        PretrainConfig(optimizer="sgd")
+    with pytest.raises(ValueError, match=r"unknown compile 'maybe'; choose one of auto, on, off"):
+        PretrainConfig(compile="maybe")
+    assert "embedding_sharing 'x'; choose one of shared, untied, tied, gdes" in str(
+        pytest.raises(ValueError, PretrainConfig, embedding_sharing="x").value)
+
+
+def _results(config: FinetuneConfig, model: str = "/m/a") -> dict:
+    return records.fresh_results(glue_run.RESULTS_FORMAT, "a", model, config, ["rte"], 1)
+
+
+def test_one_resume_rule_for_both_loops_compile_may_change_a_recipe_setting_may_not():
+    # Pre-training accepted a changed compile before; fine-tuning refused it. Now both follow the metadata.
+    saved = dataclasses.asdict(resolve(PretrainConfig(compile="off")))
+    assert config_differences(saved, resolve(PretrainConfig(compile="on"))) == []
+    assert config_differences(saved, resolve(PretrainConfig(compile="on", disc_weight=10.0))) == [
+        "disc_weight: 50.0 -> 10.0"]
+    previous = _results(FinetuneConfig(compile="off"))
+    assert results_file.setting_differences(previous, _results(FinetuneConfig(compile="on")), ("format", "config")) \
+        == []
+    assert results_file.setting_differences(previous, _results(FinetuneConfig(compile="on", num_epochs=2.0)),
+                                            ("format", "config")) == ["num_epochs: None -> 2.0"]
+    # The runtime settings that change the numbers stay fixed in both loops.
+    assert config_differences(saved | {"precision": "bf16"}, resolve(PretrainConfig())) == [
+        "precision: 'bf16' -> 'auto'"]
+    assert results_file.setting_differences(_results(FinetuneConfig(precision="bf16")), _results(FinetuneConfig()),
+                                            ("format", "config")) == ["precision: 'bf16' -> 'auto'"]
+
+
+def test_results_written_before_a_setting_existed_resume_as_its_before_value(tmp_path):
+    fresh = _results(FinetuneConfig(num_epochs=1.0))
+    old = _results(FinetuneConfig(num_epochs=1.0))
+    for key in ("trust_remote_code", "gradient_accumulation_steps", "predict_test"):
+        del old["config"][key]
+    atomic.write_json(tmp_path / "results.json", old)
+    assert results_file.resume(tmp_path, fresh, ("format", "config"))["config"] == old["config"]
+    # head=auto is ELECTRA's head on an ELECTRA model: a file that recorded head=electra resumes...
+    assert results_file.setting_differences(_results(FinetuneConfig(head="electra")), _results(FinetuneConfig()),
+                                            ("config",)) == []
+    # ...but not on a family whose own head auto stands for
+    roberta = _results(FinetuneConfig()) | {"model": {"path": "/m/a", "family": "roberta"}}
+    assert results_file.setting_differences(_results(FinetuneConfig(head="electra")), roberta, ("config",)) == [
+        "head: 'electra' -> 'auto'"]
+    # A file from before loss_reduction clipped the batch mean's gradient: a genuinely different recipe.
+    del old["config"]["loss_reduction"]
+    atomic.write_json(tmp_path / "results.json", old)
+    with pytest.raises(UserError) as refused:
+        results_file.resume(tmp_path, fresh, ("format", "config"))
+    assert str(refused.value) == (f"{str(tmp_path)!r} holds results made with other settings (loss_reduction: "
+                                  "'mean' -> 'sum'); resume it with the same settings, or pass a new --output-dir")
+
+
+def test_squad_settings_block_from_before_joint_prediction():
+    settings = dataclasses.asdict(SquadConfig().resolved(SQUAD_TASKS["1.1"]))
+    fresh = _results(FinetuneConfig()) | {"settings": settings}
+    old = fresh | {"settings": {k: v for k, v in settings.items() if k != "joint_prediction"}}
+    assert results_file.setting_differences(old, fresh, ("settings",)) == ["joint_prediction: False -> True"]
+    assert results_file.setting_differences(old, old, ("settings",)) == []
+
+
+@pytest.mark.slow
+def test_glue_resume_with_compile_changed_goes_on_and_trains_the_missing_seed(tiny_model, glue_data, tmp_path,
+                                                                              capsys):
+    out = tmp_path / "out"
+    args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--output-dir", str(out),
+            "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--tasks", "rte", "num_epochs=1",
+            "save_models=false", "predict_test=false"]
+    assert main(args) == 0
+    body = json.loads((out / "results.json").read_text())
+    del body["config"]["trust_remote_code"]  # as a version before the setting wrote it
+    body["config"]["compile"] = "on"  # as a GPU machine's invocation recorded it
+    atomic.write_json(out / "results.json", body)
+    assert main([*args, "compile=off", "--seeds", "2"]) == 0, capsys.readouterr().err
+    assert "resume rte: kept seed 0 from results.json; training seed 1" in capsys.readouterr().out
+    assert [(r["task"], r["seed"]) for r in json.loads((out / "results.json").read_text())["runs"]] == [
+        ("rte", 0), ("rte", 1)]
+    assert main([*args, "num_epochs=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "with other settings (num_epochs: 1.0 -> 2.0); resume" in err
+
+
+def _experiment(tmp_path, finetune: FinetuneConfig) -> efficiency_run.Efficiency:
+    return efficiency_run.Efficiency(preset="electra-tiny", corpus=(str(tmp_path / "corpus.txt"),), budgets=(1e8,),
+                                     objectives=("electra",), tasks=(GLUE_TASKS["rte"],), output_dir=tmp_path,
+                                     finetune=finetune)
+
+
+def test_an_experiment_manifest_from_before_a_setting_compares_by_the_same_rule(tmp_path):
+    efficiency_run._check_manifest(_experiment(tmp_path, FinetuneConfig()))
+    manifest = json.loads((tmp_path / efficiency_run.MANIFEST).read_text())
+    for key in ("trust_remote_code", "gradient_accumulation_steps", "reinit_layers"):
+        del manifest["fixed"]["finetune"][key]
+    manifest["fixed"]["finetune"]["compile"] = "on"
+    atomic.write_json(tmp_path / efficiency_run.MANIFEST, manifest)
+    efficiency_run._check_manifest(_experiment(tmp_path, FinetuneConfig()))  # accepted, and rewritten
+    del manifest["fixed"]["finetune"]["optimizer"]  # before optimizer existed: torch's AdamW
+    atomic.write_json(tmp_path / efficiency_run.MANIFEST, manifest)
+    with pytest.raises(UserError) as refused:
+        efficiency_run._check_manifest(_experiment(tmp_path, FinetuneConfig()))
+    assert str(refused.value) == (f"{str(tmp_path)!r} holds an experiment with other finetune (optimizer: "
+                                  "'adamw' -> 'electra'); rerun it with the same settings or pass a new --output")
+
+
+def test_departures_read_the_kinds_and_the_before_values():
+    def glue(config):
+        return {"tasks": ["rte"], "config": dataclasses.asdict(FinetuneConfig()) | config}
+
+    runtime = {"compile": "on", "precision": "fp32", "eval_batch_size": 8, "seed": 4, "save_models": False,
+               "predict_test": False, "gradient_accumulation_steps": 4, "trust_remote_code": True}
+    assert departures(glue(runtime), "small") == {}
+    old = glue({})
+    for key in ("head", "double_unordered", "optimizer"):  # a file from before these settings existed
+        del old["config"][key]
+    assert departures(old, "small") == {"head": "hf", "double_unordered": False, "optimizer": "adamw"}
