@@ -100,8 +100,6 @@ GLUE_TASKS: dict[str, GlueTask] = {t.name: t for t in [
              paper_metric=None, in_glue_average=False),
 ]}
 
-# Hub split names for MNLI's dev/test differ only by prefix; everything else matches ours.
-TRAINABLE = tuple(name for name, task in GLUE_TASKS.items() if task.predicted_by is None)
 # The one GLUE-average convention (the ELECTRA paper's), used by tables, results.json, MLflow and
 # the leaderboard: each task's paper_metric on its first dev split, WNLI and AX left out.
 GLUE_AVERAGE_TASKS = tuple(name for name, task in GLUE_TASKS.items() if task.in_glue_average)

@@ -19,7 +19,7 @@ from tasks.registry import SQUAD_TASKS
 MAX_LENGTH = SQUAD_TASKS["1.1"].max_length  # the registry's window length, for callers that pass none
 
 
-def _check_setup(tokenizer, max_length: int, doc_stride: int, max_query_length: int) -> None:
+def _check_setup(tokenizer, max_length: int, max_query_length: int) -> None:
     if not getattr(tokenizer, "is_fast", False):
         raise UserError(f"{type(tokenizer).__name__} is not a fast tokenizer; SQuAD needs offset mappings")
     if tokenizer.padding_side != "right":
@@ -175,7 +175,7 @@ def prepare_eval_features(
 def _windows(examples, batch_function, tokenizer, max_length: int, doc_stride: int,
              max_query_length: int) -> datasets.Dataset:
     """`batch_function` mapped over the examples, one row per window."""
-    _check_setup(tokenizer, max_length, doc_stride, max_query_length)
+    _check_setup(tokenizer, max_length, max_query_length)
     settings = {"tokenizer": tokenizer, "max_length": max_length, "doc_stride": doc_stride,
                 "max_query_length": max_query_length}
     return examples.map(batch_function, batched=True, remove_columns=examples.column_names,

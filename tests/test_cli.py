@@ -1,4 +1,5 @@
-"""`harness` end to end on a tiny model and tiny data; every bad input is one line and exit 2."""
+"""`harness run glue` end to end on a tiny model and tiny data, the run its command line builds, resume
+refusals, outputs it cannot write, `harness tasks|models|init`; every bad input is one line and exit 2."""
 
 import json
 import os
@@ -8,21 +9,8 @@ import zipfile
 
 import pytest
 
-from harness.cli import main
-from pretrain.common.errors import UserError
 from tests import mlflow_store
-from tests.conftest import REPO, check_wall_time_over_a_kill, write_tiny_model
-
-
-def run(args, capsys):
-    code = main(args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def glue_args(model, data, tmp_path, *extra):
-    return ["run", "glue", "--model", str(model), "--data-dir", str(data), "--output-dir",
-            str(tmp_path / "out"), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", *extra]
+from tests.conftest import REPO, glue_args, run_cli, write_tiny_model
 
 
 def statuses(tmp_path):
@@ -31,7 +19,7 @@ def statuses(tmp_path):
 
 @pytest.mark.slow
 def test_run_glue_end_to_end(tiny_model, glue_data, tmp_path, capsys):
-    code, out, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte,stsb,cola", "--seeds", "2",
+    code, out, err = run_cli(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte,stsb,cola", "--seeds", "2",
                                    "num_epochs=1", "batch_size=8", "precision=fp32"), capsys)
     assert code == 0, err
     results = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -74,34 +62,9 @@ def test_run_glue_end_to_end(tiny_model, glue_data, tmp_path, capsys):
     assert (tmp_path / "out" / "models" / "rte-seed0" / "model.safetensors").is_file()
 
 
-def test_submission_takes_ax_from_mnli_and_names_missing_files(tmp_path):
-    from harness.finetuning.glue_run import _write_submission
-    from tasks.registry import SERVER_FILES
-
-    predictions = tmp_path / "predictions"
-    for task, seed, splits in (("mnli", 1, ("test_matched", "test_mismatched", "ax")), ("rte", 0, ("test",))):
-        for split in splits:
-            (predictions / f"{task}-seed{seed}").mkdir(parents=True, exist_ok=True)
-            (predictions / f"{task}-seed{seed}" / f"{split}.tsv").write_text(f"index\tprediction\n0\t{split}\n")
-    results = {"summary": {"mnli": {}, "rte": {}},
-               "runs": [{"task": "mnli", "seed": 0, "score": 0.5}, {"task": "mnli", "seed": 1, "score": 0.7},
-                        {"task": "rte", "seed": 0, "score": 0.6}]}
-    found = _write_submission(tmp_path, results)
-    with zipfile.ZipFile(tmp_path / "glue_submission.zip") as archive:
-        assert sorted(archive.namelist()) == ["AX.tsv", "MNLI-m.tsv", "MNLI-mm.tsv", "RTE.tsv"]
-        assert archive.read("AX.tsv").decode() == "index\tprediction\n0\tax\n"  # the best MNLI seed's
-    assert len(SERVER_FILES) == 11 and SERVER_FILES[-1] == "AX.tsv"
-    assert found["missing"] == ["CoLA.tsv", "SST-2.tsv", "MRPC.tsv", "STS-B.tsv", "QQP.tsv", "QNLI.tsv",
-                                "WNLI.tsv"]
-    assert found["note"] == (
-        "glue_submission.zip lacks 7 of the 11 GLUE server files (CoLA.tsv, SST-2.tsv, MRPC.tsv, STS-B.tsv, "
-        "QQP.tsv, QNLI.tsv, WNLI.tsv) and cannot be submitted as it is; run --tasks all (AX comes with MNLI) "
-        "with test files in --data-dir for a complete one")
-
-
 @pytest.mark.slow
 def test_parent_run_logs_settings_as_used_and_the_glue_score(tiny_model, glue_data, tmp_path, capsys):
-    code, _, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte,cola", "batch_size=8",
+    code, _, err = run_cli(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte,cola", "batch_size=8",
                                  "save_models=false"), capsys)
     assert code == 0, err
     results = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -120,54 +83,65 @@ def test_parent_run_logs_settings_as_used_and_the_glue_score(tiny_model, glue_da
     assert found["rte seed 0"].data.params["num_epochs"] == "10"
 
 
-@pytest.mark.slow
-def test_predict_test_false_skips_the_test_sets(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
-    from tasks import finetune
+@pytest.fixture
+def glue_runs(tmp_path, monkeypatch) -> list:
+    """The GlueInvocation each `harness run glue` hands to run_glue, which trains nothing here; run in tmp_path,
+    at 2026-11-26 15:30:05 for a default --output-dir."""
+    from datetime import datetime
 
-    predicted = []
+    import harness.commands.run
+    import harness.finetuning.glue_run
 
-    def recording_predict(model, task, datasets, *args, **kwargs):
-        predicted.extend(datasets)
-        return real_predict(model, task, datasets, *args, **kwargs)
+    class Clock:
+        @staticmethod
+        def now():
+            return datetime(2026, 11, 26, 15, 30, 5)
 
-    real_predict = finetune.predict
-    monkeypatch.setattr(finetune, "predict", recording_predict)
-    args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "num_epochs=1", "save_models=false",
-                     "predict_test=false")
-    code, out, err = run(args, capsys)
+    seen = []
+
+    def fake_run_glue(invocation, progress=None):
+        seen.append(invocation)
+        return {"summary": {}, "runs": [], "glue_score": 0.5}
+
+    monkeypatch.setattr(harness.finetuning.glue_run, "run_glue", fake_run_glue)
+    monkeypatch.setattr(harness.commands.run, "datetime", Clock)
+    monkeypatch.chdir(tmp_path)
+    return seen
+
+
+def test_a_plain_run_glue_hands_down_the_recipe_as_it_is(glue_runs, capsys):
+    from pathlib import Path
+
+    from harness.finetuning.glue_run import GlueInvocation
+    from tasks.config import FinetuneConfig
+    from tasks.registry import GLUE_TASKS
+
+    code, out, err = run_cli(["run", "glue", "--model", "runs/pretrain/tiny"], capsys)
     assert code == 0, err
-    assert predicted and "test" not in predicted  # dev scored each epoch, the test set never
-    assert not (tmp_path / "out" / "predictions" / "rte-seed0" / "test.tsv").exists()
-    assert (tmp_path / "out" / "predictions" / "rte-seed0" / "validation.tsv").is_file()
-    results = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert results["submission"]["file"] is None and not (tmp_path / "out" / "glue_submission.zip").exists()
-    assert "note: no glue_submission.zip: test prediction was off (predict_test=false)" in out
+    assert glue_runs == [GlueInvocation(
+        model="runs/pretrain/tiny",
+        tasks=(GLUE_TASKS["cola"], GLUE_TASKS["mrpc"], GLUE_TASKS["stsb"], GLUE_TASKS["rte"]),  # registry order
+        output_dir=Path("runs/glue/tiny-20261126-153005"), config=FinetuneConfig(), seeds=1, data_dir=None,
+        tracking_uri=None, leaderboard=True, search=None)]
+    assert out.endswith("results: runs/glue/tiny-20261126-153005/results.json\n")
 
 
-def test_rerun_resumes_finished_pairs(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
-    args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "num_epochs=1", "save_models=false")
-    assert run(args, capsys)[0] == 0
-    import harness.finetuning.orchestration
+def test_run_glue_flags_config_file_and_overrides_build_the_run(glue_runs, tmp_path, capsys):
+    from pathlib import Path
 
-    def must_not_train(*a, **k):
-        raise AssertionError("a finished (task, seed) was trained again")
+    from harness.finetuning.glue_run import GlueInvocation
+    from tasks.config import FinetuneConfig
+    from tasks.registry import GLUE_TASKS
 
-    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", must_not_train)
-    code, out, _ = run(args, capsys)
-    assert code == 0 and "resume rte: kept seed 0 from results.json; nothing left to train" in out
-    code, _, err = run([a for a in args if a != "num_epochs=1"] + ["num_epochs=2"], capsys)
-    assert code == 2 and "with other settings (num_epochs: 1.0 -> 2.0); resume it with the same" in err
-
-
-@pytest.mark.slow
-def test_wall_time_adds_up_over_an_interrupted_run_and_its_resume(tiny_model, glue_data, tmp_path, capsys,
-                                                                   monkeypatch):
-    import harness.finetuning.orchestration
-
-    args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "--seeds", "2", "num_epochs=1",
-                     "save_models=false")
-    check_wall_time_over_a_kill(monkeypatch, harness.finetuning.orchestration, lambda: run(args, capsys)[0],
-                                tmp_path / "out" / "results.json")
+    (tmp_path / "glue.toml").write_text("learning_rate = 1e-4\nnum_epochs = 5\n")
+    code, _, err = run_cli(["run", "glue", "--model", "electra-small", "--tasks", "rte,cola", "--seeds", "3",
+                            "--data-dir", "d", "--output-dir", "o", "--tracking-uri", "none", "--config",
+                            tmp_path / "glue.toml", "num_epochs=2", "batch_size=8"], capsys)
+    assert code == 0, err
+    assert glue_runs == [GlueInvocation(
+        model="electra-small", tasks=(GLUE_TASKS["cola"], GLUE_TASKS["rte"]), output_dir=Path("o"),
+        config=FinetuneConfig(learning_rate=1e-4, num_epochs=2.0, batch_size=8), seeds=3, data_dir="d",
+        tracking_uri="none", leaderboard=True, search=None)]
 
 
 def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_path, capsys):
@@ -179,7 +153,7 @@ def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_
     earlier = FinetuneConfig(learning_rate=3e-4, num_epochs=1.0, head="electra")  # as a run records it
     atomic.write_json(tmp_path / "out" / "results.json", records.fresh_results(
         glue_run.RESULTS_FORMAT, str(tiny_model), resolve_model(str(tiny_model)), earlier, ["rte"], 1))
-    code, _, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "learning_rate=1e-4",
+    code, _, err = run_cli(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "learning_rate=1e-4",
                                  "num_epochs=1", "head=hf"), capsys)
     assert code == 2 and err == (
         f"harness: error: {str(tmp_path / 'out')!r} holds results made with other settings (learning_rate: "
@@ -191,7 +165,7 @@ def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_
 def test_a_corrupt_results_json_on_resume_is_one_line(body, tiny_model, glue_data, tmp_path, capsys):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "results.json").write_bytes(body)
-    code, _, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte"), capsys)
+    code, _, err = run_cli(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte"), capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"harness: error: {str(tmp_path / 'out' / 'results.json')!r} is not a")
     assert "move it away to start this run directory afresh, or pass a new --output-dir" in err
@@ -230,7 +204,7 @@ def test_unwritable_mlflow_store_or_hf_home_is_one_line_before_training(read_onl
     monkeypatch.setattr(harness.finetuning.orchestration, "finetune", must_not_train)
     args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte",
             "--output-dir", str(tmp_path / "out")]
-    code, _, err = run([*args, "--tracking-uri", f"sqlite:///{read_only_dir / 'mlflow.db'}"], capsys)
+    code, _, err = run_cli([*args, "--tracking-uri", f"sqlite:///{read_only_dir / 'mlflow.db'}"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "is not writable (" in err and "; pass --tracking-uri sqlite:///A/WRITABLE/mlflow.db" in err, err
     # HF_HOME is read when the Hugging Face libraries are imported: set it for a fresh process
@@ -261,53 +235,6 @@ def test_setting_differences_name_the_model_blocks_and_keys_an_older_version_lac
                                ("format", "config", "data", "tasks")) == []
 
 
-@pytest.mark.slow
-def test_diverging_seed_is_recorded_and_the_rest_go_on(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
-    import harness.finetuning.orchestration
-
-    real = harness.finetuning.orchestration.finetune
-
-    def diverges_on_rte_seed0(model, built, config, *a, **k):
-        if built.task.name == "rte" and config.seed == 0:
-            raise FloatingPointError("training loss became nan by step 2; lower learning_rate")
-        return real(model, built, config, *a, **k)
-
-    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", diverges_on_rte_seed0)
-    args = glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte,cola", "--seeds", "2", "num_epochs=1",
-                     "save_models=false")
-    code, out, err = run(args, capsys)
-    message = ("harness: error: 1 fine-tuning diverged (rte seed 0: training loss became nan by step 2; lower "
-               "learning_rate); they are recorded as diverged in results.json and left out of the summaries; "
-               "re-run with a lower learning_rate into a new --output-dir")
-    assert code == 2 and err.splitlines()[-1] == message and "Traceback" not in err
-    results = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert [(r["task"], r["seed"]) for r in results["runs"]] == [("cola", 0), ("cola", 1), ("rte", 1)]
-    assert [(r["task"], r["seed"]) for r in results["diverged"]] == [("rte", 0)]
-    assert results["summary"]["rte"]["score"]["n"] == 1 and results["summary"]["rte"]["diverged_seeds"] == 1
-    assert results["summary"]["cola"]["diverged_seeds"] == 0
-    assert "diverged: rte seed 0 (training loss became nan by step 2; lower learning_rate), left out of " \
-           "medians and GLUE" in out
-    names = statuses(tmp_path)
-    assert names["rte seed 0"] == "FAILED" and names["rte seed 1"] == "FINISHED" and names["cola seed 1"] == "FINISHED"
-    # Resuming does not retry it (the same seed diverges again) nor hides it: same line, same exit.
-    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", lambda *a, **k: pytest.fail("trained again"))
-    code, _, err = run(args, capsys)
-    assert code == 2 and err.splitlines()[-1] == message
-
-
-def test_interrupt_marks_runs_killed(tiny_model, glue_data, tmp_path, capsys, monkeypatch):
-    import harness.finetuning.orchestration
-
-    def interrupted(*a, **k):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", interrupted)
-    code, _, _ = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte"), capsys)
-    assert code == 130
-    assert set(statuses(tmp_path).values()) == {"KILLED"}
-    assert not (tmp_path / "out" / "results.json").exists()
-
-
 BAD_INPUTS = {
     "unknown task": (["--tasks", "rte,sst"], "unknown task 'sst'; choose from cola"),
     "bad override": (["lerning_rate=1"], "unknown setting 'lerning_rate'"),
@@ -320,7 +247,7 @@ BAD_INPUTS = {
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
 def test_bad_arguments(case, tiny_model, glue_data, tmp_path, capsys):
     extra, message = BAD_INPUTS[case]
-    code, out, err = run(glue_args(tiny_model, glue_data, tmp_path, *extra), capsys)
+    code, out, err = run_cli(glue_args(tiny_model, glue_data, tmp_path, *extra), capsys)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
 
@@ -338,175 +265,27 @@ def test_bad_model_and_data(tiny_model, glue_data, tmp_path, capsys):
     (glue_data / "RTE" / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\n")
     cases.append(([], "dev.tsv:2: expected 4 tab-separated fields, found 3"))
     for extra, message in cases:
-        code, _, err = run(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte") + extra, capsys)
+        code, _, err = run_cli(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte") + extra, capsys)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (extra, err)
         assert "Traceback" not in err and not (tmp_path / "out").exists()
 
 
-def write_pickle_bomb_model(directory, marker):
-    """A tiny checkpoint whose pytorch_model.bin would run `touch marker` if unpickled unsafely."""
-    import os
-
-    import torch
-    from safetensors.torch import load_file
-
-    write_tiny_model(directory)
-    weights = load_file(directory / "model.safetensors")
-    (directory / "model.safetensors").unlink()
-
-    class Payload:
-        def __reduce__(self):
-            return os.system, (f"touch {marker}",)
-
-    torch.save({**weights, "payload": Payload()}, directory / "pytorch_model.bin")
-    return directory
-
-
-def test_unsafe_pickle_weights_are_refused_with_the_reason(tmp_path):
-    import transformers
-
-    from tasks.loading import from_pretrained_quietly
-
-    model = write_pickle_bomb_model(tmp_path / "bomb", tmp_path / "ran")
-    with pytest.raises(UserError, match=r"not a plain tensor pickle \(it would call posix.system\)"):
-        from_pretrained_quietly(transformers.ElectraForSequenceClassification, model)
-    assert not (tmp_path / "ran").exists()
-
-
-@pytest.mark.slow
-def test_run_refuses_unsafe_pickle_weights_in_one_line(glue_data, tmp_path, capsys):
-    model = write_pickle_bomb_model(tmp_path / "bomb", tmp_path / "ran")
-    capsys.readouterr()
-    code, _, err = run(glue_args(model, glue_data, tmp_path, "--tasks", "rte", "num_epochs=1"), capsys)
-    assert code == 2 and "Traceback" not in err and err.strip().splitlines()[-1] == (
-        f"harness: error: refused to load the pytorch_model.bin weights in {str(model)!r}: the file is not a "
-        "plain tensor pickle (it would call posix.system), and unpickling anything else can run code; get "
-        "model.safetensors from a source you trust, or convert a copy you trust with save_pretrained()")
-    assert not (tmp_path / "ran").exists()
-
-
-@pytest.fixture
-def fake_hub(tmp_path, monkeypatch):
-    """snapshot_download over local folders: copies the repo's files matching allow_patterns into a cache."""
-    import fnmatch
-    import shutil
-
-    import huggingface_hub
-
-    repos, calls = tmp_path / "hub", []
-
-    def snapshot_download(repo_id, revision=None, allow_patterns=None):
-        calls.append(list(allow_patterns))
-        snapshot = tmp_path / "cache" / repo_id
-        snapshot.mkdir(parents=True, exist_ok=True)
-        for file in (repos / repo_id).iterdir():
-            if any(fnmatch.fnmatch(file.name, p) for p in allow_patterns):
-                shutil.copy(file, snapshot / file.name)
-        return str(snapshot)
-
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
-    return repos, calls
-
-
-def test_hub_repo_with_only_pytorch_bin_loads(fake_hub, tiny_model):
-    import shutil
-
-    import torch
-    import transformers
-    from safetensors.torch import load_file
-
-    from pretrain.common.models import resolve_model
-    from tasks.loading import from_pretrained_quietly
-
-    repos, calls = fake_hub
-    repo = repos / "google/electra-small-discriminator"  # as Google published it: weights as a .bin only
-    shutil.copytree(tiny_model, repo)
-    weights = load_file(repo / "model.safetensors")
-    (repo / "model.safetensors").unlink()
-    torch.save(weights, repo / "pytorch_model.bin")
-    folder = resolve_model("electra-small")
-    assert calls == [["*.json", "*.txt", "*.model", "*.safetensors"],
-                     ["*.json", "*.txt", "*.model", "pytorch_model*.bin"]]
-    model = from_pretrained_quietly(transformers.ElectraForPreTraining, folder)
-    assert torch.equal(model.state_dict()["electra.embeddings.word_embeddings.weight"],
-                       weights["electra.embeddings.word_embeddings.weight"])
-
-
-def test_hub_repo_with_safetensors_never_fetches_the_pickle(fake_hub, tiny_model):
-    import shutil
-    from pathlib import Path
-
-    from pretrain.common.models import resolve_model
-
-    repos, calls = fake_hub
-    repo = repos / "google/electra-small-discriminator"
-    shutil.copytree(tiny_model, repo)
-    (repo / "pytorch_model.bin").write_bytes(b"never read")
-    folder = Path(resolve_model("electra-small"))
-    assert calls == [["*.json", "*.txt", "*.model", "*.safetensors"]]
-    assert (folder / "model.safetensors").is_file() and not (folder / "pytorch_model.bin").exists()
-
-
-def test_hub_snapshot_without_weights_is_one_line(fake_hub, tiny_model, tmp_path, capsys):
-    import shutil
-
-    repos, calls = fake_hub
-    repo = repos / "google/electra-small-discriminator"
-    shutil.copytree(tiny_model, repo)
-    (repo / "model.safetensors").unlink()
-    code, _, err = run(["run", "glue", "--model", "electra-small", "--tasks", "rte", "--data-dir",
-                        str(tmp_path)], capsys)
-    snapshot = tmp_path / "cache" / "google/electra-small-discriminator"
-    assert code == 2 and err == (
-        f"harness: error: the Hub snapshot of 'google/electra-small-discriminator' (in {str(snapshot)!r}) has "
-        "no weights (model.safetensors or pytorch_model.bin); connect once so they download, or pass a local "
-        "checkpoint directory as --model\n")
-
-
-@pytest.mark.parametrize("text, reason", [
-    ('{"model_type": "electra",', "is not valid JSON (Expecting property name enclosed in double quotes: "
-                                  "line 1 column 26 (char 25))"),
-    ('{"model_type": "electra", "hidden_size": "big"}', "is not a usable model config (Validation error for "
-                                                         "field 'hidden_size': TypeError: Field 'hidden_size' "
-                                                         "expected int, got str (value: 'big'))")])
-def test_broken_config_json_is_named_not_the_tokenizer(text, reason, glue_data, tmp_path, capsys):
-    import shutil
-
-    model = tmp_path / "model"
-    shutil.copytree(write_tiny_model(tmp_path / "original"), model)
-    (model / "config.json").write_text(text)
-    capsys.readouterr()
-    code, _, err = run(glue_args(model, glue_data, tmp_path, "--tasks", "rte"), capsys)
-    assert code == 2 and err == (f"harness: error: {str(model / 'config.json')!r} {reason}; restore it or "
-                                 "save the model again with save_pretrained()\n")
-
-
-def test_hub_name_offline_says_what_to_do(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    code, _, err = run(["run", "glue", "--model", "electra-small", "--tasks", "rte", "--data-dir",
-                        str(tmp_path)], capsys)
-    assert code == 2
-    assert "'google/electra-small-discriminator' is not a local directory and could not be had" in err
-    assert "pass a local checkpoint directory" in err and err.count("\n") == 1
-
-
 def test_listings(capsys):
-    code, out, _ = run(["tasks"], capsys)
+    code, out, _ = run_cli(["tasks"], capsys)
     assert code == 0 and "mrpc" in out and "f1,accuracy" in out and "predicted with the MNLI model" in out
     rows = {line.split()[0]: line for line in out.splitlines()}
     assert rows["squad"].split() == ["squad", "exact_match,f1", "answer", "spans", "2", "harness", "run",
                                      "squad", "--version", "1.1"]
     assert rows["squad_v2"].split()[:5] == ["squad_v2", "exact,f1,best_exact,best_f1", "answer", "spans,",
                                             "unanswerable"]
-    code, out, _ = run(["models"], capsys)
+    code, out, _ = run_cli(["models"], capsys)
     assert code == 0 and "google/electra-base-discriminator" in out and "electra-tiny" in out
 
 
 def test_init_writes_loadable_checkpoint(tiny_model, tmp_path, capsys):
     import transformers
 
-    code, out, err = run(["init", "--preset", "electra-tiny", "--tokenizer", str(tiny_model), "--output",
+    code, out, err = run_cli(["init", "--preset", "electra-tiny", "--tokenizer", str(tiny_model), "--output",
                           str(tmp_path / "init")], capsys)
     assert code == 0 and err == ""  # no "Writing model shards" bar
     model = transformers.ElectraForSequenceClassification.from_pretrained(tmp_path / "init")
@@ -517,10 +296,10 @@ def test_init_writes_loadable_checkpoint(tiny_model, tmp_path, capsys):
 
     flops, basis = accounting.pretraining(str(tmp_path / "init"), tmp_path / "init")
     assert flops == 0.0 and "none (random init) objective, 0 steps" in basis
-    code, _, err = run(["init", "--preset", "electra-tiny", "--tokenizer", str(tiny_model), "--output",
+    code, _, err = run_cli(["init", "--preset", "electra-tiny", "--tokenizer", str(tiny_model), "--output",
                         str(tmp_path / "init")], capsys)
     assert code == 2 and "is not empty" in err
-    code, out, _ = run(["init", "--preset", "electra-tiny", "--tokenizer", str(tiny_model), "--output",
+    code, out, _ = run_cli(["init", "--preset", "electra-tiny", "--tokenizer", str(tiny_model), "--output",
                         str(tmp_path / "init"), "--keep-existing"], capsys)
     assert code == 0 and "keeping" in out
 

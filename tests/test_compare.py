@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from harness.cli import main
 from pretrain.common import atomic
 from reports import dev_outputs, results_schema
+from tests.conftest import run_cli
 
 N = 300
 
@@ -53,9 +53,7 @@ def runs(tmp_path):
 
 
 def compare(capsys, *args):
-    code = main(["compare", *map(str, args)])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return run_cli(["compare", *args], capsys)
 
 
 def test_a_clearly_better_run_is_called_better(runs, capsys):

@@ -19,10 +19,8 @@ import torch
 
 from harness.cli import main
 from pretrain.train import pretrain
-from tests.conftest import REPO
-from tests.test_pretrain_cli import LAUNCHER, cli_args, free_port
-from tests.test_pretrain_train import MICRO, Killed, final_weights, killed_at, micro_config, write_corpus
-from tests.test_squad_run import write_squad
+from tests.conftest import REPO, free_port, write_squad
+from tests.pretrain_helpers import LAUNCHER, Killed, final_weights, killed_at, micro_config, pretrain_args
 
 pytestmark = pytest.mark.cuda
 
@@ -36,18 +34,6 @@ def tracking(tmp_path) -> str:
     import importlib.util
 
     return f"sqlite:///{tmp_path / 'mlflow.db'}" if importlib.util.find_spec("mlflow") else "none"
-
-
-@pytest.fixture
-def micro(monkeypatch):
-    from pretrain.common.models import PRESETS
-
-    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
 
 
 def _logged(config) -> tuple[dict, list[dict]]:
@@ -193,7 +179,7 @@ def test_tiny_squad_run_end_to_end(tiny_model, tmp_path, version):
 
 
 def _pretrain_args(tmp_path, corpus, extra, name: str) -> list[str]:
-    args = cli_args(tmp_path, corpus, *extra, name=name)
+    args = pretrain_args(tmp_path, corpus, *extra, name=name)
     args[args.index("--tracking-uri") + 1] = tracking(tmp_path)
     return args
 

@@ -10,13 +10,11 @@ import pytest
 from harness.cli import main
 from harness.experiments import demo_run
 from pretrain.common.errors import UserError
-from pretrain.common.models import PRESETS
-from tests.test_pretrain_train import MICRO, write_corpus
+from tests.conftest import MICRO, write_corpus
 
 
 @pytest.fixture
-def micro_plan(monkeypatch, tmp_path):
-    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
+def micro_plan(micro, monkeypatch, tmp_path):
     plan = dataclasses.replace(
         demo_run.CPU, preset=MICRO.name, budget_flops=2e8, seeds=2, tasks="stsb,rte", train_examples=12,
         pretrain_settings=("tokenizer=train", "train_vocab_size=200", "precision=fp32",

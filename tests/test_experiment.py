@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from pretrain.common.models import PRESETS
 from reports import efficiency
 from reports.efficiency import CONTROL, Arm
-from tests.test_pretrain_train import MICRO, write_corpus
+from tests.conftest import MICRO, write_corpus
 
 
 def _results(scores: dict[tuple[str, int], float]) -> dict:
@@ -67,11 +66,6 @@ def test_points_carry_the_glue_interval_of_their_tasks():
     assert efficiency.markdown([p], ["rte", "mrpc"]).splitlines()[2].endswith("| **60.0** | 0.0 | 60.0–60.0 | 1 | "
                                                                                 "61.0 [50.0, 70.0] |")
     assert efficiency.point(Arm("electra", 1e14, 1e14, results), ["rte"]).glue_ci_low is None  # other tasks
-
-
-@pytest.fixture
-def micro(monkeypatch):
-    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
 
 
 def _args(tmp_path, corpus, glue_data, *extra, **flags):

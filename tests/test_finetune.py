@@ -9,22 +9,10 @@ import transformers
 
 from tasks import batching, glue
 from tasks.config import FinetuneConfig
-from tasks.finetune import LoopIO, finetune
 from tasks.glue_data import load_glue
 from tasks.registry import GLUE_TASKS
+from tests.conftest import finetune_glue as _train
 from tests.conftest import write_glue_dir
-
-
-def _train(tiny_model, glue_data, name, seed=0, **settings):
-    task = GLUE_TASKS[name]
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
-    built = glue.build_task(task, load_glue(task, glue_data), tokenizer, max_length=32)
-    settings = {"precision": "fp32", "batch_size": 4, "seed": seed} | settings
-    config = FinetuneConfig(**settings).resolved("small", 1)
-    transformers.set_seed(seed)
-    model = glue.load_model(str(tiny_model), task, attn_implementation="eager")
-    result = finetune(model, built, config, batching.collator(tokenizer), LoopIO(progress=False))
-    return result, model, built
 
 
 def test_loss_falls_and_outputs_cover_every_split(tiny_model, tmp_path):

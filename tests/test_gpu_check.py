@@ -16,8 +16,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import REPO, _sentences, write_glue_dir
-from tests.test_pretrain_train import write_corpus
+from tests.conftest import REPO, _sentences, write_corpus, write_glue_dir
 
 SCRIPT = REPO / "benchmarks" / "gpu_check.sh"
 MAX_FILES, MAX_BYTES = 8, 16 * 2 ** 20  # what comes back from the device machine's $OUT

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from pretrain.common import placement
-from tests.test_finetune import _train
-from tests.test_pretrain_train import MICRO, micro_config, write_corpus
+from tests.conftest import finetune_glue, write_corpus
+from tests.pretrain_helpers import micro_config
 
 
 def test_auto_takes_fp16_with_a_scaler_only_on_a_gpu_without_bf16(monkeypatch):
@@ -38,18 +38,16 @@ def scalers(monkeypatch) -> list:
 
 
 def test_fp16_fine_tuning_learns(tiny_model, glue_data, scalers):
-    result, _, _ = _train(tiny_model, glue_data, "stsb", precision="fp16", learning_rate=2e-3, num_epochs=4)
+    result, _, _ = finetune_glue(tiny_model, glue_data, "stsb", precision="fp16", learning_rate=2e-3, num_epochs=4)
     losses = [row["train_loss"] for row in result.history]
     assert losses[-1] < 0.8 * losses[0]
     (scaler,) = scalers
     assert scaler.is_enabled() and 1 <= scaler.get_scale() <= 2.0 ** 16  # it scaled, and backed off if it overflowed
 
 
-def test_fp16_pretraining_steps_with_a_scaler(tmp_path, monkeypatch, scalers):
-    from pretrain.common.models import PRESETS
+def test_fp16_pretraining_steps_with_a_scaler(tmp_path, micro, scalers):
     from pretrain.train import pretrain
 
-    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
     logged = []
     meta = pretrain(micro_config(tmp_path, write_corpus(tmp_path / "corpus.txt"), precision="fp16", max_steps=6,
                                  log_every_steps=3), on_log=lambda step, metrics: logged.append(metrics))

@@ -217,3 +217,22 @@ def test_a_forbidden_edge_and_a_cycle_are_caught(tmp_path):
     assert "pretrain" not in ALLOWED["tasks"]
     with pytest.raises(graphlib.CycleError):
         list(graphlib.TopologicalSorter(module_graph(tmp_path)).static_order())
+
+
+def imports_of_test_modules(tests_dir: Path = REPO / "tests") -> list[str]:
+    """Imports of a test module from any module of the suite: shared helpers belong in conftest.py or a
+    helper module (families.py, pretrain_helpers.py, ...), where no test collection runs."""
+    test_modules = {f"tests.{path.stem}" for path in tests_dir.glob("test_*.py")}
+    return sorted(f"tests/{path.name} imports {target}" for path in sorted(tests_dir.glob("*.py"))
+                  for target in imported_modules(path) if target in test_modules)
+
+
+def test_no_test_module_imports_another(tmp_path):
+    assert imports_of_test_modules() == []
+    # The scan can fail: a test module and a helper module that import test modules, deferred or not.
+    (tmp_path / "test_a.py").write_text("def test_x():\n    from tests.test_b import helper\n")
+    (tmp_path / "test_b.py").write_text("from tests import test_a\n")
+    (tmp_path / "helpers.py").write_text("import tests.test_a\n")
+    assert imports_of_test_modules(tmp_path) == ["tests/helpers.py imports tests.test_a",
+                                             "tests/test_a.py imports tests.test_b",
+                                             "tests/test_b.py imports tests.test_a"]

@@ -12,13 +12,7 @@ import pytest
 from harness.cli import main
 from reports.bundle import sha256
 from tests import mlflow_store
-from tests.conftest import REPO, WORDS, write_glue_dir, write_tiny_model
-
-
-def run(args, capsys):
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from tests.conftest import REPO, WORDS, run_cli, write_glue_dir, write_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -163,18 +157,18 @@ def test_a_pair_for_a_single_sentence_task_is_refused(work, tmp_path, capsys):
 
     # A one-sentence bundle: CoLA has two labels, as RTE, so the RTE classifier exports as a CoLA one.
     bundle = tmp_path / "cola"
-    code, _, err = run(export_args(work, "--model", work["run"] / "models" / "rte-seed0", "--task", "cola",
+    code, _, err = run_cli(export_args(work, "--model", work["run"] / "models" / "rte-seed0", "--task", "cola",
                                    "--output", bundle), capsys)
     assert code == 0, err
     assert Predictor(bundle).pair is False and Predictor(work["bundle"]).pair is True  # from the registry
-    code, _, err = run(["predict", "--bundle", bundle, "a cat", "a dog"], capsys)
+    code, _, err = run_cli(["predict", "--bundle", bundle, "a cat", "a dog"], capsys)
     assert code == 2 and "cola classifies one sentence, got a pair; pass one text " in err
-    code, out, _ = run(["predict", "--bundle", bundle, "a cat sat ."], capsys)
+    code, out, _ = run_cli(["predict", "--bundle", bundle, "a cat sat ."], capsys)
     assert code == 0 and json.loads(out)["label"] in ("0", "1")  # CoLA's labels, as in its TSVs
 
 
 def test_long_input_is_truncated_with_a_note(work, capsys):
-    code, out, err = run(["predict", "--bundle", work["bundle"], "the cat sat on the mat . " * 20, "a cat ."],
+    code, out, err = run_cli(["predict", "--bundle", work["bundle"], "the cat sat on the mat . " * 20, "a cat ."],
                          capsys)
     assert code == 0 and json.loads(out)["label"] in ("entailment", "not_entailment")
     assert "harness: note: TEXT: 146 tokens exceed the bundle's max_length 64; truncated to 64" in err
@@ -185,7 +179,7 @@ def test_regression_bundle_from_a_checkpoint_directory(work, tmp_path, capsys):
     import transformers
 
     bundle, model_dir = tmp_path / "stsb", work["run"] / "models" / "stsb-seed0"
-    code, out, err = run(export_args(work, "--model", model_dir, "--task", "stsb", "--output", bundle),
+    code, out, err = run_cli(export_args(work, "--model", model_dir, "--task", "stsb", "--output", bundle),
                          capsys)
     assert code == 0, err
     assert "max |Δ|" in out and "dev fp32 on 8 examples: pearson" in out and "int8" not in out
@@ -198,9 +192,9 @@ def test_regression_bundle_from_a_checkpoint_directory(work, tmp_path, capsys):
         encoded = tokenizer([a for a, _ in pairs], [b for _, b in pairs], padding=True, return_tensors="pt")
         expected = model(**encoded).logits[:, 0]
     for (text, pair), score in zip(pairs, expected.tolist(), strict=True):
-        code, out, _ = run(["predict", "--bundle", bundle, text, pair], capsys)
+        code, out, _ = run_cli(["predict", "--bundle", bundle, text, pair], capsys)
         assert code == 0 and json.loads(out) == {"score": pytest.approx(score, abs=1e-5)}
-    code, _, err = run(["predict", "--bundle", bundle, "--precision", "int8", "a dog"], capsys)
+    code, _, err = run_cli(["predict", "--bundle", bundle, "--precision", "int8", "a dog"], capsys)
     assert code == 2 and "lists no model.int8.onnx; choose a precision the bundle has (fp32)" in err
 
 
@@ -209,7 +203,7 @@ def test_checksum_mismatch_is_caught(work, tmp_path, capsys):
         copy = shutil.copytree(work["bundle"], tmp_path / name)
         with (copy / name).open("ab") as handle:
             handle.write(b" ")
-        code, _, err = run(["predict", "--bundle", copy, "a cat"], capsys)
+        code, _, err = run_cli(["predict", "--bundle", copy, "a cat"], capsys)
         assert code == 2 and f"checksum mismatch for '{copy / name}'" in err and "re-export" in err
 
 
@@ -219,13 +213,13 @@ def test_an_edited_manifest_is_refused(work, tmp_path, capsys):
     assert manifest["labels"] == ["entailment", "not_entailment"]
     manifest["labels"] = manifest["labels"][::-1]  # every answer would be the wrong label
     (copy / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    code, out, err = run(["predict", "--bundle", copy, "a cat", "a dog"], capsys)
+    code, out, err = run_cli(["predict", "--bundle", copy, "a cat", "a dog"], capsys)
     assert code == 2 and out == "" and err == (
         f"harness: error: {copy / 'manifest.json'} was changed after export: its content does not match the "
         "manifest_sha256 it carries; restore the bundle or re-export it\n")
     del manifest["manifest_sha256"]
     (copy / "manifest.json").write_text(json.dumps(manifest))
-    code, _, err = run(["predict", "--bundle", copy, "a cat", "a dog"], capsys)
+    code, _, err = run_cli(["predict", "--bundle", copy, "a cat", "a dog"], capsys)
     assert code == 2 and "was changed after export" in err
 
 
@@ -247,7 +241,7 @@ PREDICT_ERRORS = {
 def test_predict_bad_arguments(case, work, tmp_path, capsys):
     args, message = PREDICT_ERRORS[case]
     fill = {"bundle": work["bundle"], "tmp": tmp_path}
-    code, out, err = run(["predict", *(a.format(**fill) for a in args)], capsys)
+    code, out, err = run_cli(["predict", *(a.format(**fill) for a in args)], capsys)
     assert code == 2 and message.format(**fill) in err and len(err.strip().splitlines()) == 1, err
     assert out == ""
 
@@ -266,7 +260,7 @@ BAD_LINES = {
 def test_predict_bad_batch_input(content, work, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "requests.jsonl").write_text(content)
-    code, _, err = run(["predict", "--bundle", work["bundle"], "--input", "requests.jsonl"], capsys)
+    code, _, err = run_cli(["predict", "--bundle", work["bundle"], "--input", "requests.jsonl"], capsys)
     assert code == 2 and BAD_LINES[content] in err and len(err.strip().splitlines()) == 1, err
 
 
@@ -276,23 +270,23 @@ def test_predict_non_utf8_and_lone_surrogates_are_one_line(work, tmp_path, capsy
     monkeypatch.chdir(tmp_path)
     pair = '{"text": "a cat", "text_pair": "a dog"}\n'
     (tmp_path / "latin1.jsonl").write_bytes(pair.encode() + '{"text": "caf\u00e9", "text_pair": "x"}'.encode("latin-1"))
-    code, out, err = run(["predict", "--bundle", work["bundle"], "--input", "latin1.jsonl"], capsys)
+    code, out, err = run_cli(["predict", "--bundle", work["bundle"], "--input", "latin1.jsonl"], capsys)
     assert (code, out) == (2, "") and err == ("harness: error: latin1.jsonl line 2: not UTF-8 text (byte 0xe9); "
                                               "save or send the requests as UTF-8\n")
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"\xff\xfe" + pair.encode("utf-16-le"))))
-    code, _, err = run(["predict", "--bundle", work["bundle"]], capsys)
+    code, _, err = run_cli(["predict", "--bundle", work["bundle"]], capsys)
     assert code == 2 and err.startswith("harness: error: stdin line 1: not UTF-8 text (byte 0xff)"), err
     (tmp_path / "surrogate.jsonl").write_text(pair + '{"text": "a \\ud800 cat", "text_pair": "a dog"}\n')
-    code, _, err = run(["predict", "--bundle", work["bundle"], "--input", "surrogate.jsonl"], capsys)
+    code, _, err = run_cli(["predict", "--bundle", work["bundle"], "--input", "surrogate.jsonl"], capsys)
     assert code == 2 and err == ("harness: error: surrogate.jsonl line 2: text holds U+D800 at character 2, a "
                                  "lone surrogate, not text (from an escape such as \\ud800 or undecodable "
                                  "bytes); send valid Unicode\n"), err
     # argv: bytes that are not UTF-8 reach Python as surrogate escapes
-    code, _, err = run(["predict", "--bundle", work["bundle"], "a cat", "caf\udce9"], capsys)
+    code, _, err = run_cli(["predict", "--bundle", work["bundle"], "a cat", "caf\udce9"], capsys)
     assert code == 2 and err.startswith("harness: error: TEXT: text_pair holds U+DCE9 at character 3"), err
     with_bom = tmp_path / "bom.jsonl"
     with_bom.write_bytes(b"\xef\xbb\xbf" + pair.encode())  # what Windows editors write: accepted
-    code, out, err = run(["predict", "--bundle", work["bundle"], "--input", str(with_bom)], capsys)
+    code, out, err = run_cli(["predict", "--bundle", work["bundle"], "--input", str(with_bom)], capsys)
     assert code == 0 and json.loads(out)["label"] in ("entailment", "not_entailment"), err
 
 
@@ -302,7 +296,7 @@ def test_broken_bundles(work, tmp_path, capsys):
     no_model = shutil.copytree(work["bundle"], tmp_path / "b")
     (no_model / "model.int8.onnx").unlink()
     for bundle, message in ((no_manifest, "has no manifest.json"), (no_model, "model.int8.onnx' is missing")):
-        code, _, err = run(["predict", "--bundle", bundle, "a cat"], capsys)
+        code, _, err = run_cli(["predict", "--bundle", bundle, "a cat"], capsys)
         assert code == 2 and message in err and "Traceback" not in err, err
 
 
@@ -320,7 +314,7 @@ def test_export_bad_arguments(work, tmp_path, capsys):
         (["--run", work["run"], "--task", "rte", "--output", tmp_path / "full"], "is not empty and holds no"),
     ]
     for extra, message in cases:
-        code, _, err = run(export_args(work, *extra), capsys)
+        code, _, err = run_cli(export_args(work, *extra), capsys)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (extra, err)
 
 
@@ -337,14 +331,14 @@ def test_an_export_into_a_busy_output_is_refused_in_one_line(work, tmp_path, cap
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        code, _, err = run(export_args(work, "--run", work["run"], "--task", "rte", "--output", output), capsys)
+        code, _, err = run_cli(export_args(work, "--run", work["run"], "--task", "rte", "--output", output), capsys)
     finally:
         holder.communicate("")
     assert code == 2 and err.strip() == (f"harness: error: another `harness export onnx` is writing {str(output)!r}; "
                                          "wait for it to finish or choose another --output"), err
     assert not output.exists()
     # Released (its process ended), the same export goes through.
-    code, _, err = run(export_args(work, "--run", work["run"], "--task", "rte", "--output", output), capsys)
+    code, _, err = run_cli(export_args(work, "--run", work["run"], "--task", "rte", "--output", output), capsys)
     assert code == 0 and (output / "manifest.json").is_file(), err
 
 
@@ -352,7 +346,7 @@ def test_parity_failure_fails_the_export(work, tmp_path, capsys, monkeypatch):
     from reports import onnx_export
 
     monkeypatch.setattr(onnx_export, "parity", lambda model, path, feeds: 3e-3)
-    code, _, err = run(export_args(work, "--run", work["run"], "--task", "rte", "--output", tmp_path / "b"),
+    code, _, err = run_cli(export_args(work, "--run", work["run"], "--task", "rte", "--output", tmp_path / "b"),
                        capsys)
     assert code == 2 and "parity check failed: max |Δlogit| 0.003 between PyTorch and onnxruntime" in err
     # staging removed too; only the export's lock file (empty, released) stays beside --output
@@ -367,7 +361,7 @@ def test_int8_below_target_warns_but_exports(work, tmp_path, capsys, monkeypatch
 
     scores = iter([{"accuracy": 0.75, "score": 0.75}, {"accuracy": 0.73, "score": 0.73}])  # fp32, then int8
     monkeypatch.setattr(onnx_check, "dev_scores", lambda *args: next(scores))
-    code, out, err = run(export_args(work, "--run", work["run"], "--task", "rte", "--quantize", "int8",
+    code, out, err = run_cli(export_args(work, "--run", work["run"], "--task", "rte", "--quantize", "int8",
                                      "--output", tmp_path / "b"), capsys)
     assert code == 0, err
     assert err.strip() == ("harness: warning: int8 scores 2.00 points below fp32 on 8 rte dev examples "
@@ -426,7 +420,7 @@ def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, joint, wo
             "model": {"name": "tiny", "path": "tiny"}, "settings": settings,
             "runs": [{"task": task, "seed": 1, "score": 10.0, "resolved_config": {"max_length": 64}}]}))
     origin = ["--run", tmp_path / "run"] if version == "1.1" else ["--model", source]
-    code, out, err = run(["export", "onnx", *origin, "--task", task, "--quantize", "int8", "--data-dir",
+    code, out, err = run_cli(["export", "onnx", *origin, "--task", task, "--quantize", "int8", "--data-dir",
                           tmp_path / "squad", "--output", tmp_path / "bundle",
                           "--tracking-uri", work["tracking"]], capsys)
     assert code == 0, err
@@ -465,8 +459,8 @@ def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, joint, wo
     if version == "2.0":
         assert [r["null_odds"] for r in results] == pytest.approx([null_odds[r["id"]] for r in results], abs=1e-5)
     assert {r["id"]: r["answer"] for r in results} == answers
-    code, out, _ = run(["predict", "--bundle", tmp_path / "bundle", examples[0]["question"],
+    code, out, _ = run_cli(["predict", "--bundle", tmp_path / "bundle", examples[0]["question"],
                         examples[0]["context"]], capsys)
     assert code == 0 and set(json.loads(out)) >= {"answer", "start", "end", "score"}
-    code, _, err = run(["predict", "--bundle", tmp_path / "bundle", "who ?"], capsys)
+    code, _, err = run_cli(["predict", "--bundle", tmp_path / "bundle", "who ?"], capsys)
     assert code == 2 and "a SQuAD bundle needs two texts" in err

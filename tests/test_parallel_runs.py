@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests import mlflow_store
+from tests.conftest import write_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -103,8 +104,6 @@ def test_a_resume_ends_killed_the_runs_a_kill_9_left_running(tiny_model, glue_da
 def test_a_second_pretrain_into_a_busy_output_is_refused_in_one_line(tmp_path):
     """Two `harness pretrain` runs into one --output would overwrite each other's checkpoints: the one
     that finds the folder taken exits 2 with one line, the other finishes."""
-    from tests.test_pretrain_train import write_corpus
-
     corpus = write_corpus(tmp_path / "corpus.txt")
 
     def pretrain(store: str) -> subprocess.Popen:

@@ -10,40 +10,15 @@ import re
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from harness.cli import main
-from pretrain.common.models import PRESETS, resolve_model
+from pretrain.common.models import resolve_model
 from pretrain.config import PretrainConfig, resolve
 from tests import mlflow_store
-from tests.test_pretrain_train import MICRO, write_corpus
-
-REPO = Path(__file__).resolve().parents[1]
-LAUNCHER = """import sys
-from pretrain.common.models import PRESETS
-from tests.test_pretrain_train import MICRO
-PRESETS[MICRO.name] = MICRO
-from harness.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
-@pytest.fixture
-def micro(monkeypatch):
-    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
-
-
-def cli_args(tmp_path, corpus_path, *extra, name="out"):
-    return ["pretrain", "--preset", MICRO.name, "--corpus", str(corpus_path), "--output",
-            str(tmp_path / name), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", *extra,
-            "tokenizer=train", "train_vocab_size=200", "precision=fp32", f"cache_dir={tmp_path / 'cache'}"]
+from tests.conftest import MICRO, REPO, free_port
+from tests.pretrain_helpers import LAUNCHER, pretrain_args
 
 
 def test_flags_config_file_and_overrides_build_the_config(tmp_path, micro, corpus, monkeypatch, capsys):
@@ -58,7 +33,7 @@ def test_flags_config_file_and_overrides_build_the_config(tmp_path, micro, corpu
 
     monkeypatch.setattr(pretrain.train, "train", fake_train)
     (tmp_path / "run.toml").write_text('objective = "electra-15"\nlearning_rate = 0.001\nmax_steps = 50\n')
-    code = main(cli_args(tmp_path, corpus, "--objective", "mlm", "--max-flops", "1e15", "--config",
+    code = main(pretrain_args(tmp_path, corpus, "--objective", "mlm", "--max-flops", "1e15", "--config",
                          str(tmp_path / "run.toml"), "--corpus", str(corpus), "max_steps=7",
                          "embedding_sharing=gdes"))
     assert code == 0, capsys.readouterr().err
@@ -74,7 +49,7 @@ def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys, mon
     from pretrain.common import console
 
     monkeypatch.setattr(console, "_is_terminal", lambda stream: True)  # the bar (tests/test_progress.py: lines)
-    code = main(cli_args(tmp_path, corpus, "max_steps=6", "log_every_steps=2"))
+    code = main(pretrain_args(tmp_path, corpus, "max_steps=6", "log_every_steps=2"))
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "6 steps" in captured.out
@@ -98,9 +73,9 @@ def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys, mon
 @pytest.mark.slow
 def test_a_raised_budget_continues_the_run_and_says_what_it_does_to_the_schedule(tmp_path, micro, corpus,
                                                                                  capsys):
-    assert main(cli_args(tmp_path, corpus, "max_steps=2")) == 0
+    assert main(pretrain_args(tmp_path, corpus, "max_steps=2")) == 0
     capsys.readouterr()
-    code = main(cli_args(tmp_path, corpus, "max_steps=4"))
+    code = main(pretrain_args(tmp_path, corpus, "max_steps=4"))
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert captured.out.splitlines()[0] == (
@@ -140,7 +115,7 @@ def test_each_invocation_makes_its_plan_once(tmp_path, micro, corpus, monkeypatc
     seen = []
     for steps in (1, 2):  # a fresh run, then the same run continued to a raised budget
         calls.clear()
-        assert main(cli_args(tmp_path, corpus, f"max_steps={steps}")) == 0
+        assert main(pretrain_args(tmp_path, corpus, f"max_steps={steps}")) == 0
         seen.append(dict(calls))
     once = {"check_runnable": 1, "resolve": 1, "check_text": 1, "resume_point": 1}
     assert seen == [once, once | {"budget_change": 1}]
@@ -154,7 +129,7 @@ def test_each_invocation_makes_its_plan_once(tmp_path, micro, corpus, monkeypatc
     (["max_steps=5", "mask_prob=1.5"], "mask_prob=1.5 must be between 0 and 1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, micro, corpus, capsys, extra, message):
-    code = main(cli_args(tmp_path, corpus, *extra))
+    code = main(pretrain_args(tmp_path, corpus, *extra))
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1
     assert not (tmp_path / "mlflow.db").exists()  # rejected before an MLflow run was opened
@@ -162,7 +137,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, micro, corpus, capsys, extra
 
 
 def test_missing_corpus_is_a_user_error(tmp_path, micro, capsys):
-    code = main(cli_args(tmp_path, tmp_path / "nope.txt", "max_steps=1"))
+    code = main(pretrain_args(tmp_path, tmp_path / "nope.txt", "max_steps=1"))
     assert code == 2 and "corpus path" in capsys.readouterr().err
 
 
@@ -171,7 +146,7 @@ def test_empty_corpus_is_a_user_error(tmp_path, micro, capsys, text):
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "a.txt").write_text(text)
     (tmp_path / "empty" / "b.txt").write_text("")
-    code = main(cli_args(tmp_path, tmp_path / "empty", "max_steps=1"))
+    code = main(pretrain_args(tmp_path, tmp_path / "empty", "max_steps=1"))
     err = capsys.readouterr().err
     assert code == 2 and err == (f"harness: error: corpus {str(tmp_path / 'empty')!r} holds no text (every "
                                  "file is empty or blank); pass files with one paragraph per line\n")
@@ -188,7 +163,7 @@ def test_a_corpus_file_that_is_not_utf8_text_is_named(tmp_path, micro, capsys, c
     (tmp_path / "books").mkdir()
     (tmp_path / "books" / "a.txt").write_text("the cat sat on the mat.\n")
     (tmp_path / "books" / "b.txt").write_bytes(content)
-    code = main(cli_args(tmp_path, tmp_path / "books", "max_steps=1"))
+    code = main(pretrain_args(tmp_path, tmp_path / "books", "max_steps=1"))
     err = capsys.readouterr().err
     assert code == 2 and err == f"harness: error: corpus file {str(tmp_path / 'books' / 'b.txt')!r} {reason}\n"
     assert not (tmp_path / "mlflow.db").exists()
@@ -196,24 +171,18 @@ def test_a_corpus_file_that_is_not_utf8_text_is_named(tmp_path, micro, capsys, c
 
 def test_a_corpus_smaller_than_a_batch_says_it_repeats(tmp_path, micro, capsys):
     (tmp_path / "one.txt").write_text("the cat sat on mats.\n")
-    code = main(cli_args(tmp_path, tmp_path / "one.txt", "max_steps=1"))
+    code = main(pretrain_args(tmp_path, tmp_path / "one.txt", "max_steps=1"))
     out = capsys.readouterr().out
     assert code == 0
     assert ("note: the corpus gives 1 sequence of up to 32 tokens, fewer than a batch (8): every step trains "
             "on the same text repeated; pass a larger corpus for a meaningful run") in out, out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_ddp_with_two_cpu_processes_matches_one_process(tmp_path, micro, corpus, capsys):
     script = tmp_path / "launch.py"
     script.write_text(LAUNCHER)
-    args = cli_args(tmp_path, corpus, "max_steps=4", "batch_size=8", name="ddp")
+    args = pretrain_args(tmp_path, corpus, "max_steps=4", "batch_size=8", name="ddp")
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
                              f"--master_port={free_port()}", str(script), *args],
@@ -222,7 +191,7 @@ def test_ddp_with_two_cpu_processes_matches_one_process(tmp_path, micro, corpus,
     ddp = json.loads((tmp_path / "ddp" / "pretrain_meta.json").read_text())
     assert ddp["world_size"] == 2 and ddp["steps"] == 4
 
-    assert main(cli_args(tmp_path, corpus, "max_steps=4", "batch_size=8", name="single")) == 0
+    assert main(pretrain_args(tmp_path, corpus, "max_steps=4", "batch_size=8", name="single")) == 0
     single = json.loads((tmp_path / "single" / "pretrain_meta.json").read_text())
     # The global batch order does not depend on the process count: same tokens, same FLOPs.
     assert ddp["tokens_seen"] == single["tokens_seen"] and ddp["train_flops"] == single["train_flops"]
@@ -242,7 +211,7 @@ def test_a_rerun_ends_killed_the_run_a_dead_process_left_running(tmp_path, micro
     other = client.create_run(experiment, run_name="elsewhere", tags={  # another output: not ours to end
         "output_dir": str(tmp_path / "other"), mlflow_runs.PID_TAG: str(dead.pid),
         mlflow_runs.HOST_TAG: socket.gethostname()})
-    assert main(cli_args(tmp_path, corpus, "max_steps=2")) == 0
+    assert main(pretrain_args(tmp_path, corpus, "max_steps=2")) == 0
     assert f"note: 1 MLflow run of {tmp_path / 'out'} left RUNNING by a killed invocation now marked KILLED" \
         in capsys.readouterr().out
     assert client.get_run(left.info.run_id).info.status == "KILLED"

@@ -76,7 +76,8 @@ def test_packing_mix_of_two_segment_single_segment_and_short_examples():
     assert 0.85 < len(two_segment) / len(examples) < 0.95  # ~90% two segments
 
 
-def write_corpus(path, documents=40, seed=0):
+def write_word_corpus(path, documents=40, seed=0):
+    """Sentences of 5 to 40 words drawn from 16 (not conftest.write_corpus's subject-verb-object text)."""
     rng = random.Random(seed)
     words = "the cat dog bird sat ran saw big small red old man woman door river garden".split()
     with open(path, "w") as handle:
@@ -88,7 +89,7 @@ def write_corpus(path, documents=40, seed=0):
 
 
 def test_arrow_caches_are_reused_and_keyed_by_length(tmp_path):
-    files = [write_corpus(tmp_path / "c.txt")]
+    files = [write_word_corpus(tmp_path / "c.txt")]
     tokenizer = load_tokenizer("train", files, tmp_path / "cache", 100)
     tokenizer_dir = tmp_path / "tok"
     tokenizer.save_pretrained(tokenizer_dir)

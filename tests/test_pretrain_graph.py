@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tests.conftest import REPO
-from tests.test_pretrain_train import MICRO, micro_config, micro_run, write_corpus
+from tests.conftest import REPO, write_corpus
+from tests.pretrain_helpers import micro_config, micro_run
 
 # Tensor methods that copy a value to the host, so the host waits for the device's queue to drain.
 HOST_SYNCS = {torch.Tensor.item, torch.Tensor.__bool__, torch.Tensor.__float__, torch.Tensor.__int__,
@@ -45,13 +45,6 @@ def _owner() -> str:
         elif path.is_relative_to(REPO):
             return "project"
     return "torch"
-
-
-@pytest.fixture
-def micro(monkeypatch):
-    from pretrain.common.models import PRESETS
-
-    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
 
 
 def _batch(step: int) -> dict[str, torch.Tensor]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import random
 from pathlib import Path
 
 import pytest
@@ -13,75 +12,11 @@ import torch
 
 from pretrain.budget import Progress, budget_fraction, learning_rate
 from pretrain.common.errors import UserError
-from pretrain.common.models import PRESETS, ModelPreset, TransformerShape
+from pretrain.common.models import PRESETS
 from pretrain.config import PretrainConfig, config_differences, resolve
 from pretrain.train import pretrain
-
-MICRO = ModelPreset("test-micro", "electra", "small",
-                    TransformerShape(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                                     embedding_size=16), pretrain_batch_size=8, pretrain_seq_len=32,
-                    pretrain_learning_rate=2e-3, max_position_embeddings=64)
-SUBJECTS = ["the cat", "a dog", "my sister", "the old man", "the teacher", "a small bird", "the farmer"]
-VERBS = ["sees", "likes", "finds", "carries", "paints", "follows", "feeds"]
-OBJECTS = ["the ball", "a red apple", "the green door", "a long letter", "the river", "an empty box"]
-
-
-class Killed(Exception):
-    """Stands for a kill of the process, raised from on_log (see killed_at)."""
-
-
-def killed_at(step: int):
-    """An on_log that kills the run once it has logged `step`."""
-    def on_log(at, metrics):
-        if at >= step:
-            raise Killed
-    return on_log
-
-
-def write_corpus(path: Path, documents: int = 40, seed: int = 0) -> Path:
-    """Documents of subject-verb-object sentences: a generator can learn their statistics quickly."""
-    rng = random.Random(seed)
-    with open(path, "w") as handle:
-        for _ in range(documents):
-            for _ in range(rng.randint(2, 6)):
-                handle.write(" ".join(f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}."
-                                      for _ in range(rng.randint(1, 6))) + "\n")
-            handle.write("\n")
-    return path
-
-
-@pytest.fixture
-def micro(monkeypatch):
-    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
-    return MICRO.name
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
-
-
-def micro_config(tmp_path: Path, corpus: Path, name: str = "out", **settings) -> PretrainConfig:
-    values = {"preset": MICRO.name, "corpus": (str(corpus),), "output_dir": str(tmp_path / name),
-              "tokenizer": "train", "train_vocab_size": 200, "cache_dir": str(tmp_path.parent / "cache"),
-              "precision": "fp32", "log_every_steps": 5, "max_steps": 10, **settings}
-    return PretrainConfig(**values)
-
-
-def micro_run(**settings):
-    """`build_run` of the micro preset on the CPU, with a 60-word stand-in tokenizer (no corpus)."""
-    from types import SimpleNamespace
-
-    from pretrain.distributed import Context
-    from pretrain.prepare import build_run
-
-    class Tokenizer(SimpleNamespace):
-        def __len__(self):
-            return 60
-
-    tokenizer = Tokenizer(pad_token_id=0, cls_token_id=2, sep_token_id=3, mask_token_id=4)
-    config = PretrainConfig(preset=MICRO.name, max_steps=1, precision="fp32", device="cpu", **settings)
-    return build_run(resolve(config), Context(0, 1, torch.device("cpu")), tokenizer)
+from tests.conftest import MICRO
+from tests.pretrain_helpers import Killed, final_weights, killed_at, micro_config, micro_run
 
 
 def test_learning_rate_schedule_pinned():
@@ -225,12 +160,6 @@ def test_disc_bias_prior_starts_the_detector_at_that_replaced_rate(micro, prior)
 def test_the_discriminator_levers_are_checked(tmp_path, micro, corpus, settings, message):
     with pytest.raises(ValueError, match=message):
         micro_config(tmp_path, corpus, **settings)
-
-
-def final_weights(out: Path) -> dict[str, torch.Tensor]:
-    step = max(int(p.name.split("-")[1]) for p in (out / "checkpoints").iterdir())
-    state = torch.load(out / "checkpoints" / f"step-{step}" / "training_state.pt", weights_only=True)
-    return state["model"] | {f"optimizer.{k}": v["exp_avg"] for k, v in state["optimizer"]["state"].items()}
 
 
 @pytest.mark.parametrize("objective", ["electra", "two-stage"])

@@ -6,20 +6,18 @@ from __future__ import annotations
 import io
 import re
 
-import pytest
 import transformers
 
 from harness.cli import main
 from harness.pretraining.pretrain_run import run_pretrain
 from pretrain.common import console
-from pretrain.common.models import PRESETS
 from tasks import batching, glue
 from tasks.config import FinetuneConfig
 from tasks.finetune import LoopIO, finetune
 from tasks.glue_data import load_glue
 from tasks.registry import GLUE_TASKS
-from tests.test_cli import glue_args
-from tests.test_pretrain_train import MICRO, micro_config, write_corpus
+from tests.conftest import glue_args, write_corpus
+from tests.pretrain_helpers import micro_config
 
 BAR_TEXT = ("%|", "tokenize", "Loading weights", "Writing model shards", "of budget |")
 
@@ -89,11 +87,6 @@ def test_glue_run_off_a_terminal_prints_lines_and_no_library_bars(tiny_model, gl
     assert re.search(r"^fine-tune rte seed 0: step 4/4 epoch 1/1 loss \d+\.\d{4} \d+\.\d ex/s eta 0s \| "
                      r"dev validation accuracy \d\.\d{4}", out, re.MULTILINE), out
     assert not any(text in err for text in BAR_TEXT), err
-
-
-@pytest.fixture
-def micro(monkeypatch):
-    monkeypatch.setitem(PRESETS, MICRO.name, MICRO)
 
 
 def test_pretrain_off_a_terminal_prints_lines_not_a_bar(tmp_path, micro, capsys):

@@ -1,18 +1,12 @@
 """`harness search`: space, sampler, pruning and failures, MLflow records, best parameters, bad input."""
 
-import contextlib
 import dataclasses
 import json
-import math
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import optuna
 import pytest
 
-from harness.cli import main
 from harness.search import study as studies
 from harness.search.space import SEARCHED, SearchSpace
 from harness.search.targets import dev_score
@@ -21,51 +15,11 @@ from pretrain.common.errors import UserError
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
 from tests import mlflow_store
-
-
-def run(args, capsys):
-    code = main(args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def fake_target(calls=None):
-    """Dev scores peak at learning_rate 1e-3 and rise with epochs; above 8e-3 the loss "diverges"."""
-    def train(config, on_epoch):
-        if calls is not None:
-            calls.append(config)
-        if config.learning_rate > 8e-3:
-            raise FloatingPointError("training loss became nan at step 3; lower learning_rate")
-        if config.batch_size == 64:
-            raise RuntimeError("CUDA out of memory")
-        quality = 1 - abs(math.log10(config.learning_rate) + 3) / 2
-        history = []
-        for epoch in range(1, config.num_epochs + 1):
-            score = quality * (0.5 + 0.5 * epoch / config.num_epochs)
-            history.append({"epoch": epoch, "train_loss": 1 / epoch, "validation_accuracy": score,
-                            "validation_score": score})
-            on_epoch(epoch, history[-1])
-        return FinetuneResult(history=history, metrics={"validation": {"score": score}}, outputs={},
-                              num_train_steps=4, train_time_s=0.1, train_examples_per_s=160.0,
-                              train_tokens_per_s=1000.0, train_examples_seen=16)
-    return SearchTarget("glue", "rte", "fake", "small", 3, train, dev_score)
-
+from tests.conftest import SQUAD_SMALL, write_squad
+from tests.conftest import run_cli as run
+from tests.search_fakes import fake_target, fast_dir
 
 SPACE = SearchSpace(learning_rate=(1e-4, 1e-2), num_epochs=(2, 4), batch_size=(16, 32, 64))
-
-
-@contextlib.contextmanager
-def fast_dir(fallback: Path):
-    """A fresh directory on tmpfs when there is one: SQLite's fsyncs on a busy disk cost seconds a trial."""
-    shm = Path("/dev/shm")
-    if not (shm.is_dir() and os.access(shm, os.W_OK)):
-        yield fallback
-        return
-    path = Path(tempfile.mkdtemp(dir=shm, prefix="harness-test-"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
@@ -300,11 +254,9 @@ def test_cli_builds_the_search_run(tmp, capsys, monkeypatch):
 
 @pytest.mark.slow
 def test_search_squad_end_to_end(tiny_model, tmp, capsys):
-    from tests.test_squad_run import SMALL, write_squad
-
     write_squad(tmp / "squad" / "dev-v1.1.json", "1.1")
     (tmp / "space.toml").write_text("num_epochs = [1, 2]\nbatch_size = [8]\n")
-    small = [item for item in SMALL if not item.startswith("batch_size")]
+    small = [item for item in SQUAD_SMALL if not item.startswith("batch_size")]
     code, out, err = run(["search", "squad", "--version", "1.1", "--model", str(tiny_model), "--data-dir",
                           str(tmp / "squad"), "--trials", "2", "--space", str(tmp / "space.toml"),
                           "--storage", f"sqlite:///{tmp / 'o.db'}", "--output-dir", str(tmp / "out"),

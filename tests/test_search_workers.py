@@ -23,7 +23,7 @@ from harness.search import study as studies
 from harness.search.space import SEARCHED, SearchSpace
 from harness.search.trials import SearchInvocation, run_search
 from tests import mlflow_store, postgres
-from tests.test_search import fake_target, fast_dir
+from tests.search_fakes import fake_target, fast_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SPACE = "num_epochs = [2, 4]\nbatch_size = [8]\nlearning_rate = [1e-4, 1e-2]\n"

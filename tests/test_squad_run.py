@@ -1,64 +1,15 @@
 """`harness run squad` end to end on a tiny model and tiny SQuAD files; bad input is one line and exit 2."""
 
 import json
-import random
 
 import pytest
 import torch
 
-from harness.cli import main
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.registry import SQUAD_TASKS
 from tasks.squad import SquadSource
 from tests import mlflow_store
-from tests.conftest import WORDS, check_wall_time_over_a_kill
-
-PLAIN = [w for w in WORDS if w not in ",.?"]
-# The tiny model has 64 positions: windows of 64 tokens with 16-token questions and overlaps.
-SMALL = ["max_length=64", "doc_stride=16", "max_query_length=16", "precision=fp32", "batch_size=8"]
-
-
-def _paragraph(rng, index, version, num_questions=4):
-    # 8 to 14 sentences of 4 words: some contexts need two or three 64-token windows.
-    sentences = [" ".join(rng.choice(PLAIN) for _ in range(4)) + " ." for _ in range(rng.randint(8, 14))]
-    context = " ".join(sentences)
-    qas = []
-    for q in range(num_questions):
-        qa = {"id": f"p{index}q{q}", "question": " ".join(rng.choice(PLAIN) for _ in range(3)) + " ?"}
-        impossible = version == "2.0" and q % 2 == 1
-        if impossible:
-            qa["answers"] = []
-        else:
-            sentence = rng.randrange(len(sentences))
-            start = sum(len(s) + 1 for s in sentences[:sentence])
-            qa["answers"] = [{"text": sentences[sentence][:-2], "answer_start": start}]
-        if version == "2.0":
-            qa["is_impossible"] = impossible
-        qas.append(qa)
-    return {"context": context, "qas": qas}
-
-
-def write_squad(path, version, num_articles=5, seed=0, bad_offset=False):
-    """An official-format SQuAD file of `num_articles` articles, two paragraphs of four questions each."""
-    rng = random.Random(seed)
-    articles = [{"title": f"article {a}", "paragraphs": [_paragraph(rng, 2 * a + p, version)
-                                                          for p in range(2)]} for a in range(num_articles)]
-    if bad_offset:
-        articles[0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 10_000
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"version": version, "data": articles}))
-    return path
-
-
-def squad_args(model, tmp_path, *extra):
-    return ["run", "squad", "--model", str(model), "--output-dir", str(tmp_path / "out"),
-            "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", *extra]
-
-
-def run(args, capsys):
-    code = main(args)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from tests.conftest import SQUAD_SMALL, run_cli, squad_args, write_squad
 
 
 def statuses(tmp_path):
@@ -68,9 +19,9 @@ def statuses(tmp_path):
 def test_v1_holds_out_dev_articles_and_writes_results(tiny_model, tmp_path, capsys):
     data = tmp_path / "squad"
     write_squad(data / "dev-v1.1.json", "1.1", bad_offset=True)
-    args = squad_args(tiny_model, tmp_path, "--version", "1.1", "--data-dir", str(data), *SMALL,
+    args = squad_args(tiny_model, tmp_path, "--version", "1.1", "--data-dir", str(data), *SQUAD_SMALL,
                       "num_epochs=3", "learning_rate=2e-3")
-    code, out, err = run(args, capsys)
+    code, out, err = run_cli(args, capsys)
     assert code == 0, err
     assert "note: no train file, so training uses 4 articles" in out and "exact_match" in out
     assert err.count("harness: warning:") == 1 and "lies outside its" in err
@@ -106,7 +57,7 @@ def test_v1_holds_out_dev_articles_and_writes_results(tiny_model, tmp_path, caps
 def test_a_finished_run_adds_its_row_to_the_leaderboard(tiny_model, tmp_path, capsys, temp_dir_elsewhere):
     data = tmp_path / "squad"
     write_squad(data / "dev-v1.1.json", "1.1")
-    code, out, err = run(squad_args(tiny_model, tmp_path, "--version", "1.1", "--data-dir", str(data), *SMALL,
+    code, out, err = run_cli(squad_args(tiny_model, tmp_path, "--version", "1.1", "--data-dir", str(data), *SQUAD_SMALL,
                                     "num_epochs=1"), capsys)
     assert code == 0, err
     results = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -121,51 +72,12 @@ def test_a_finished_run_adds_its_row_to_the_leaderboard(tiny_model, tmp_path, ca
     assert f"leaderboard: {tiny_model} [departs: " in out
 
 
-def test_diverging_seed_is_recorded_and_the_next_seed_runs(tiny_model, tmp_path, capsys, monkeypatch):
-    import harness.finetuning.orchestration
-
-    real = harness.finetuning.orchestration.finetune
-
-    def diverges_on_seed0(model, built, config, *a, **k):
-        if config.seed == 0:
-            raise FloatingPointError("training loss became inf by step 3; lower learning_rate")
-        return real(model, built, config, *a, **k)
-
-    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", diverges_on_seed0)
-    data = tmp_path / "squad"
-    write_squad(data / "dev-v1.1.json", "1.1")
-    code, out, err = run(squad_args(tiny_model, tmp_path, "--data-dir", str(data), "--seeds", "2", *SMALL,
-                                    "num_epochs=1", "save_models=false"), capsys)
-    assert code == 2 and err.splitlines()[-1] == (
-        "harness: error: 1 fine-tuning diverged (squad seed 0: training loss became inf by step 3; lower "
-        "learning_rate); they are recorded as diverged in results.json and left out of the summaries; re-run "
-        "with a lower learning_rate into a new --output-dir")
-    results = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert [r["seed"] for r in results["runs"]] == [1] and [r["seed"] for r in results["diverged"]] == [0]
-    assert results["summary"]["squad"]["f1"]["n"] == 1 and results["summary"]["squad"]["diverged_seeds"] == 1
-    assert "seed 0: diverged (training loss became inf by step 3; lower learning_rate), left out" in out
-    found = statuses(tmp_path)
-    assert found["squad seed 0"] == "FAILED" and found["squad seed 1"] == "FINISHED"
-
-
-@pytest.mark.slow
-def test_wall_time_adds_up_over_an_interrupted_run_and_its_resume(tiny_model, tmp_path, capsys, monkeypatch):
-    import harness.finetuning.orchestration
-
-    data = tmp_path / "squad"
-    write_squad(data / "dev-v1.1.json", "1.1")
-    args = squad_args(tiny_model, tmp_path, "--data-dir", str(data), "--seeds", "2", *SMALL, "num_epochs=1",
-                      "save_models=false")
-    check_wall_time_over_a_kill(monkeypatch, harness.finetuning.orchestration, lambda: run(args, capsys)[0],
-                                tmp_path / "out" / "results.json")
-
-
-def test_v2_with_train_file_writes_null_odds_and_resumes(tiny_model, tmp_path, capsys, monkeypatch):
+def test_v2_with_train_file_writes_null_odds(tiny_model, tmp_path, capsys):
     train = write_squad(tmp_path / "train.json", "2.0", num_articles=3, seed=1)
     dev = write_squad(tmp_path / "dev.json", "2.0", num_articles=2, seed=2)
     args = squad_args(tiny_model, tmp_path, "--version", "2.0", "--train-file", str(train),
-                      "--dev-file", str(dev), *SMALL, "num_epochs=1", "max_eval_examples=10")
-    code, out, err = run(args, capsys)
+                      "--dev-file", str(dev), *SQUAD_SMALL, "num_epochs=1", "max_eval_examples=10")
+    code, out, err = run_cli(args, capsys)
     assert code == 0, err
     assert "note: no train file" not in out and "best_f1" in out and "best_f1_thresh" in out
     results = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -184,18 +96,6 @@ def test_v2_with_train_file_writes_null_odds_and_resumes(tiny_model, tmp_path, c
     assert all(text for text in predictions.values())  # best non-null spans: the threshold is the scorer's
     assert set(statuses(tmp_path).values()) == {"FINISHED"}
     assert (tmp_path / "out" / "models" / "squad_v2-seed0" / "answerability_head.safetensors").is_file()
-
-    import harness.finetuning.orchestration
-
-    def must_not_train(*a, **k):
-        raise AssertionError("a finished seed was trained again")
-
-    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", must_not_train)
-    assert run(args, capsys)[0] == 0
-    code, _, err = run(args + ["null_threshold=1"], capsys)
-    assert code == 2 and err.splitlines()[-1] == (
-        f"harness: error: {str(tmp_path / 'out')!r} holds results made with other settings (null_threshold: "
-        "-2.75 -> 1.0); resume it with the same settings, or pass a new --output-dir")
 
 
 def test_squad_benchmark_keeps_nothing_and_its_plan_holds_the_resolved_settings(tiny_model, tmp_path):
@@ -260,7 +160,7 @@ def test_settings_go_to_their_configs(tiny_model, tmp_path, capsys, monkeypatch)
     config_file.write_text("batch_size = 16\nanswerability_head = false\nholdout_fraction = 0.5\n")
     args = squad_args(tiny_model, tmp_path, "--version", "2.0", "--data-dir", "d", "--config",
                       str(config_file), "doc_stride=64", "batch_size=8", "max_length=512")
-    code, _, err = run(args, capsys)
+    code, _, err = run_cli(args, capsys)
     assert code == 0, err
     squad_run = seen["run"]
     assert squad_run.task == SQUAD_TASKS["2.0"] and squad_run.source == SquadSource(data_dir="d")
@@ -270,7 +170,7 @@ def test_settings_go_to_their_configs(tiny_model, tmp_path, capsys, monkeypatch)
 
 def test_max_length_defaults_to_electras_512(tiny_model, tmp_path, capsys):
     write_squad(tmp_path / "squad" / "dev-v1.1.json", "1.1")
-    code, _, err = run(squad_args(tiny_model, tmp_path, "--data-dir", str(tmp_path / "squad")), capsys)
+    code, _, err = run_cli(squad_args(tiny_model, tmp_path, "--data-dir", str(tmp_path / "squad")), capsys)
     assert code == 2 and "max_length 512 exceeds the model's 64 positions; pass max_length=64" in err
 
 
@@ -310,7 +210,7 @@ def test_bad_input_is_one_line(case, tiny_model, tmp_path, capsys):
     if spoil is not None:
         spoil(path)
     data = [] if "--train-file" in extra else ["--data-dir", str(tmp_path / "squad")]
-    code, _, err = run(squad_args(tiny_model, tmp_path, *data, *SMALL, *extra), capsys)
+    code, _, err = run_cli(squad_args(tiny_model, tmp_path, *data, *SQUAD_SMALL, *extra), capsys)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert "Traceback" not in err and not (tmp_path / "out").exists()
     assert not (tmp_path / "mlflow.db").exists()
@@ -321,7 +221,7 @@ def test_data_dir_from_env_else_the_hub(tiny_model, tmp_path, capsys, monkeypatc
     from tasks import squad_data
 
     monkeypatch.setenv("SQUAD_DIR", str(tmp_path / "empty"))
-    code, _, err = run(squad_args(tiny_model, tmp_path, *SMALL), capsys)
+    code, _, err = run_cli(squad_args(tiny_model, tmp_path, *SQUAD_SMALL), capsys)
     assert code == 2 and f"{tmp_path / 'empty' / 'dev-v1.1.json'} not found" in err
     asked = []
 
@@ -331,6 +231,6 @@ def test_data_dir_from_env_else_the_hub(tiny_model, tmp_path, capsys, monkeypatc
 
     monkeypatch.delenv("SQUAD_DIR")
     monkeypatch.setattr(squad_data, "load_squad_hub", offline)
-    code, _, err = run(squad_args(tiny_model, tmp_path, "--version", "2.0", *SMALL), capsys)
+    code, _, err = run_cli(squad_args(tiny_model, tmp_path, "--version", "2.0", *SQUAD_SMALL), capsys)
     assert code == 2 and asked == [("2.0", "train")]
     assert err.strip() == "harness: error: could not load it; pass --data-dir"

@@ -25,6 +25,8 @@ from tasks.finetune import LoopIO, finetune
 from tasks.finetune_state import SeedState, seed_path
 from tasks.glue_data import load_glue
 from tasks.registry import GLUE_TASKS
+from tests.conftest import free_port, write_corpus, write_glue_dir
+from tests.pretrain_helpers import final_weights
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -209,8 +211,6 @@ def _pretrain_args(tmp_path, corpus, name: str) -> list[str]:
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
     """An unbroken `harness pretrain` of 60 steps: the corpus and the folder it ran in."""
-    from tests.test_pretrain_train import write_corpus
-
     folder = tmp_path_factory.mktemp("pretrain")
     corpus = write_corpus(folder / "corpus.txt")
     code, output = _finish(_start(_pretrain_args(folder, corpus, "whole"), folder))
@@ -221,8 +221,6 @@ def pretrained(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signalled_pretrain_checkpoints_and_resumes_bit_identical(pretrained, signum):
-    from tests.test_pretrain_train import final_weights
-
     folder, corpus = pretrained
     out = folder / f"stopped-{signum}"
     process = _start(_pretrain_args(folder, corpus, out.name), folder)
@@ -256,8 +254,6 @@ def _glue_args(tiny_model, glue_data, tmp_path, name: str) -> list[str]:
 @pytest.fixture(scope="module")
 def finetuned(tiny_model, tmp_path_factory):
     """An unbroken `harness run glue` of one RTE seed, 12 epochs of 4 steps: the folder it ran in."""
-    from tests.conftest import write_glue_dir
-
     folder = tmp_path_factory.mktemp("finetune")
     write_glue_dir(folder / "glue_data")
     code, output = _finish(_start(_glue_args(tiny_model, folder / "glue_data", folder, "whole"), folder))
@@ -346,9 +342,6 @@ sys.exit(main(sys.argv[2:]))
 def test_a_signal_to_one_ddp_process_stops_both_at_one_step_and_resumes_bit_identical(pretrained):
     """`torchrun` with two CPU processes: SIGTERM to rank 1 alone; rank 0 stops at the same step and writes
     the checkpoint (both processes' RNGs), and `torchrun` on it ends like an unbroken `torchrun`."""
-    from tests.test_pretrain_cli import free_port
-    from tests.test_pretrain_train import final_weights
-
     folder, corpus = pretrained
     (folder / "launch.py").write_text(DDP_LAUNCHER)
 

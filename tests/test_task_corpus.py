@@ -20,7 +20,7 @@ from pretrain.packing import packed_examples
 from reports import accounting, render
 from reports.leaderboard import measured_row
 from tests.conftest import write_glue_dir
-from tests.test_pretrain_cli import cli_args, micro  # noqa: F401 (a fixture)
+from tests.pretrain_helpers import pretrain_args
 
 # (folder, file, text columns) as the GLUE download lays them out: what the corpus must hold, read here
 # with csv rather than the loaders the corpus uses.
@@ -144,9 +144,9 @@ def test_packing_fills_whole_sequences_from_short_texts(glue, tmp_path, tiny_mod
     ("glue:sst", "corpus 'glue:sst' names unknown GLUE task 'sst'; write glue:TASK,... with tasks from cola, "
                  "sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, ax"),
 ])
-def test_a_task_without_training_text_is_refused_in_one_line(glue, tmp_path, micro, capsys, spec,  # noqa: F811
+def test_a_task_without_training_text_is_refused_in_one_line(glue, tmp_path, micro, capsys, spec,
                                                               message):
-    code = main(cli_args(tmp_path, spec, "--data-dir", str(glue), "max_steps=1"))
+    code = main(pretrain_args(tmp_path, spec, "--data-dir", str(glue), "max_steps=1"))
     err = capsys.readouterr().err
     assert code == 2 and err == f"harness: error: {message.format(glue=glue)}\n"
     assert not (tmp_path / "out").exists() and not (tmp_path / "mlflow.db").exists()
@@ -155,8 +155,8 @@ def test_a_task_without_training_text_is_refused_in_one_line(glue, tmp_path, mic
 
 
 @pytest.mark.slow
-def test_pretrain_on_the_tasks_text_end_to_end(glue, tmp_path, micro, capsys):  # noqa: F811
-    args = cli_args(tmp_path, "glue:sst2,rte", "--data-dir", str(glue), "max_steps=3")
+def test_pretrain_on_the_tasks_text_end_to_end(glue, tmp_path, micro, capsys):
+    args = pretrain_args(tmp_path, "glue:sst2,rte", "--data-dir", str(glue), "max_steps=3")
     assert main(args) == 0, capsys.readouterr().err
     out = tmp_path / "out"
     meta = json.loads((out / "pretrain_meta.json").read_text())
@@ -168,7 +168,7 @@ def test_pretrain_on_the_tasks_text_end_to_end(glue, tmp_path, micro, capsys):  
     # The corpus spec is a setting: the same spec resumes (here: already done), another is refused.
     assert main(args) == 0
     capsys.readouterr()
-    assert main(cli_args(tmp_path, "glue:sst2", "--data-dir", str(glue), "max_steps=3")) == 2
+    assert main(pretrain_args(tmp_path, "glue:sst2", "--data-dir", str(glue), "max_steps=3")) == 2
     assert "corpus: ['glue:sst2,rte'] -> ('glue:sst2',)" in capsys.readouterr().err
     # ... and on the leaderboard row of a model fine-tuned from it.
     costs = accounting.run_flops(str(out), str(out / "discriminator"), [])

@@ -16,9 +16,8 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
-from tests.test_pretrain_cli import LAUNCHER
-from tests.test_pretrain_train import MICRO, write_corpus
+from tests.conftest import MICRO, REPO, write_corpus
+from tests.pretrain_helpers import LAUNCHER
 
 IMAGE_LIKE = REPO / "benchmarks" / "image_like"
 NO_TRACKERS = "mlflow,optuna"

@@ -52,7 +52,6 @@ def squad_target(model: str, version: str, source: squad.SquadSource, config: Fi
     if max_length > positions:
         raise UserError(f"max_length {max_length} exceeds the model's {positions} positions; "
                         f"pass max_length={positions} or less")
-    squad_config.uses_head(task)
     splits = squad.load_splits(task, source, squad_config)
     built = squad.build_task(task, splits, setup.tokenizer, max_length, squad_config,
                              config.max_train_examples)

@@ -39,7 +39,6 @@ from reports.leaderboard import (
 
 EXPERIMENT = mlflow_runs.LEADERBOARD_EXPERIMENT
 KEY_TAG = "leaderboard_key"
-ROW_TAGS = ("source", "recipe", "model", "model_id", "reference", "notes", "family", "pretrain_corpus")
 NOTE_TAG, RUN_NAME_TAG = "mlflow.note.content", "mlflow.runName"
 SCORE_COLUMNS = frozenset(c for c in VALUE_COLUMNS if c not in ("num_params", "pretrain_flops",
                                                                 "inference_flops", "glue_tasks"))

@@ -31,7 +31,8 @@ def resolve_precision(setting: str, device: torch.device) -> str:
 
 
 def resolve_attention(setting: str, device: torch.device, precision: str) -> str:
-    """'auto': SDPA, except eager on a CPU in bf16, where SDPA is slower (STACK.md: 1.16 vs 0.99 s/step)."""
+    """'auto': SDPA, except eager on a CPU in bf16, where SDPA is slower (1.16 vs 0.99 s a step, measured in
+    reports/results/library-choices.md)."""
     if setting != "auto":
         return setting
     return "eager" if device.type == "cpu" and precision == "bf16" else "sdpa"
