@@ -2,7 +2,7 @@
 with the dev-set variance as it is now (seed-by-example noise counted once) and as it was (twice).
 
 RTE-sized dev sets (277 examples) of 0/1 answers: a latent example difficulty shared by every run
-(the pairing), a small seed effect and seed-by-example noise, as tests/test_stats.py simulates, so
+(the pairing), a small seed effect and seed-by-example noise, as tests/simulation.py simulates, so
 per-seed scores spread ~2 points. A and B are two draws of the same model (null); B' is B with a
 true 4.9-point lower expected accuracy. Fresh examples and seeds in every draw.
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reports import stats  # noqa: E402
 from tasks import metrics  # noqa: E402
-from tests.test_stats import simulated  # noqa: E402
+from tests.simulation import simulated  # noqa: E402
 
 N, SEED_SD, NOISE_SD, THRESHOLD, SHIFT = 277, 0.03, 0.6, 0.3, 0.15
 

@@ -24,9 +24,10 @@ class MaskingSettings:
     mask_id: int
     special_ids: tuple[int, ...]  # never masked: [CLS], [SEP], [PAD], [MASK]
     vocab_size: int
-    mask_prob: float = 0.15
-    mask_token_fraction: float = 0.85
-    random_token_fraction: float = 0.0
+    # the rates come from PretrainConfig (and the preset), their one home; no defaults of their own here
+    mask_prob: float
+    mask_token_fraction: float
+    random_token_fraction: float
 
 
 def max_predictions(mask_prob: float, seq_len: int) -> int:

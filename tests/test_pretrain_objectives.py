@@ -3,6 +3,7 @@ and embedding sharing, on a 2-layer, 32-wide ELECTRA built in memory."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -15,7 +16,8 @@ from pretrain.objective_model import MAIN_MLM, PretrainingModel
 
 PAD, UNK, CLS, SEP, MASK = range(5)
 VOCAB = 60
-SETTINGS = obj.MaskingSettings(mask_id=MASK, special_ids=(CLS, SEP, PAD, MASK), vocab_size=VOCAB)
+SETTINGS = obj.MaskingSettings(mask_id=MASK, special_ids=(CLS, SEP, PAD, MASK), vocab_size=VOCAB,  # the paper's rates
+                               mask_prob=0.15, mask_token_fraction=0.85, random_token_fraction=0.0)
 
 
 def random_batch(batch_size=8, length=24, seed=0):
@@ -88,13 +90,12 @@ def test_mask_85_15_split_over_many_draws():
 def test_unused_slots_mask_nothing():
     input_ids = torch.tensor([[CLS, 10, 11, 12, SEP]])
     positions, weights = torch.tensor([[2, 0, 0]]), torch.tensor([[1.0, 0.0, 0.0]])
-    settings = obj.MaskingSettings(MASK, (CLS, SEP, PAD, MASK), VOCAB, mask_token_fraction=1.0)
+    settings = dataclasses.replace(SETTINGS, mask_token_fraction=1.0)
     assert obj.apply_mask(input_ids, positions, weights, settings).tolist() == [[CLS, 10, MASK, 12, SEP]]
 
 
 def test_bert_style_random_tokens_when_asked():
-    settings = obj.MaskingSettings(MASK, (CLS, SEP, PAD, MASK), VOCAB, mask_token_fraction=0.8,
-                                   random_token_fraction=0.1)
+    settings = dataclasses.replace(SETTINGS, mask_token_fraction=0.8, random_token_fraction=0.1)
     batch = random_batch(batch_size=64, length=128)
     positions, weights = torch.arange(1, 7).repeat(64, 1), torch.ones(64, 6)
     new_ids = obj.apply_mask(batch["input_ids"], positions, weights, settings, torch.Generator().manual_seed(2))

@@ -9,15 +9,7 @@ from scipy import stats as scipy_stats
 
 from reports import stats
 from tasks import metrics
-
-
-def simulated(rng, seeds, n, seed_sd, example_effects, threshold, noise_sd=1.0):
-    """0/1 correctness per (seed, example): seed effect + example effect + noise above a threshold.
-
-    Its expected accuracy over seeds and examples is P(N(0, total_sd^2) > threshold), known exactly.
-    """
-    u = rng.normal(0, seed_sd, (seeds, 1))
-    return (u + example_effects[None, :] + rng.normal(0, noise_sd, (seeds, n)) > threshold).astype(int)
+from tests.simulation import simulated
 
 
 def accuracy_estimate(correct, n_resamples, seed):

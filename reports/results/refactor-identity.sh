@@ -32,7 +32,7 @@ PY
 H="$PY -m harness.cli"
 $H run glue --model "$OUT/inputs/tiny" --tasks rte,stsb,cola --seeds 2 --data-dir "$OUT/inputs/glue_data" \
    --output-dir "$OUT/glue" --tracking-uri "sqlite:///$OUT/mlflow.db" num_epochs=2 precision=fp32 > "$OUT/glue.log" 2>&1
-# the micro preset is the test suite's: registered by a launcher, as tests/test_pretrain_cli.py does
+# the micro preset is the test suite's: registered by a launcher, as tests/pretrain_helpers.py does
 PRE=(-c "import sys
 from pretrain.common.models import PRESETS
 try:
