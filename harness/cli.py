@@ -14,8 +14,8 @@ import sys
 
 # Subcommand modules under harness/commands/; each defines add_parser(subparsers), whose parsers'
 # handler(args) returns the exit status.
-COMMANDS = ["run", "tasks", "models", "init", "flops", "pretrain", "search", "report", "export", "predict",
-            "serve", "experiment", "compare", "demo"]
+COMMANDS = ["run", "settings", "tasks", "models", "init", "flops", "pretrain", "search", "report", "export",
+            "predict", "serve", "experiment", "compare", "demo"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -126,7 +126,7 @@ def settings_help(cls: type, heading: str, skip: tuple[str, ...] = ()) -> str:
         if field.name in skip:
             continue
         default = field.default if field.default is not dataclasses.MISSING else None
-        item = field.name if default is None else f"{field.name}={_shown(default)}"
+        item = field.name if default is None else f"{field.name}={shown(default)}"
         choices = settings.choices(hints[field.name])
         kind = described[field.name].kind
         groups.setdefault(kind, []).append(f"{item} ({'|'.join(map(str, choices))})" if choices else item)
@@ -152,7 +152,7 @@ def _packed(items: list[str]) -> list[str]:
     return [line.rstrip(" ") for line in lines[:-1]] + [lines[-1].rstrip(", ")]
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()  # as TOML and key=value spell it
     if isinstance(value, tuple):

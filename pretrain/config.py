@@ -32,8 +32,11 @@ class PretrainConfig:
     corpus: tuple[str, ...] = setting((), kind="recipe", help=(
         "text files or folders (.txt/.raw, optionally .gz), or glue:TASK,... (the tasks' training inputs, "
         "pretrain/corpus_source.py); kept as written, so a resume compares the spec, not a cache file"))
-    output_dir: str = setting("", kind="output", resumable=True)
-    objective: Objective = setting("electra", kind="recipe")
+    output_dir: str = setting("", kind="output", resumable=True, help=(
+        "the run's folder (--output): checkpoints, discriminator/, generator/, pretrain_meta.json"))
+    objective: Objective = setting("electra", kind="recipe", help=(
+        "electra (the paper's), mlm (BERT's baseline), electra-15 (detection on masked positions only), "
+        "replace-mlm, all-tokens-mlm, two-stage (paper Table 5 and section 3.2)"))
 
     # Model
     generator_fraction: float | None = setting(None, kind="recipe",
@@ -50,23 +53,27 @@ class PretrainConfig:
     mask_token_fraction: float = setting(0.85, kind="recipe", help="of masked positions, shown as [MASK]")
     random_token_fraction: float = setting(0.0, kind="recipe", help=(
         "of masked positions, shown as a random token (BERT: 0.1)"))
-    disc_weight: float = setting(50.0, kind="recipe")
-    temperature: float = setting(1.0, kind="recipe")
+    disc_weight: float = setting(50.0, kind="recipe", help=(
+        "lambda, the detection loss's weight against the generator's MLM loss (paper: 50)"))
+    temperature: float = setting(1.0, kind="recipe", help=(
+        "the generator's sampling temperature (1: its softmax)"))
     two_stage_switch: float = setting(0.5, kind="recipe", help=(
         "fraction of the budget spent on the generator in two-stage"))
 
     # Optimisation; None: preset's
     batch_size: int | None = setting(None, kind="recipe", help="global batch, split across DDP processes")
-    seq_len: int | None = setting(None, kind="recipe")
-    learning_rate: float | None = setting(None, kind="recipe")
+    seq_len: int | None = setting(None, kind="recipe", help="tokens a sequence; None: the preset's")
+    learning_rate: float | None = setting(None, kind="recipe", help=(
+        "peak rate; None: the preset's (the paper's for its size)"))
     warmup_fraction: float = setting(0.01, kind="recipe", help=(
         "of the budget; the paper warms up 10k of 1M steps"))
     optimizer: Literal["electra", "adamw"] = setting("electra", kind="recipe", before="adamw", help=(
         "electra: ELECTRA's Adam without bias correction, warmup multiplied into the decay (the official "
         "code's); adamw: torch's AdamW, warmup then decay (what runs before this setting used)"))
-    weight_decay: float = setting(0.01, kind="recipe")
-    adam_epsilon: float = setting(1e-6, kind="recipe")
-    max_grad_norm: float = setting(1.0, kind="recipe")
+    weight_decay: float = setting(0.01, kind="recipe", help='decoupled, not on biases and LayerNorm weights')
+    adam_epsilon: float = setting(1e-6, kind="recipe", help="Adam's epsilon (the official code's 1e-6)")
+    max_grad_norm: float = setting(1.0, kind="recipe", help=(
+        "clip the gradient's global norm to this (the official code's 1.0)"))
     disc_layers_lr_scale: float = setting(1.0, kind="recipe", help=(
         "learning-rate multiplier for the discriminator's layers and detection head, not the embeddings "
         f"it shares with the generator; 1 is the paper's; a small-budget lever ({LEVERS})"))
@@ -75,10 +82,13 @@ class PretrainConfig:
         f"prior of an imbalanced classifier; None: 0, the paper's; a small-budget lever ({LEVERS})"))
 
     # Budgets: at least one
-    max_steps: int | None = setting(None, kind="budget")
-    max_tokens: int | None = setting(None, kind="budget")
-    max_time_s: float | None = setting(None, kind="budget")
-    max_flops: float | None = setting(None, kind="budget")
+    max_steps: int | None = setting(None, kind="budget", help='stop after this many optimiser steps')
+    max_tokens: int | None = setting(None, kind="budget", help=(
+        'stop after this many training tokens (batch x seq_len a step)'))
+    max_time_s: float | None = setting(None, kind="budget", help=(
+        'stop after this many seconds of training (checkpointed, resumable)'))
+    max_flops: float | None = setting(None, kind="budget", help=(
+        "stop after this many training FLOPs (the paper's counting; --max-flops)"))
 
     # Runtime
     precision: Literal["auto", "bf16", "fp32", "fp16"] = setting("auto", kind="runtime",
@@ -87,13 +97,19 @@ class PretrainConfig:
                                                           help="auto: eager on a CPU in bf16, else SDPA")
     compile: Literal["auto", "on", "off"] = setting("auto", kind="runtime", resumable=True, help=(
         "torch.compile the step; auto: on for CUDA only"))
-    device: str = setting("auto", kind="runtime", resumable=True)
-    seed: int = setting(0, kind="runtime")
-    log_every_steps: int = setting(10, kind="output", resumable=True)
-    checkpoint_every_steps: int = setting(1000, kind="output", resumable=True)
-    checkpoint_every_s: float = setting(600.0, kind="output", resumable=True)
-    keep_checkpoints: int = setting(2, kind="output", resumable=True)
-    cache_dir: str = setting("runs/cache", kind="output", resumable=True)
+    device: str = setting("auto", kind="runtime", resumable=True, help=(
+        'auto: CUDA if present, else the CPU; or cpu, cuda, cuda:1'))
+    seed: int = setting(0, kind="runtime", help='masking, sampling, dropout and initialisation draws')
+    log_every_steps: int = setting(10, kind="output", resumable=True, help=(
+        'steps between logged metrics (and the probes, at most every 1% of the budget)'))
+    checkpoint_every_steps: int = setting(1000, kind="output", resumable=True, help=(
+        'steps between checkpoints'))
+    checkpoint_every_s: float = setting(600.0, kind="output", resumable=True, help=(
+        'seconds between checkpoints, whichever of the two comes first'))
+    keep_checkpoints: int = setting(2, kind="output", resumable=True, help=(
+        'newest checkpoints kept; older ones are deleted'))
+    cache_dir: str = setting("runs/cache", kind="output", resumable=True, help=(
+        'tokenised corpora and trained vocabularies, shared between runs'))
 
     def __post_init__(self):
         errors = _check(self)

@@ -43,17 +43,23 @@ RECIPE = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
 class FinetuneConfig:
     """Fine-tuning hyperparameters; None means "ELECTRA's default for this model size or task"."""
 
-    learning_rate: float | None = setting(None, kind="recipe")
-    layerwise_lr_decay: float | None = setting(None, kind="recipe")
-    lr_decay_depth: Literal["electra", "corrected"] = setting("electra", kind="recipe")
-    num_epochs: float | None = setting(None, kind="recipe")
-    warmup_fraction: float = setting(0.1, kind="recipe")
+    learning_rate: float | None = setting(None, kind="recipe", help=(
+        "peak rate; None: ELECTRA's for the model size (3e-4 small, 1e-4 base, 5e-5 large)"))
+    layerwise_lr_decay: float | None = setting(None, kind="recipe", help=(
+        'each layer down trains at this times the rate of the one above; None: 0.8 (0.9 large)'))
+    lr_decay_depth: Literal["electra", "corrected"] = setting("electra", kind="recipe", help=(
+        "electra: the head two levels above the top layer, as ELECTRA's code has it; corrected: one level"))
+    num_epochs: float | None = setting(None, kind="recipe", help=(
+        "None: the task's (ELECTRA's: 3; 10 for RTE and STS-B; 2 for SQuAD)"))
+    warmup_fraction: float = setting(0.1, kind="recipe", help=(
+        'of the training steps, linear warmup before the linear decay'))
     optimizer: Literal["electra", "adamw"] = setting("electra", kind="recipe", before="adamw", help=(
         "electra: ELECTRA's Adam without bias correction and warmup x decay; adamw: torch's, warmup then "
         "decay (what runs before this setting used)"))
-    weight_decay: float = setting(0.01, kind="recipe")
-    adam_epsilon: float = setting(1e-6, kind="recipe")
-    max_grad_norm: float = setting(1.0, kind="recipe")
+    weight_decay: float = setting(0.01, kind="recipe", help='decoupled, not on biases and norm weights')
+    adam_epsilon: float = setting(1e-6, kind="recipe", help="Adam's epsilon (the official code's 1e-6)")
+    max_grad_norm: float = setting(1.0, kind="recipe", help=(
+        "clip the gradient's global norm to this (the official code's 1.0)"))
     loss_reduction: Literal["sum", "mean"] = setting("sum", kind="recipe", before="mean", help=(
         "sum: as the official run_finetuning.py, which trains on the batch-summed loss, so its clip at "
         "max_grad_norm acts on batch_size times the mean's gradient (with 32 examples it clips nearly "
@@ -63,11 +69,11 @@ class FinetuneConfig:
         "re-initialise the top N encoder layers before fine-tuning (Zhang et al. 2021, \"Revisiting "
         "Few-sample BERT Fine-tuning\"): a remedy for a pre-trained encoder whose top layers collapsed; "
         "not ELECTRA's recipe, so off"))
-    batch_size: int = setting(32, kind="recipe")
+    batch_size: int = setting(32, kind="recipe", help='examples an optimiser step')
     gradient_accumulation_steps: int = setting(1, kind="runtime", help=(
         "split each batch into this many slices, forward and backward one at a time, then step: the "
         "recipe's batch_size in less memory (scores move by summation order and dropout draws only)"))
-    eval_batch_size: int = setting(128, kind="runtime")
+    eval_batch_size: int = setting(128, kind="runtime", help='examples a forward pass in evaluation')
     max_length: int | None = setting(None, kind="recipe", help=(
         "None: the task's default (128 for GLUE, 512 for SQuAD)"))
     seed: int = setting(0, kind="runtime", resumable=True, help=(
@@ -77,7 +83,9 @@ class FinetuneConfig:
         "auto: bf16 where the hardware has it; fp16 (with a gradient scaler) on a GPU without (V100, T4)"))
     compile: Literal["auto", "on", "off"] = setting("auto", kind="runtime", resumable=True, help=(
         "torch.compile the model; auto: on for CUDA only"))
-    group_by_length: bool = setting(True, kind="recipe")
+    group_by_length: bool = setting(True, kind="recipe", help=(
+        "batches of similar lengths, padded to their longest (transformers' LengthGroupedSampler); "
+        "false: a uniform shuffle"))
     max_train_examples: int | None = setting(None, kind="recipe", help=(
         "subsample the training set, for quick looks"))
     head: Literal["auto", "electra", "hf"] = setting("auto", kind="recipe", before="hf", help=(
@@ -88,7 +96,8 @@ class FinetuneConfig:
         "let a Hub checkpoint whose family transformers lacks run its repository's own code; off: refused"))
     double_unordered: bool = setting(True, kind="recipe", before=False, help=(
         "GLUE tasks whose registry row says double_unordered (mrpc, stsb) train on both sentence orders"))
-    save_models: bool = setting(True, kind="output")
+    save_models: bool = setting(True, kind="output", help=(
+        "keep each seed's fine-tuned model in the output folder"))
     predict_test: bool = setting(True, kind="output", help=(
         "GLUE: predict the test sets (for the server's zip) after training, most of a short run's fixed "
         "cost; no dev score uses it"))
@@ -128,7 +137,7 @@ class SquadConfig:
 
     doc_stride: int = setting(DOC_STRIDE, kind="recipe", help=(
         "tokens from one window's start to the next's (ELECTRA's meaning)"))
-    max_query_length: int = setting(MAX_QUERY_LENGTH, kind="recipe")
+    max_query_length: int = setting(MAX_QUERY_LENGTH, kind="recipe", help='SQuAD: question tokens kept')
     n_best: int = setting(20, kind="recipe", help="start and end candidates per window")
     max_answer_length: int = setting(30, kind="recipe", help="tokens")
     null_threshold: float | None = setting(None, kind="recipe", help=(
@@ -141,7 +150,8 @@ class SquadConfig:
         "end heads (transformers' ElectraForQuestionAnswering, what runs before this setting used)"))
     holdout_fraction: float = setting(0.2, kind="recipe", help=(
         "without a train file: this share of the dev articles is evaluated on"))
-    holdout_seed: int = setting(0, kind="recipe")
+    holdout_seed: int = setting(0, kind="recipe", help=(
+        'without a train file: which dev articles are held out'))
     max_eval_examples: int | None = setting(None, kind="recipe", help=(
         "evaluate on a seeded sample of the dev questions, for quick looks"))
 

@@ -21,6 +21,7 @@ from pretrain.config import BUDGETS, PretrainConfig, config_differences, resolve
 from reports.recipe import departures
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
+from tests.conftest import run_cli
 
 
 @dataclass(frozen=True)
@@ -184,3 +185,30 @@ def test_departures_read_the_kinds_and_the_before_values():
     for key in ("head", "double_unordered", "optimizer"):  # a file from before these settings existed
         del old["config"][key]
     assert departures(old, "small") == {"head": "hf", "double_unordered": False, "optimizer": "adamw"}
+
+
+@pytest.mark.parametrize("cls", [PretrainConfig, FinetuneConfig, SquadConfig])
+def test_every_setting_says_what_it_does(cls):
+    # `harness settings` prints this line; a setting added without one fails here
+    from pretrain.common.settings import settings
+
+    assert [name for name, meaning in settings(cls).items() if not meaning.help] == []
+
+
+def test_harness_settings_explains_each_setting_from_its_field(capsys):
+    code, out, err = run_cli(["settings", "squad"], capsys)
+    assert code == 0, err
+    listed = [line.split("  (")[0] for line in out.splitlines() if not line.startswith(" ")]
+    assert listed == [f.name for f in (*dataclasses.fields(FinetuneConfig), *dataclasses.fields(SquadConfig))]
+    assert "loss_reduction  (recipe; default sum; one of sum|mean; results from before it: mean)" in out
+    assert "compile  (runtime; default auto; one of auto|on|off; a resume may change it)" in out
+    code, out, _ = run_cli(["settings", "pretrain", "max_flops", "cache_dir"], capsys)
+    assert code == 0 and out.splitlines()[0] == "max_flops  (budget; default none)"
+    assert out.splitlines()[2] == "cache_dir  (output; default runs/cache; a resume may change it)"
+
+
+def test_harness_settings_refuses_an_unknown_name_in_one_line(capsys):
+    code, out, err = run_cli(["settings", "glue", "learning_rat"], capsys)
+    assert code == 2 and out == ""
+    assert err.strip() == ("harness: error: glue has no setting 'learning_rat'; `harness settings glue` lists "
+                           "them all")

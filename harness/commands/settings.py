@@ -1,0 +1,63 @@
+"""`harness settings`: every setting of a kind of run, as its field declares it (pretrain/common/settings.py):
+kind, default, allowed values, whether a resume may change it, its value for results written before it
+existed, and what it does."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+import typing
+
+CONFIGS = {"glue": "tasks.config:FinetuneConfig", "squad": "tasks.config:FinetuneConfig,SquadConfig",
+           "pretrain": "pretrain.config:PretrainConfig"}
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "settings", help="explain every key=value setting of a kind of run",
+        description="Explain every key=value setting of `harness run glue`, `harness run squad` or "
+                    "`harness pretrain`: its kind (recipe: what a run trains and measures, and a recipe "
+                    "setting changed from ELECTRA's is a departure on the leaderboard; runtime: how this "
+                    "machine computes it; output: what is written; budget: when a run stops), its default, "
+                    "its allowed values, whether resuming a run may change it, and what it does.")
+    parser.add_argument("run", choices=sorted(CONFIGS), help="the kind of run")
+    parser.add_argument("names", nargs="*", metavar="NAME", help="only these settings (default: all)")
+    parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from harness.config import shown
+    from pretrain.common import settings
+    from pretrain.common.errors import UserError
+
+    rows = []
+    for cls in _classes(CONFIGS[args.run]):
+        hints = typing.get_type_hints(cls)
+        for field in dataclasses.fields(cls):
+            meaning = settings.described(field)
+            choices = settings.choices(hints[field.name])
+            default = "none" if field.default is None else shown(field.default)
+            facts = [meaning.kind, f"default {default}"]
+            facts += [f"one of {'|'.join(map(shown, choices))}"] if choices else []
+            facts += ["a resume may change it"] if meaning.resumable else []
+            if meaning.before != field.default:
+                facts.append(f"results from before it: {shown(meaning.before)}")
+            rows.append((field.name, "; ".join(facts), meaning.help))
+    unknown = [name for name in args.names if name not in {row[0] for row in rows}]
+    if unknown:
+        raise UserError(f"{args.run} has no setting {', '.join(map(repr, unknown))}; "
+                        f"`harness settings {args.run}` lists them all")
+    for name, facts, help_text in rows:
+        if not args.names or name in args.names:
+            print(f"{name}  ({facts})")
+            if help_text:
+                print(textwrap.fill(help_text, width=100, initial_indent="    ", subsequent_indent="    "))
+    return 0
+
+
+def _classes(spec: str) -> list[type]:
+    import importlib
+
+    module, names = spec.split(":")
+    loaded = importlib.import_module(module)
+    return [getattr(loaded, name) for name in names.split(",")]
