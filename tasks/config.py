@@ -52,11 +52,11 @@ class FinetuneConfig:
     num_epochs: float | None = setting(None, kind="recipe", help=(
         "None: the task's (ELECTRA's: 3; 10 for RTE and STS-B; 2 for SQuAD)"))
     warmup_fraction: float = setting(0.1, kind="recipe", help=(
-        'of the training steps, linear warmup before the linear decay'))
+        "of the training steps, linear warmup before the linear decay"))
     optimizer: Literal["electra", "adamw"] = setting("electra", kind="recipe", before="adamw", help=(
         "electra: ELECTRA's Adam without bias correction and warmup x decay; adamw: torch's, warmup then "
         "decay (what runs before this setting used)"))
-    weight_decay: float = setting(0.01, kind="recipe", help='decoupled, not on biases and norm weights')
+    weight_decay: float = setting(0.01, kind="recipe", help="decoupled, not on biases and norm weights")
     adam_epsilon: float = setting(1e-6, kind="recipe", help="Adam's epsilon (the official code's 1e-6)")
     max_grad_norm: float = setting(1.0, kind="recipe", help=(
         "clip the gradient's global norm to this (the official code's 1.0)"))
