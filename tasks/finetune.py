@@ -16,10 +16,11 @@ from tqdm.auto import tqdm
 
 from pretrain.common import console, placement, stop
 from pretrain.common.errors import UserError
+from pretrain.common.optimization import build_schedule
 from tasks import batching, finetune_state
 from tasks.config import FinetuneConfig
 from tasks.layers import encoder_layers, pretrained_part
-from tasks.optim import build_optimizer, build_schedule
+from tasks.optim import build_optimizer
 
 
 class FinetuneTask(Protocol):

@@ -2,7 +2,7 @@
 ELECTRA's layer-wise learning-rate decay over the model's own list of layers (tasks/layers.py).
 
 `optimizer="electra"` (the default) is ELECTRA's own Adam without bias correction; "adamw" is torch's
-fused AdamW. The schedule is the foundation's `build_schedule`, named here beside the optimiser.
+fused AdamW. The schedule is the foundation's `build_schedule` (pretrain/common/optimization.py).
 """
 
 from __future__ import annotations
@@ -11,10 +11,7 @@ import torch
 
 from pretrain.common import optimization
 from pretrain.common.errors import UserError
-from pretrain.common.optimization import build_schedule
 from tasks.layers import encoder_layers
-
-__all__ = ["build_optimizer", "build_schedule", "parameter_groups"]
 
 
 def parameter_groups(model: torch.nn.Module, learning_rate: float, decay: float, weight_decay: float,

@@ -8,11 +8,11 @@ import torch
 import transformers
 
 from pretrain.budget import learning_rate
-from pretrain.common.optimization import ElectraAdam, electra_lr_factor
+from pretrain.common.optimization import ElectraAdam, build_schedule, electra_lr_factor
 from pretrain.config import PretrainConfig
 from pretrain.prepare import make_optimizer
 from tasks.config import FinetuneConfig
-from tasks.optim import build_optimizer, build_schedule, parameter_groups
+from tasks.optim import build_optimizer, parameter_groups
 
 
 @pytest.fixture(scope="module")
