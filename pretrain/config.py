@@ -93,6 +93,9 @@ class PretrainConfig:
     # Runtime
     precision: Literal["auto", "bf16", "fp32", "fp16"] = setting("auto", kind="runtime",
                                                                  help="fp16: with a gradient scaler")
+    gradient_accumulation_steps: int = setting(1, kind="runtime", resumable=True, help=(
+        "slices of each process's batch, forward and backward one at a time, then one optimiser step: the "
+        "recipe's batch in less memory (each slice's loss weighted by its share of the batch)"))
     attention: Literal["auto", "eager", "sdpa"] = setting("auto", kind="runtime",
                                                           help="auto: eager on a CPU in bf16, else SDPA")
     compile: Literal["auto", "on", "off"] = setting("auto", kind="runtime", resumable=True, help=(
@@ -147,10 +150,14 @@ def _check(c: PretrainConfig) -> list[str]:
             errors.append(f"{name}={getattr(c, name)} must be between 0 and 1")
     if c.mask_token_fraction + c.random_token_fraction > 1:
         errors.append("mask_token_fraction + random_token_fraction must not exceed 1")
-    for name in ("batch_size", "seq_len", "max_steps", "max_tokens", "log_every_steps", "train_vocab_size"):
+    for name in ("batch_size", "seq_len", "max_steps", "max_tokens", "log_every_steps", "train_vocab_size",
+                 "gradient_accumulation_steps"):
         value = getattr(c, name)
         if value is not None and value <= 0:
             errors.append(f"{name}={value} must be positive")
+    if c.batch_size is not None and c.gradient_accumulation_steps > c.batch_size:
+        errors.append(f"gradient_accumulation_steps={c.gradient_accumulation_steps} would slice a batch of "
+                      f"{c.batch_size} into empty slices; use at most {c.batch_size}")
     if c.disc_layers_lr_scale != 1 and not c.has_generator:
         errors.append(f"disc_layers_lr_scale scales the discriminator against its generator; "
                       f"--objective {c.objective} has none, so leave it at 1")

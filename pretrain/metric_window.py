@@ -56,6 +56,15 @@ class MetricWindow:
         return metrics
 
 
+def merge_slices(parts: list[tuple[float, torch.Tensor, dict[str, torch.Tensor]]]):
+    """One step's (loss, stats) from its accumulation slices' (share of the batch, loss, stats): the
+    losses and other MEANS weighted by share, the counts summed, as the whole batch would give them."""
+    loss = sum(share * part_loss for share, part_loss, _ in parts)
+    stats = {key: sum((share if key in MEANS else 1) * part[key] for share, _, part in parts)
+             for key in parts[0][2]}
+    return loss, stats
+
+
 def final_metrics(metrics: dict[str, float]) -> dict[str, float]:
     """The subset of the last window's metrics that goes into pretrain_meta.json."""
     return {k: v for k, v in metrics.items() if k in FINAL_KEYS or k == "tokens_per_s"}

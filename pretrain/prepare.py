@@ -78,8 +78,7 @@ class Run:
     precision: str
     attention: str
     compiled: bool  # the step runs through torch.compile
-    # fp16's loss scaling, a pass-through otherwise (placement.grad_scaler); not checkpointed: a
-    # resumed fp16 run finds its scale again within a few steps
+    # fp16's loss scaling, a pass-through otherwise (placement.grad_scaler); checkpointed (train._save)
     scaler: torch.amp.GradScaler | None = None
     extended: list[dict] = field(default_factory=list)  # budget changes it was resumed with (checkpoint)
     corpus: dict = field(default_factory=dict)  # the corpus's provenance (corpus_source.CorpusSource)

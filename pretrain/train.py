@@ -8,6 +8,8 @@ config, corpus, resume point: pretrain/planning.py) is made before and checked n
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -32,7 +34,7 @@ from pretrain.common.models import PRETRAIN_META
 from pretrain.config import PretrainConfig
 from pretrain.corpus_source import CorpusSource
 from pretrain.data import BatchStream, Prefetching
-from pretrain.metric_window import MetricWindow, final_metrics
+from pretrain.metric_window import MetricWindow, final_metrics, merge_slices
 from pretrain.planning import Plan
 from pretrain.prepare import Run, build_run, prepare_examples
 
@@ -176,11 +178,7 @@ def train_step(run: Run, model: torch.nn.Module, batch: dict[str, torch.Tensor],
     Nothing here waits for the device: losses, statistics and the gradient norm stay tensors until
     a logging step reads them.
     """
-    if run.compiled:
-        placement.mark_step()
-    with run.autocast():
-        loss, stats = model(**batch, stage=stage)
-    run.scaler.scale(loss).backward()
+    loss, stats = _forward_backward(run, model, batch, stage)
     for p in run.model.idle_parameters(stage):
         p.grad = None
     run.scaler.unscale_(run.optimizer)
@@ -189,6 +187,31 @@ def train_step(run: Run, model: torch.nn.Module, batch: dict[str, torch.Tensor],
     run.scaler.update()
     run.optimizer.zero_grad(set_to_none=True)
     return loss.detach(), stats, grad_norm
+
+
+def _forward_backward(run: Run, model: torch.nn.Module, batch: dict[str, torch.Tensor], stage: int):
+    """The batch's (loss, stats), its gradient accumulated over `gradient_accumulation_steps` slices: the
+    same optimiser step in less memory. Each slice's loss (a mean over its tokens) is weighted by its share
+    of the examples, which is its share of the tokens as packed sequences nearly all fill seq_len."""
+    size = batch["input_ids"].shape[0]
+    slices = min(run.config.gradient_accumulation_steps, size)  # a DDP process's share may be smaller
+    bounds = [round(i * size / slices) for i in range(slices + 1)]
+    parts = []
+    for index, (start, end) in enumerate(itertools.pairwise(bounds)):
+        part = {key: value[start:end] for key, value in batch.items()} if slices > 1 else batch
+        last = index == slices - 1
+        # DDP averages gradients across processes in the last slice's backward only
+        sync = contextlib.nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync()
+        if run.compiled:
+            placement.mark_step()
+        with sync:
+            with run.autocast():
+                loss, stats = model(**part, stage=stage)
+            share = (end - start) / size
+            run.scaler.scale(loss * share if slices > 1 else loss).backward()
+        if slices > 1:  # copies: a CUDA-graphed slice's outputs are overwritten by the next slice's
+            parts.append((share, loss.detach().clone(), {key: value.clone() for key, value in stats.items()}))
+    return (loss, stats) if slices == 1 else merge_slices(parts)
 
 
 def _save(loop: _Loop, final: bool = False) -> dict:
@@ -201,6 +224,8 @@ def _save(loop: _Loop, final: bool = False) -> dict:
         state = {"config": asdict(config), "model": run.model.state_dict(),
                  "optimizer": run.optimizer.state_dict(), "progress": progress.state_dict(),
                  "data": loop.stream.state_dict(), "rng": rng_states, "world_size": context.world_size}
+        if run.scaler.is_enabled():  # fp16's loss scale, so a resumed run steps as an unbroken one
+            state["scaler"] = run.scaler.state_dict()
         folder = ckpt.write_checkpoint(loop.plan.output, progress.step, state, run.export, meta,
                                        config.keep_checkpoints)
         if final:
@@ -214,6 +239,8 @@ def _restore(folder: Path, run: Run, stream: BatchStream, context: dist.Context)
     run.model.load_state_dict(state["model"])
     run.optimizer.load_state_dict(state["optimizer"])
     stream.load_state_dict(state["data"])
+    if "scaler" in state:  # an fp16 run's; a scaler that is off (bf16, fp32) ignores it
+        run.scaler.load_state_dict(state["scaler"])
     if len(state["rng"]) == context.world_size:
         ckpt.restore_rng(state["rng"][context.rank])
     else:  # another process count: the data order still resumes exactly, the random draws cannot

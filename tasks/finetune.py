@@ -127,7 +127,10 @@ class _SeedLoop:
         self.schedule = build_schedule(self.optimizer, self.num_steps, config.warmup_fraction,
                                        config.optimizer)
         self.state = io.state or finetune_state.SeedState(None)
-        self.at = at = self.state.start(model, self.optimizer, self.schedule)  # a resumed seed goes on
+        # what a seed's state keeps besides the RNGs and the point: fp16's loss scale too, where it is on
+        self.parts = {"model": model, "optimizer": self.optimizer, "schedule": self.schedule} | \
+            ({"scaler": self.scaler} if self.scaler.is_enabled() else {})
+        self.at = at = self.state.start(self.parts)  # a resumed seed goes on
         self.history, self.metrics = at.history, at.metrics
         self.step, self.examples, self.tokens = at.step, at.examples, at.tokens
         self.train_time_s = at.train_time_s
@@ -173,8 +176,7 @@ class _SeedLoop:
                                self.examples, self.train_time_s + time.perf_counter() - started)
             if stop.requested():  # SIGTERM or Ctrl-C: this step's state saved, then stop.Stopped
                 time_s = self.train_time_s + time.perf_counter() - started
-                self.state.stop(self.model, optimizer, self.schedule,
-                                self.here(epoch, epoch_steps, loss_sum, time_s))
+                self.state.stop(self.parts, self.here(epoch, epoch_steps, loss_sum, time_s))
         train_loss = _finite_mean(loss_sum, epoch_steps, self.step) if epoch_steps else math.nan
         return train_loss, time.perf_counter() - started
 
@@ -192,8 +194,7 @@ class _SeedLoop:
         if self.io.on_epoch is not None:
             self.io.on_epoch(epoch + 1, row)
         if epoch + 1 < math.ceil(self.config.num_epochs):  # after the last, the seed's record is what counts
-            self.state.save(self.model, self.optimizer, self.schedule,
-                            self.here(epoch + 1, 0, 0.0, self.train_time_s))
+            self.state.save(self.parts, self.here(epoch + 1, 0, 0.0, self.train_time_s))
 
     def result(self) -> FinetuneResult:
         """The last epoch's dev metrics and outputs, the other splits' outputs, and the counters."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,9 @@ from pretrain.common.rng import restore_rng, rng_state
 
 STATE_FORMAT = 1
 FOLDER = "checkpoints"
+# What a seed's state restores, by name: "model", "optimizer", "schedule", and fp16's "scaler"; each part
+# has state_dict() and load_state_dict().
+Parts = Mapping[str, Any]
 
 
 def seed_path(output_dir: Path, task: str, seed: int) -> Path:
@@ -75,16 +78,17 @@ class SeedState:
             return []
         return [*self.saved["resumes"], {"epoch": self.point.epoch, "step": self.point.step}]
 
-    def start(self, model: torch.nn.Module, optimizer, schedule) -> LoopPoint:
-        """The saved state restored into model, optimiser and schedule (the RNGs follow in `batches`), and
-        the point to go on from (a fresh seed: LoopPoint()); from here a signal stops the seed at a step
-        boundary, with its state saved."""
+    def start(self, parts: Parts) -> LoopPoint:
+        """The saved state restored into the parts (the RNGs follow in `batches`), and the point to go on
+        from (a fresh seed: LoopPoint()); from here a signal stops the seed at a step boundary, with its
+        state saved. A part the state lacks (fp16's scaler, in a state saved before it was kept) starts
+        afresh."""
         if self.path is not None:
             stop.arm()
         if self.saved is not None:
-            model.load_state_dict(self.saved["model"])
-            optimizer.load_state_dict(self.saved["optimizer"])
-            schedule.load_state_dict(self.saved["schedule"])
+            for name, part in parts.items():
+                if name in self.saved:
+                    part.load_state_dict(self.saved[name])
         return self.point
 
     def batches(self, loader: DataLoader, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
@@ -110,22 +114,21 @@ class SeedState:
                 restore_rng(self.saved["rng"])
         yield from iterator
 
-    def save(self, model: torch.nn.Module, optimizer, schedule, point: LoopPoint) -> None:
-        """Write `point` (with model, optimiser, schedule, RNGs) over the seed's last state, atomically."""
+    def save(self, parts: Parts, point: LoopPoint) -> None:
+        """Write `point` (with the parts' states and the RNGs) over the seed's last state, atomically."""
         if self.path is None:
             return
         # At an epoch's end the generator already stands at the next epoch's start.
         order = self._epoch_order if point.epoch_steps else self._generator.get_state()
         saved = {"format": STATE_FORMAT, "identity": self.identity, "resumes": self.resumes,
-                 "point": _plain(point),
-                 "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                 "schedule": schedule.state_dict(), "rng": rng_state(), "epoch_order": order}
+                 "point": _plain(point), **{name: part.state_dict() for name, part in parts.items()},
+                 "rng": rng_state(), "epoch_order": order}
         with atomic.staged_file(self.path) as temporary:
             torch.save(saved, temporary)
 
-    def stop(self, model: torch.nn.Module, optimizer, schedule, point: LoopPoint) -> None:
+    def stop(self, parts: Parts, point: LoopPoint) -> None:
         """A signal asked for a stop at this step boundary: save, then raise stop.Stopped."""
-        self.save(model, optimizer, schedule, point)
+        self.save(parts, point)
         kept = f"its state is {str(self.path)!r}" if self.path is not None else "its state is not kept"
         raise stop.stopped(f"at step {point.step} (epoch {point.epoch + 1}); {kept}")
 

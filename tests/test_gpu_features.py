@@ -98,3 +98,82 @@ def test_gradient_accumulation_must_fit_the_batch():
 
     with pytest.raises(ValueError, match="gradient_accumulation_steps=9 would slice a batch of 8"):
         FinetuneConfig(batch_size=8, gradient_accumulation_steps=9)
+
+
+def _pretraining_step(objective: str, slices: int):
+    """One pre-training step of the micro networks on 4 sequences, each with one maskable token: with every
+    masked slot shown as [MASK], a near-zero sampling temperature (the generator's argmax) and no dropout,
+    the step has no random draw left, so the batch whole and in slices must train alike."""
+    from pretrain.train import train_step
+    from tests.pretrain_helpers import micro_run
+
+    run = micro_run(objective=objective, gradient_accumulation_steps=slices, mask_token_fraction=1.0,
+                    temperature=1e-6)
+    run.model.eval()  # dropout off
+    ids = torch.tensor([[2, token, 3, 0, 0, 0] for token in (11, 23, 37, 41)])  # [CLS] token [SEP] padding
+    batch = {"input_ids": ids, "attention_mask": (ids != 0).long(), "token_type_ids": torch.zeros_like(ids)}
+    loss, stats, grad_norm = train_step(run, run.model, batch)
+    return loss, stats, grad_norm, {name: p.detach().clone() for name, p in run.model.named_parameters()}
+
+
+@pytest.mark.parametrize("objective", ["electra", "mlm"])
+@pytest.mark.parametrize("slices", [2, 3])  # 3: slices of 1, 2 and 1 sequences, weighted by their share
+def test_pretraining_accumulation_takes_the_whole_batchs_step(micro, objective, slices):
+    loss, stats, grad_norm, weights = _pretraining_step(objective, 1)
+    sliced_loss, sliced_stats, sliced_norm, sliced_weights = _pretraining_step(objective, slices)
+    torch.testing.assert_close(sliced_loss, loss)
+    torch.testing.assert_close(sliced_norm, grad_norm)
+    assert sliced_stats.keys() == stats.keys()
+    for name, value in stats.items():  # counts summed (4 masked slots in all), losses and AUC weighted
+        torch.testing.assert_close(sliced_stats[name].double(), value.double(), msg=name)
+    assert float(stats["masked_total"]) == 4
+    for name, weight in weights.items():
+        torch.testing.assert_close(sliced_weights[name], weight, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_pretraining_accumulation_keeps_the_run_and_may_change_on_resume(tmp_path, micro, corpus):
+    from pretrain.train import pretrain
+
+    whole = pretrain(micro_config(tmp_path, corpus, "whole", max_steps=4))
+    sliced = pretrain(micro_config(tmp_path, corpus, "sliced", max_steps=2, gradient_accumulation_steps=4))
+    assert sliced["config"]["gradient_accumulation_steps"] == 4
+    # a runtime setting: a resumed run may slice otherwise (another GPU's memory), the batch stays the recipe's
+    sliced = pretrain(micro_config(tmp_path, corpus, "sliced", max_steps=4, gradient_accumulation_steps=2))
+    for key in ("steps", "tokens_seen", "train_flops", "batch_size"):
+        assert sliced[key] == whole[key], key
+    assert all(torch.isfinite(torch.tensor(value)) for value in sliced["metrics"].values())
+
+
+@pytest.mark.parametrize("slices,message", [
+    (9, "gradient_accumulation_steps=9 would slice a batch of 8 into empty slices; use at most 8"),
+    (0, "gradient_accumulation_steps=0 must be positive"),
+])
+def test_pretraining_accumulation_must_fit_the_batch(micro, slices, message):
+    from pretrain.config import PretrainConfig, resolve
+
+    with pytest.raises(ValueError, match=message):
+        resolve(PretrainConfig(preset=micro, gradient_accumulation_steps=slices))
+
+
+def test_an_fp16_run_resumes_with_its_loss_scale(tmp_path, micro, corpus):
+    """The scaler's scale and its count of steps since the last overflow are checkpointed: a killed fp16
+    run resumes with them, as the unbroken run went on."""
+    from pretrain.train import pretrain
+    from tests.pretrain_helpers import Killed, final_weights, killed_at
+
+    settings = {"max_steps": 8, "checkpoint_every_steps": 3, "precision": "fp16"}
+    pretrain(micro_config(tmp_path, corpus, "whole", **settings))
+    broken = micro_config(tmp_path, corpus, "broken", log_every_steps=1, **settings)
+    with pytest.raises(Killed):  # after the step-3 checkpoint
+        pretrain(broken, on_log=killed_at(4))
+    pretrain(broken)
+
+    def last_state(name: str) -> dict:
+        folder = max((tmp_path / name / "checkpoints").iterdir(), key=lambda p: int(p.name.split("-")[1]))
+        return torch.load(folder / "training_state.pt", weights_only=True)
+
+    whole, resumed = last_state("whole")["scaler"], last_state("broken")["scaler"]
+    # the scale backed off from its start (overflows skipped steps): a scaler started afresh would differ
+    assert resumed == whole and whole["scale"] < 2.0 ** 16
+    expected, got = final_weights(tmp_path / "whole"), final_weights(tmp_path / "broken")
+    assert [k for k in expected if not torch.equal(expected[k], got[k])] == []

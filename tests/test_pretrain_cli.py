@@ -179,10 +179,12 @@ def test_a_corpus_smaller_than_a_batch_says_it_repeats(tmp_path, micro, capsys):
 
 
 @pytest.mark.slow
-def test_ddp_with_two_cpu_processes_matches_one_process(tmp_path, micro, corpus, capsys):
+@pytest.mark.parametrize("slices", [1, 2])  # 2: each process's 4 sequences in slices of 2, synced once a step
+def test_ddp_with_two_cpu_processes_matches_one_process(tmp_path, micro, corpus, capsys, slices):
     script = tmp_path / "launch.py"
     script.write_text(LAUNCHER)
-    args = pretrain_args(tmp_path, corpus, "max_steps=4", "batch_size=8", name="ddp")
+    args = pretrain_args(tmp_path, corpus, "max_steps=4", "batch_size=8", f"gradient_accumulation_steps={slices}",
+                         name="ddp")
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
                              f"--master_port={free_port()}", str(script), *args],

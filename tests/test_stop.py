@@ -164,7 +164,7 @@ def test_persistent_workers_resume_the_same_batches_and_random_draws(tiny_model,
         for epoch in range(first, last):
             for batch in state.batches(loader, epoch):
                 seen.append((batch["input_ids"].tolist(), torch.rand(1).item()))  # a step's dropout draw
-            state.save(model, optimizer, schedule, LoopPoint(epoch=epoch + 1))
+            state.save({"model": model, "optimizer": optimizer, "schedule": schedule}, LoopPoint(epoch=epoch + 1))
         return seen
 
     torch.manual_seed(0)
@@ -372,3 +372,15 @@ def test_a_signal_to_one_ddp_process_stops_both_at_one_step_and_resumes_bit_iden
     assert code == 0, output[-3000:]
     expected, got = final_weights(folder / "ddp-whole"), final_weights(folder / "ddp-stopped")
     assert [name for name in expected if not torch.equal(expected[name], got[name])] == []
+
+
+def test_an_fp16_seed_resumes_with_its_loss_scale(tiny_model, glue_data, tmp_path):
+    """fp16's scaler is part of a seed's state: its scale (halved at each overflow, each skipping a step)
+    and its count of steps since the last overflow go on across a stop as in an unbroken run."""
+    whole = _train(tiny_model, glue_data, precision="fp16")
+    path = seed_path(tmp_path, "rte", 0)
+    with pytest.raises(stop.Stopped):  # after step 6, as above
+        _train(tiny_model, glue_data, SeedState(path), signal_on_batch=7, precision="fp16")
+    saved = torch.load(path, weights_only=True)["scaler"]
+    assert saved["scale"] < 2.0 ** 16 and saved["_growth_tracker"] > 0  # an overflow, then steps without
+    _same(whole, _train(tiny_model, glue_data, SeedState(path), init_seed=99, precision="fp16"))
