@@ -71,12 +71,15 @@ def compiled(module: torch.nn.Module, device: torch.device, cuda_graphs: bool = 
 
     Inductor's own random numbers would differ from eager ones; with `fallback_random` masks,
     samples and dropout come from the same generator as in eager mode, so a seed gives the same
-    run compiled or not, and a run resumes identically whichever way it was started.
+    run compiled or not, and a run resumes identically whichever way it was started. It is this
+    compilation's option, not the process's: a user's own torch.compile elsewhere keeps Inductor's
+    faster generator. (`options` replaces `mode`, which torch.compile does not take beside it:
+    "reduce-overhead" is the one option triton.cudagraphs.)
     """
-    import torch._inductor.config as inductor_config
-
-    inductor_config.fallback_random = True
-    return torch.compile(module, mode="reduce-overhead" if device.type == "cuda" and cuda_graphs else None)
+    options = {"fallback_random": True}
+    if device.type == "cuda" and cuda_graphs:
+        options["triton.cudagraphs"] = True
+    return torch.compile(module, options=options)
 
 
 def mark_step() -> None:
