@@ -9,7 +9,6 @@ config, corpus, resume point: pretrain/planning.py) is made before and checked n
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import time
 from collections.abc import Callable
@@ -193,25 +192,21 @@ def _forward_backward(run: Run, model: torch.nn.Module, batch: dict[str, torch.T
     """The batch's (loss, stats), its gradient accumulated over `gradient_accumulation_steps` slices: the
     same optimiser step in less memory. Each slice's loss (a mean over its tokens) is weighted by its share
     of the examples, which is its share of the tokens as packed sequences nearly all fill seq_len."""
-    size = batch["input_ids"].shape[0]
-    slices = min(run.config.gradient_accumulation_steps, size)  # a DDP process's share may be smaller
-    bounds = [round(i * size / slices) for i in range(slices + 1)]
+    slices = placement.batch_slices(batch, run.config.gradient_accumulation_steps)  # a DDP share: fewer
     parts = []
-    for index, (start, end) in enumerate(itertools.pairwise(bounds)):
-        part = {key: value[start:end] for key, value in batch.items()} if slices > 1 else batch
-        last = index == slices - 1
+    for index, (share, part) in enumerate(slices):
         # DDP averages gradients across processes in the last slice's backward only
+        last = index == len(slices) - 1
         sync = contextlib.nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync()
         if run.compiled:
             placement.mark_step()
         with sync:
             with run.autocast():
                 loss, stats = model(**part, stage=stage)
-            share = (end - start) / size
-            run.scaler.scale(loss * share if slices > 1 else loss).backward()
-        if slices > 1:  # copies: a CUDA-graphed slice's outputs are overwritten by the next slice's
+            run.scaler.scale(loss * share if len(slices) > 1 else loss).backward()
+        if len(slices) > 1:  # copies: a CUDA-graphed slice's outputs are overwritten by the next slice's
             parts.append((share, loss.detach().clone(), {key: value.clone() for key, value in stats.items()}))
-    return (loss, stats) if slices == 1 else merge_slices(parts)
+    return (loss, stats) if len(slices) == 1 else merge_slices(parts)
 
 
 def _save(loop: _Loop, final: bool = False) -> dict:

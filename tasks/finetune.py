@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from collections.abc import Callable
@@ -213,20 +212,17 @@ def _forward_backward(step_model: torch.nn.Module, compiled: bool, batch: dict[s
     the batch: less memory for the same batch, so the same optimiser step. HF heads compute the task
     loss from labels / start and end positions; the official recipe backpropagates the batch's sum
     (config.py), and `mean` weighs each slice's mean by its share of the batch."""
-    size = len(batch["input_ids"])
-    slices = min(config.gradient_accumulation_steps, size)  # a short last batch: one example a slice
-    bounds = [round(i * size / slices) for i in range(slices + 1)]
+    slices = placement.batch_slices(batch, config.gradient_accumulation_steps)  # a short last batch: fewer
     losses = []
-    for start, end in itertools.pairwise(bounds):
-        part = {key: value[start:end] for key, value in batch.items()} if slices > 1 else batch
+    for share, part in slices:
         if compiled:
             placement.mark_step()
         with autocast:
             loss = step_model(**part).loss
-        weight = (end - start) if config.loss_reduction == "sum" else (end - start) / size
+        weight = len(part["input_ids"]) if config.loss_reduction == "sum" else share
         scaler.scale(loss * weight if weight != 1 else loss).backward()
-        losses.append((loss.detach(), (end - start) / size))
-    return losses[0][0] if slices == 1 else sum(loss.float() * share for loss, share in losses)
+        losses.append((loss.detach(), share))
+    return losses[0][0] if len(slices) == 1 else sum(loss.float() * share for loss, share in losses)
 
 
 def reinit_top_layers(model: torch.nn.Module, count: int) -> None:

@@ -6,6 +6,7 @@ Part of the lowest layer (README, "Architecture"): imports nothing from the proj
 from __future__ import annotations
 
 import contextlib
+import itertools
 
 import torch
 
@@ -80,6 +81,18 @@ def compiled(module: torch.nn.Module, device: torch.device, cuda_graphs: bool = 
     if device.type == "cuda" and cuda_graphs:
         options["triton.cudagraphs"] = True
     return torch.compile(module, options=options)
+
+
+def batch_slices(batch: dict[str, torch.Tensor], count: int) -> list[tuple[float, dict[str, torch.Tensor]]]:
+    """Gradient accumulation's slices of a batch, both loops': `count` runs of whole examples (one an
+    example where the batch is shorter), each with its share of the batch; the batch itself for one."""
+    size = len(batch["input_ids"])
+    count = min(count, size)
+    if count == 1:
+        return [(1.0, batch)]
+    bounds = [round(i * size / count) for i in range(count + 1)]
+    return [((end - start) / size, {key: value[start:end] for key, value in batch.items()})
+            for start, end in itertools.pairwise(bounds)]
 
 
 def mark_step() -> None:
