@@ -100,6 +100,10 @@ class PretrainConfig:
                                                           help="auto: eager on a CPU in bf16, else SDPA")
     compile: Literal["auto", "on", "off"] = setting("auto", kind="runtime", resumable=True, help=(
         "torch.compile the step; auto: on for CUDA only"))
+    compile_optimizer: bool = setting(False, kind="runtime", resumable=True, help=(
+        "torch.compile ELECTRA's Adam's update (its rates held on the device; on CUDA, captured in a CUDA "
+        "graph): faster updates after minutes of compiling; off until a GPU measures whether that pays "
+        "(reports/results/performance.md)"))
     device: str = setting("auto", kind="runtime", resumable=True, help=(
         'auto: CUDA if present, else the CPU; or cpu, cuda, cuda:1'))
     seed: int = setting(0, kind="runtime", help='masking, sampling, dropout and initialisation draws')

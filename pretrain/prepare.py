@@ -161,8 +161,9 @@ def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
 
 
 def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch.device):
-    """ElectraAdam or AdamW (fused where torch supports it), by the foundation's grouping rule
-    (pretrain/common/optimization.py): weight decay except on biases and norms.
+    """ElectraAdam (its update compiled with `compile_optimizer`) or AdamW (fused where torch supports it),
+    by the foundation's grouping rule (pretrain/common/optimization.py): weight decay except on biases and
+    norms.
 
     Each group carries `lr_scale`, which the loop multiplies into the scheduled rate:
     `disc_layers_lr_scale` for the discriminator's own layers and head (depth 1), 1 for the rest. At the
@@ -172,4 +173,5 @@ def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch
         model, config.weight_decay, lambda name: int(split and name.startswith(DISCRIMINATOR_LAYERS)),
         lambda depth: config.disc_layers_lr_scale if depth else 1.0, decaying_first=True)
     return optimization.build_optimizer(groups, config.optimizer, config.learning_rate, config.adam_epsilon,
-                                        fused=device.type in ("cpu", "cuda"))
+                                        fused=device.type in ("cpu", "cuda"),
+                                        compiled=config.compile_optimizer)

@@ -55,16 +55,20 @@ def _batch(step: int) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-def test_the_step_compiles_to_one_graph_and_never_recompiles_once_warm(micro):
-    """fullgraph=True raises at the first graph break; error_on_recompile at the first recompilation,
-    while the learning rate, the batch's contents and its padding change from step to step."""
+def test_the_step_compiles_to_one_graph_and_never_recompiles_once_warm(micro, monkeypatch):
+    """The forward (and so the backward) in one graph, ELECTRA's Adam's update in another: fullgraph=True
+    raises at the first graph break; error_on_recompile at the first recompilation, while the learning
+    rate, the batch's contents and its padding change from step to step."""
     import torch._dynamo
     from torch._dynamo.utils import counters
 
     from pretrain.train import train_step
 
-    run = micro_run()
-    model = torch.compile(run.model, fullgraph=True, backend="aot_eager")
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **how: compile_(fn, fullgraph=True, backend="aot_eager"))
+    run = micro_run(compile_optimizer=True)
+    model = torch.compile(run.model)
+    torch._dynamo.reset()
     counters.clear()
     train_step(run, model, _batch(0))  # compiles
     with torch._dynamo.config.patch(error_on_recompile=True):
@@ -72,7 +76,7 @@ def test_the_step_compiles_to_one_graph_and_never_recompiles_once_warm(micro):
             for group in run.optimizer.param_groups:
                 group["lr"] = 1e-3 / step
             loss, _, _ = train_step(run, model, _batch(step))
-    assert counters["stats"]["unique_graphs"] == 1
+    assert run.optimizer.compiled and counters["stats"]["unique_graphs"] == 2
     assert torch.isfinite(loss)
 
 
@@ -134,3 +138,31 @@ def test_probes_run_at_most_every_percent_of_the_budget(tmp_path, micro):
     probed = [step for step, metrics in logged if UNIGRAM_AUC in metrics and POSITION_COSINE in metrics]
     assert 66 <= len(probed) <= 101 and probed[0] == 1 and probed[-1] == 200
     assert all(b - a <= 3 for a, b in zip(probed, probed[1:], strict=False))
+
+
+@pytest.mark.slow
+def test_a_run_resumed_with_its_update_compiled_goes_on_as_the_eager_run(tmp_path, micro, corpus, monkeypatch):
+    """`compile_optimizer` is a runtime setting a resume may turn on: a run checkpointed eagerly at step 2
+    and resumed to step 4 with ELECTRA's Adam's update compiled (aot_eager: dynamo's graph, run op by op)
+    ends with the eager resume's weights and moments, to the bit, and in one graph of the update."""
+    import shutil
+
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from pretrain.train import pretrain
+    from tests.pretrain_helpers import final_weights
+
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **how: compile_(fn, fullgraph=True, backend="aot_eager"))
+    pretrain(micro_config(tmp_path, corpus, "eager", max_steps=2))
+    shutil.copytree(tmp_path / "eager", tmp_path / "compiled")
+    pretrain(micro_config(tmp_path, corpus, "eager", max_steps=4))
+    torch._dynamo.reset()
+    counters.clear()
+    meta = pretrain(micro_config(tmp_path, corpus, "compiled", max_steps=4, compile_optimizer=True))
+    assert meta["config"]["compile_optimizer"] is True and counters["stats"]["unique_graphs"] == 1
+    eager, compiled = final_weights(tmp_path / "eager"), final_weights(tmp_path / "compiled")
+    assert eager.keys() == compiled.keys()
+    for name, value in eager.items():
+        assert torch.equal(compiled[name], value), name

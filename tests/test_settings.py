@@ -60,7 +60,7 @@ def test_the_real_configs_declare_every_field_and_keep_their_old_meaning():
     assert of_kind(SquadConfig, "recipe") == tuple(f.name for f in dataclasses.fields(SquadConfig))
     assert set(resumable(PretrainConfig)) == {"output_dir", "log_every_steps", "checkpoint_every_steps",
                                                "checkpoint_every_s", "keep_checkpoints", "cache_dir", "device",
-                                               "compile", "gradient_accumulation_steps"}
+                                               "compile", "compile_optimizer", "gradient_accumulation_steps"}
     assert BUDGETS == ("max_steps", "max_tokens", "max_time_s", "max_flops")
     assert {k: v for k, v in befores(PretrainConfig).items() if v != getattr(PretrainConfig(), k)} == {
         "optimizer": "adamw"}

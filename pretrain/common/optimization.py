@@ -79,11 +79,12 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float, depth: Callabl
 
 
 def build_optimizer(groups: list[dict], kind: str, learning_rate: float, epsilon: float,
-                    fused: bool) -> torch.optim.Optimizer:
-    """ElectraAdam ("electra", ELECTRA's AdamWeightDecayOptimizer) or torch's AdamW ("adamw"), fused
-    where `fused`; `learning_rate` for groups that name none."""
+                    fused: bool, compiled: bool = False) -> torch.optim.Optimizer:
+    """ElectraAdam ("electra", ELECTRA's AdamWeightDecayOptimizer), its update compiled where `compiled`,
+    or torch's AdamW ("adamw"), fused where `fused` (one kernel: nothing to compile);
+    `learning_rate` for groups that name none."""
     if kind == "electra":
-        return ElectraAdam(groups, lr=learning_rate, eps=epsilon)
+        return ElectraAdam(groups, lr=learning_rate, eps=epsilon, compiled=compiled)
     return torch.optim.AdamW(groups, lr=learning_rate, eps=epsilon, fused=fused)
 
 
@@ -125,14 +126,23 @@ class ElectraAdam(torch.optim.Optimizer):
 
     Param groups take `lr`, `betas`, `eps` and `weight_decay` as torch's AdamW groups do, so
     `parameter_groups`' groups serve either optimiser.
+
+    `compiled`: the update runs through torch.compile (Inductor fuses its foreach chain into a few
+    kernels; on CUDA it is captured in a CUDA graph), its learning rates held on the parameters' device
+    as 0-d tensors, filled from the groups' `lr` before each step. A float rate would be a constant of
+    the graph, and a schedule that changes it every step would recompile every step. The groups' `lr`
+    stay floats, so schedules, checkpoints and logs see what they see eagerly.
     """
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-6, weight_decay: float = 0.0):
+                 eps: float = 1e-6, weight_decay: float = 0.0, compiled: bool = False):
         if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"bad ElectraAdam settings: lr={lr}, betas={betas}, eps={eps}, "
                              f"weight_decay={weight_decay}")
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+        self.compiled = compiled
+        self._update = _update
+        self._held_rates: list[torch.Tensor] = []  # a 0-d tensor per group, where compiled
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -143,26 +153,29 @@ class ElectraAdam(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        if self.compiled:
+            self._hold_rates()
         for (beta1, beta2, eps), bucket in self._buckets().items():
-            params, grads = bucket["params"], bucket["grads"]
-            means, squares = bucket["means"], bucket["squares"]
-            torch._foreach_mul_(means, beta1)
-            torch._foreach_add_(means, grads, alpha=1 - beta1)
-            torch._foreach_mul_(squares, beta2)
-            torch._foreach_addcmul_(squares, grads, grads, value=1 - beta2)
-            denominators = torch._foreach_sqrt(squares)
-            torch._foreach_add_(denominators, eps)
-            updates = torch._foreach_div(means, denominators)
-            for decay, indices in bucket["decays"].items():  # one call per distinct weight decay
-                torch._foreach_add_([updates[i] for i in indices], [params[i] for i in indices], alpha=decay)
-            torch._foreach_mul_(updates, [-rate for rate in bucket["rates"]])
-            torch._foreach_add_(params, updates)
+            self._update(bucket["params"], bucket["grads"], bucket["means"], bucket["squares"],
+                         bucket["rates"], beta1, beta2, eps, bucket["decays"])
         return loss
 
+    def _hold_rates(self) -> None:
+        """The groups' rates into their tensors on the device: a fill each (a launch, no host sync)."""
+        if not self._held_rates:
+            device = self.param_groups[0]["params"][0].device
+            # static: a CUDA graph reads them where they are, not from a copy
+            self._held_rates = [_static(torch.zeros((), device=device)) for _ in self.param_groups]
+            # Inductor's kernels for this optimiser's devices; CUDA graphs on CUDA
+            self._update = torch.compile(_update, options={"triton.cudagraphs": device.type == "cuda"})
+        for held, group in zip(self._held_rates, self.param_groups, strict=True):
+            held.fill_(group["lr"])
+
     def _buckets(self) -> dict[tuple[float, float, float], dict]:
-        """Parameters with a gradient, their state and their group's lr and weight decay, by (betas, eps)."""
+        """Parameters with a gradient, their state, their group's rate and weight decay, by (betas, eps)."""
         buckets: dict[tuple[float, float, float], dict] = {}
-        for group in self.param_groups:
+        for index, group in enumerate(self.param_groups):
+            rate = self._held_rates[index] if self.compiled else group["lr"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -170,6 +183,9 @@ class ElectraAdam(torch.optim.Optimizer):
                 if not state:
                     state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                if self.compiled:  # created here or loaded from a checkpoint
+                    _static(state["exp_avg"])
+                    _static(state["exp_avg_sq"])
                 bucket = buckets.setdefault((*group["betas"], group["eps"]), {
                     "params": [], "grads": [], "means": [], "squares": [], "rates": [], "decays": {}})
                 if group["weight_decay"]:
@@ -178,5 +194,38 @@ class ElectraAdam(torch.optim.Optimizer):
                 bucket["grads"].append(p.grad)
                 bucket["means"].append(state["exp_avg"])
                 bucket["squares"].append(state["exp_avg_sq"])
-                bucket["rates"].append(group["lr"])
+                bucket["rates"].append(rate)
         return buckets
+
+
+def _update(params: list[torch.Tensor], grads: list[torch.Tensor], means: list[torch.Tensor],
+            squares: list[torch.Tensor], rates: list[float] | list[torch.Tensor], beta1: float, beta2: float,
+            eps: float, decays: dict[float, list[int]]) -> None:
+    """One bucket's update in place (the module docstring's), a rate per parameter: floats eagerly, 0-d
+    tensors compiled (a list of 0-d tensors takes foreach's slow path, a kernel per parameter, eagerly)."""
+    torch._foreach_mul_(means, beta1)
+    torch._foreach_add_(means, grads, alpha=1 - beta1)
+    torch._foreach_mul_(squares, beta2)
+    torch._foreach_addcmul_(squares, grads, grads, value=1 - beta2)
+    denominators = torch._foreach_sqrt(squares)
+    torch._foreach_add_(denominators, eps)
+    updates = torch._foreach_div(means, denominators)
+    for decay, indices in decays.items():  # one call per distinct weight decay
+        torch._foreach_add_([updates[i] for i in indices], [params[i] for i in indices], alpha=decay)
+    if rates and isinstance(rates[0], torch.Tensor):
+        torch._foreach_mul_(updates, rates)  # param − rate·update, as param + (−rate)·update: the same bits
+        torch._foreach_sub_(params, updates)
+    else:
+        torch._foreach_mul_(updates, [-rate for rate in rates])
+        torch._foreach_add_(params, updates)
+
+
+def _static(tensor: torch.Tensor) -> torch.Tensor:
+    """Mark a tensor the compiled update changes in place as staying at its address (torch's own compiled
+    optimisers mark their state so): a CUDA graph may then update it where it is rather than skip
+    capture."""
+    import torch._dynamo  # with torch.compile only
+
+    if torch._dynamo.utils.get_static_address_type(tensor) is None:
+        torch._dynamo.mark_static_address(tensor)
+    return tensor

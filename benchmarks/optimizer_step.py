@@ -1,0 +1,83 @@
+"""ELECTRA's Adam, one update of a pre-training run's parameters: eager foreach kernels against the update
+compiled by Inductor (its rates held on the device), in one run.
+
+The eager update makes ~10 passes over every parameter and moment (a foreach kernel each); the compiled
+one fuses them. Both are timed in alternating rounds on the same gradients, so load from other processes
+hits both alike; the first compiled step (compilation) is reported apart. On CUDA the compiled update is
+also captured in a CUDA graph, and times come from CUDA events.
+
+    python benchmarks/optimizer_step.py --device cpu --preset electra-small
+    python benchmarks/optimizer_step.py --device cuda --preset electra-base
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from pretrain_step import StandInTokenizer  # this folder: on sys.path when run as a script
+
+from pretrain.common.placement import pick_device
+from pretrain.config import PretrainConfig, resolve
+from pretrain.distributed import Context
+from pretrain.prepare import build_run
+
+
+def timed(step, device: torch.device) -> float:
+    """Seconds of one call, by CUDA events on a GPU (the device's time), else the host clock."""
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000
+    began = time.perf_counter()
+    step()
+    return time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    parser.add_argument("--preset", default="electra-small", help="the pre-training preset that steps")
+    parser.add_argument("--rounds", type=int, default=10, help="alternating rounds of one step per setup")
+    args = parser.parse_args()
+    device = pick_device(args.device)
+    tokenizer = StandInTokenizer(vocab_size=30522, pad_token_id=0, cls_token_id=101, sep_token_id=102,
+                                 mask_token_id=103)
+    optimizers, compile_s = {}, 0.0
+    for mode in ("eager", "compiled"):
+        config = resolve(PretrainConfig(preset=args.preset, device=str(device), precision="fp32",
+                                        compile_optimizer=mode == "compiled"))
+        run = build_run(config, Context(0, 1, device), tokenizer)
+        torch.manual_seed(0)
+        for p in run.model.parameters():
+            p.grad = torch.randn_like(p) * 1e-3
+        for group in run.optimizer.param_groups:
+            group["lr"] = 1e-4
+        seconds = timed(run.optimizer.step, device)  # the moments' creation and, compiled, compilation
+        if mode == "compiled":
+            compile_s = seconds
+        optimizers[mode] = run.optimizer
+    params = sum(p.numel() for group in optimizers["eager"].param_groups for p in group["params"])
+    times: dict[str, list[float]] = {mode: [] for mode in optimizers}
+    for round_ in range(args.rounds):
+        for mode, optimizer in optimizers.items():
+            for group in optimizer.param_groups:  # the schedule moves the rate every step
+                group["lr"] = 1e-4 * (1 - round_ / args.rounds)
+            times[mode].append(timed(optimizer.step, device))
+    print(f"device {device}, preset {args.preset}: {params / 1e6:.1f}M parameters, "
+          f"{len(optimizers['eager'].param_groups)} groups, {args.rounds} rounds")
+    for mode, seconds in times.items():
+        print(f"{mode:9s} {statistics.median(seconds) * 1000:8.2f} ms per update (median; "
+              f"min {min(seconds) * 1000:.2f})")
+    print(f"first compiled update (compilation included): {compile_s:.1f} s")
+    speedup = statistics.median(times["eager"]) / statistics.median(times["compiled"])
+    print(f"compiled/eager speed-up: {speedup:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
