@@ -101,9 +101,9 @@ class PretrainConfig:
     compile: Literal["auto", "on", "off"] = setting("auto", kind="runtime", resumable=True, help=(
         "torch.compile the step; auto: on for CUDA only"))
     compile_optimizer: bool = setting(False, kind="runtime", resumable=True, help=(
-        "torch.compile ELECTRA's Adam's update (its rates held on the device; on CUDA, captured in a CUDA "
-        "graph): faster updates after minutes of compiling; off until a GPU measures whether that pays "
-        "(reports/results/performance.md)"))
+        "torch.compile ELECTRA's Adam's update, its rates held on the device (on CUDA, meant for a CUDA "
+        "graph; unmeasured): faster updates after minutes of compiling (twice for two-stage); off until a "
+        "GPU measures whether that pays (reports/results/performance.md)"))
     device: str = setting("auto", kind="runtime", resumable=True, help=(
         'auto: CUDA if present, else the CPU; or cpu, cuda, cuda:1'))
     seed: int = setting(0, kind="runtime", help='masking, sampling, dropout and initialisation draws')
@@ -162,6 +162,9 @@ def _check(c: PretrainConfig) -> list[str]:
     if c.batch_size is not None and c.gradient_accumulation_steps > c.batch_size:
         errors.append(f"gradient_accumulation_steps={c.gradient_accumulation_steps} would slice a batch of "
                       f"{c.batch_size} into empty slices; use at most {c.batch_size}")
+    if c.compile_optimizer and c.optimizer != "electra":
+        errors.append(f"compile_optimizer compiles ELECTRA's Adam; optimizer={c.optimizer} is torch's fused "
+                      "AdamW, one kernel already: drop compile_optimizer or use optimizer=electra")
     if c.disc_layers_lr_scale != 1 and not c.has_generator:
         errors.append(f"disc_layers_lr_scale scales the discriminator against its generator; "
                       f"--objective {c.objective} has none, so leave it at 1")

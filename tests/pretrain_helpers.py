@@ -57,10 +57,12 @@ def micro_run(**settings):
 
 
 def final_weights(out: Path) -> dict[str, torch.Tensor]:
-    """The model's weights and Adam's first moments at a run's last checkpoint."""
+    """The model's weights and Adam's moments at a run's last checkpoint."""
     step = max(int(p.name.split("-")[1]) for p in (out / "checkpoints").iterdir())
     state = torch.load(out / "checkpoints" / f"step-{step}" / "training_state.pt", weights_only=True)
-    return state["model"] | {f"optimizer.{k}": v["exp_avg"] for k, v in state["optimizer"]["state"].items()}
+    moments = state["optimizer"]["state"]
+    return state["model"] | {f"optimizer.{k}": v["exp_avg"] for k, v in moments.items()} | \
+        {f"optimizer.{k}.squares": v["exp_avg_sq"] for k, v in moments.items()}
 
 
 def pretrain_args(tmp_path, corpus_path, *extra, name="out") -> list[str]:

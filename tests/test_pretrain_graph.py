@@ -166,3 +166,13 @@ def test_a_run_resumed_with_its_update_compiled_goes_on_as_the_eager_run(tmp_pat
     assert eager.keys() == compiled.keys()
     for name, value in eager.items():
         assert torch.equal(compiled[name], value), name
+
+
+def test_compiling_the_update_of_torchs_adamw_is_refused_in_one_line(micro):
+    """torch's fused AdamW is one kernel already: the setting would do nothing, so it is refused, not ignored."""
+    from pretrain.config import PretrainConfig, resolve
+
+    with pytest.raises(ValueError, match="compile_optimizer compiles ELECTRA's Adam; optimizer=adamw is torch's "
+                                         "fused AdamW, one kernel already: drop compile_optimizer or use "
+                                         "optimizer=electra"):
+        resolve(PretrainConfig(preset=micro, optimizer="adamw", compile_optimizer=True))

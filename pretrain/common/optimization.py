@@ -128,10 +128,12 @@ class ElectraAdam(torch.optim.Optimizer):
     `parameter_groups`' groups serve either optimiser.
 
     `compiled`: the update runs through torch.compile (Inductor fuses its foreach chain into a few
-    kernels; on CUDA it is captured in a CUDA graph), its learning rates held on the parameters' device
-    as 0-d tensors, filled from the groups' `lr` before each step. A float rate would be a constant of
-    the graph, and a schedule that changes it every step would recompile every step. The groups' `lr`
-    stay floats, so schedules, checkpoints and logs see what they see eagerly.
+    kernels; on CUDA with `triton.cudagraphs`, so that it may be captured in a CUDA graph: not yet run on
+    one), its learning rates held on the parameters' device as 0-d tensors, filled from the groups' `lr`
+    before each step. A float rate would be a constant of the graph, and a schedule that changes it every
+    step would recompile every step. The groups' `lr` stay floats, so schedules, checkpoints and logs see
+    what they see eagerly. A change in which parameters have gradients (two-stage's switch) compiles once
+    more; every ElectraAdam in a process shares dynamo's cache of `_update` and its recompile limit.
     """
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
@@ -140,9 +142,32 @@ class ElectraAdam(torch.optim.Optimizer):
             raise ValueError(f"bad ElectraAdam settings: lr={lr}, betas={betas}, eps={eps}, "
                              f"weight_decay={weight_decay}")
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+        self._set_up(compiled)
+
+    def _set_up(self, compiled: bool) -> None:
         self.compiled = compiled
         self._update = _update
         self._held_rates: list[torch.Tensor] = []  # a 0-d tensor per group, where compiled
+
+    def __getstate__(self) -> dict:
+        """torch's Optimizer pickles its defaults, groups and state; a copy is compiled as this one is."""
+        return super().__getstate__() | {"compiled": self.compiled}
+
+    def __setstate__(self, state: dict) -> None:
+        """A copy's or an unpickling's set-up; torch's load_state_dict also calls this, with no "compiled",
+        and keeps this optimiser's."""
+        compiled = state.pop("compiled", None)
+        super().__setstate__(state)
+        if compiled is not None or not hasattr(self, "compiled"):
+            self._set_up(bool(compiled))
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """torch's, then a compiled update's moments marked static, as those it creates are."""
+        super().load_state_dict(state_dict)
+        if self.compiled:
+            for state in self.state.values():
+                _static(state["exp_avg"])
+                _static(state["exp_avg_sq"])
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -162,7 +187,7 @@ class ElectraAdam(torch.optim.Optimizer):
 
     def _hold_rates(self) -> None:
         """The groups' rates into their tensors on the device: a fill each (a launch, no host sync)."""
-        if not self._held_rates:
+        if len(self._held_rates) != len(self.param_groups):  # the first step, or a group added since
             device = self.param_groups[0]["params"][0].device
             # static: a CUDA graph reads them where they are, not from a copy
             self._held_rates = [_static(torch.zeros((), device=device)) for _ in self.param_groups]
@@ -183,9 +208,9 @@ class ElectraAdam(torch.optim.Optimizer):
                 if not state:
                     state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                if self.compiled:  # created here or loaded from a checkpoint
-                    _static(state["exp_avg"])
-                    _static(state["exp_avg_sq"])
+                    if self.compiled:
+                        _static(state["exp_avg"])
+                        _static(state["exp_avg_sq"])
                 bucket = buckets.setdefault((*group["betas"], group["eps"]), {
                     "params": [], "grads": [], "means": [], "squares": [], "rates": [], "decays": {}})
                 if group["weight_decay"]:
@@ -221,11 +246,12 @@ def _update(params: list[torch.Tensor], grads: list[torch.Tensor], means: list[t
 
 
 def _static(tensor: torch.Tensor) -> torch.Tensor:
-    """Mark a tensor the compiled update changes in place as staying at its address (torch's own compiled
-    optimisers mark their state so): a CUDA graph may then update it where it is rather than skip
-    capture."""
+    """Mark a tensor the compiled update reads or changes in place as staying at its address (torch's own
+    compiled optimisers mark their state so): a CUDA graph may then use it where it is rather than copy it
+    in or skip capture. Unguarded: a tensor at another address (a new optimiser's) re-records the graph
+    rather than recompiling. Gradients are not marked: they come out of a compiled backward's graph, or,
+    with the model eager or under DDP, are copied in at each replay."""
     import torch._dynamo  # with torch.compile only
 
-    if torch._dynamo.utils.get_static_address_type(tensor) is None:
-        torch._dynamo.mark_static_address(tensor)
+    torch._dynamo.mark_static_address(tensor)
     return tensor
