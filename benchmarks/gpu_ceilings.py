@@ -41,9 +41,10 @@ def versions() -> list[str]:
     return lines
 
 
-def timed(device: torch.device, work, repeats: int) -> float:
-    """Seconds per call of `work`, `repeats` calls back to back after two warm-up calls."""
-    for _ in range(2):
+def timed(device: torch.device, work, repeats: int, warmup: int = 2) -> float:
+    """Seconds per call of `work`, `repeats` calls back to back after `warmup` calls, by CUDA events on a
+    GPU (the device's time), else the host clock."""
+    for _ in range(warmup):
         work()
     if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -14,29 +14,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
-from pretrain_step import StandInTokenizer  # this folder: on sys.path when run as a script
+from gpu_ceilings import timed  # this folder: on sys.path when run as a script
+from pretrain_step import StandInTokenizer
 
 from pretrain.common.placement import pick_device
 from pretrain.config import PretrainConfig, resolve
 from pretrain.distributed import Context
 from pretrain.prepare import build_run
-
-
-def timed(step, device: torch.device) -> float:
-    """Seconds of one call, by CUDA events on a GPU (the device's time), else the host clock."""
-    if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1000
-    began = time.perf_counter()
-    step()
-    return time.perf_counter() - began
 
 
 def main() -> None:
@@ -58,7 +44,7 @@ def main() -> None:
             p.grad = torch.randn_like(p) * 1e-3
         for group in run.optimizer.param_groups:
             group["lr"] = 1e-4
-        seconds = timed(run.optimizer.step, device)  # the moments' creation and, compiled, compilation
+        seconds = timed(device, run.optimizer.step, 1, warmup=0)  # moments made, and compilation
         if mode == "compiled":
             compile_s = seconds
         optimizers[mode] = run.optimizer
@@ -68,7 +54,7 @@ def main() -> None:
         for mode, optimizer in optimizers.items():
             for group in optimizer.param_groups:  # the schedule moves the rate every step
                 group["lr"] = 1e-4 * (1 - round_ / args.rounds)
-            times[mode].append(timed(optimizer.step, device))
+            times[mode].append(timed(device, optimizer.step, 1, warmup=0))
     print(f"device {device}, preset {args.preset}: {params / 1e6:.1f}M parameters, "
           f"{len(optimizers['eager'].param_groups)} groups, {args.rounds} rounds")
     for mode, seconds in times.items():
