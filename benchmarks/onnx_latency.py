@@ -3,7 +3,7 @@
 One process, one model, length-128 inputs at batch 1, 8 and 32. The engines take turns call by call
 (round robin), so load from other jobs on a shared machine slows all three alike and the ratios
 stay fair even when absolute times do not. Both runtimes get the same thread count. The ONNX
-models are exported and quantised exactly as `harness export onnx` does (reports/onnx_export.py).
+models are exported and quantised exactly as `harness export onnx` does (harness/deploy/onnx_export.py).
 Target: onnxruntime int8 >= 2.5x faster than PyTorch at batch 1 (p50).
 
     python benchmarks/onnx_latency.py [--model CHECKPOINT_DIR] [--threads 2] [--seconds 10]
@@ -31,9 +31,9 @@ import transformers
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pretrain.common.models import PRESETS, discriminator_config  # noqa: E402
-from reports import onnx_export  # noqa: E402
-from reports.bundle import INPUT_NAMES  # noqa: E402
+from harness.deploy import onnx_export  # noqa: E402
+from harness.deploy.bundle import INPUT_NAMES  # noqa: E402
+from pretrain.models.presets import PRESETS, discriminator_config  # noqa: E402
 
 SEQ_LEN = 128
 BATCH_SIZES = (1, 8, 32)

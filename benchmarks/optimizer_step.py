@@ -19,10 +19,10 @@ import torch
 from gpu_ceilings import timed  # this folder: on sys.path when run as a script
 from pretrain_step import StandInTokenizer
 
-from pretrain.common.placement import pick_device
 from pretrain.config import PretrainConfig, resolve
 from pretrain.distributed import Context
 from pretrain.prepare import build_run
+from pretrain.training.placement import pick_device
 
 
 def main() -> None:

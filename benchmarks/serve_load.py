@@ -36,8 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.config import load_config  # noqa: E402
+from harness.deploy.onnx_predictor import Predictor, Request, read_requests  # noqa: E402
 from harness.deploy.serve_config import ServeConfig  # noqa: E402
-from reports.onnx_predictor import Predictor, Request, read_requests  # noqa: E402
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
 

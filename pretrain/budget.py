@@ -6,7 +6,7 @@ the budget's unit. Wall time counts towards the schedule only when it is the sol
 steps, tokens or FLOPs budget it is a safety stop, since a schedule following the clock would make
 the same seed and settings train a different model on a busier machine. With `optimizer=electra`,
 ELECTRA's: linear decay to zero (polynomial decay of power 1) multiplied by a linear warmup over
-`warmup_fraction`; with `adamw`, warmup then decay (pretrain/common/optimization.py, fine-tuning's
+`warmup_fraction`; with `adamw`, warmup then decay (pretrain/training/optimization.py, fine-tuning's
 schedule too, there over steps).
 Two-stage runs give each stage its own warmup and decay.
 """
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from pretrain.common.flops import TRAIN_TO_FORWARD_RATIO, train_step_flops
-from pretrain.common.optimization import scheduled_rate
 from pretrain.config import BUDGETS, PretrainConfig
+from pretrain.models.flops import TRAIN_TO_FORWARD_RATIO, train_step_flops
+from pretrain.training.optimization import scheduled_rate
 
 
 @dataclass
@@ -77,7 +77,7 @@ def stage_fraction(config: PretrainConfig, fraction: float, stage: int) -> float
 
 
 def learning_rate(config: PretrainConfig, fraction: float) -> float:
-    """The rate at `fraction` of the budget: the foundation's schedule over a budget of 1."""
+    """The rate at `fraction` of the budget: the training kit's schedule over a budget of 1."""
     return scheduled_rate(config.learning_rate, fraction, 1.0, config.warmup_fraction, config.optimizer)
 
 

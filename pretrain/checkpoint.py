@@ -29,13 +29,13 @@ from pathlib import Path
 import torch
 
 from pretrain.budget import Progress, budget_fraction, learning_rate, schedule_fraction, stage_fraction
-from pretrain.common import stop
-from pretrain.common.atomic import atomic_dir, save_pretrained, write_bytes, write_json
-from pretrain.common.errors import UserError
-from pretrain.common.models import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
-from pretrain.common.quiet import quiet_transformers
-from pretrain.common.rng import restore_rng, rng_state  # noqa: F401  (the loop's ckpt.rng_state)
 from pretrain.config import BUDGETS, PretrainConfig, config_differences
+from pretrain.infra.atomic import atomic_dir, save_pretrained, write_bytes, write_json
+from pretrain.infra.errors import UserError
+from pretrain.models.layout import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
+from pretrain.training import stop
+from pretrain.training.quiet import quiet_transformers
+from pretrain.training.rng import restore_rng, rng_state  # noqa: F401  (the loop's ckpt.rng_state)
 
 STATE_FILE = "training_state.pt"
 # 2: only tensors and plain Python values, so it loads with torch.load(weights_only=True); 1 (no

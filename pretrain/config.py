@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pretrain.common.models import PRESETS
-from pretrain.common.settings import choice_errors, differences, of_kind, setting
 from pretrain.corpus_source import SPEC_PREFIXES
+from pretrain.infra.settings import choice_errors, differences, of_kind, setting
+from pretrain.models.presets import PRESETS
 
 Objective = Literal["electra", "mlm", "electra-15", "replace-mlm", "all-tokens-mlm", "two-stage"]
 Sharing = Literal["shared", "untied", "tied", "gdes"]
@@ -233,7 +233,7 @@ def _default_fraction(config: PretrainConfig) -> float:
 
 def config_differences(saved: dict, current: PretrainConfig, may_change: tuple[str, ...] = ()) -> list[str]:
     """Settings a resume may not change that differ between a saved (resolved) config and this one, as
-    'key: old -> new' (one rule with fine-tuning's: pretrain/common/settings.py); a key the saved config
+    'key: old -> new' (one rule with fine-tuning's: pretrain/infra/settings.py); a key the saved config
     lacks is the value runs had before that setting existed. `may_change`: more settings to let differ."""
     found = differences(PretrainConfig, saved, dataclasses.asdict(current), may_change=may_change,
                         normal=_normal)

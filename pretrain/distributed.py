@@ -9,7 +9,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from pretrain.common import placement
+from pretrain.training import placement
 
 
 @dataclass(frozen=True)

@@ -23,15 +23,15 @@ from torch.func import functional_call
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from transformers.models.electra.modeling_electra import ElectraGeneratorPredictions
 
-from pretrain.common import models
-from pretrain.common.models import TransformerShape, generator_shape, shape_of
+from pretrain.models.presets import electra_config
+from pretrain.models.shapes import TransformerShape, generator_shape, shape_of
 
 EMBEDDINGS = "electra.embeddings."
 
 
 def network_config(shape: TransformerShape, max_positions: int, pad_id: int, attention: str) -> ElectraConfig:
     """The ElectraConfig a pre-training network of this shape is built from, attention as resolved."""
-    config = models.electra_config(shape, max_positions, pad_token_id=pad_id)
+    config = electra_config(shape, max_positions, pad_token_id=pad_id)
     config._attn_implementation = attention
     return config
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pretrain import checkpoint as ckpt
-from pretrain.common.errors import UserError
 from pretrain.config import PretrainConfig, check_runnable, resolve
 from pretrain.corpus_source import CorpusSource, from_paths
+from pretrain.infra.errors import UserError
 
 
 @dataclass(frozen=True)

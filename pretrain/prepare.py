@@ -11,11 +11,11 @@ import torch
 from pretrain import distributed as dist
 from pretrain.budget import schedule_fraction, stopped_by
 from pretrain.checkpoint import export_models
-from pretrain.common import console, optimization, placement
-from pretrain.common.atomic import atomic_dir
-from pretrain.common.models import PRESETS, TransformerShape
 from pretrain.config import PretrainConfig
 from pretrain.corpus import tokenized_paragraphs
+from pretrain.infra.atomic import atomic_dir
+from pretrain.models.presets import PRESETS
+from pretrain.models.shapes import TransformerShape
 from pretrain.networks import (
     build_networks,
     distinct_params,
@@ -27,6 +27,7 @@ from pretrain.networks import (
 from pretrain.objective_model import MAIN_MLM, PretrainingModel
 from pretrain.objectives import MaskingSettings
 from pretrain.packing import packed_examples
+from pretrain.training import console, optimization, placement
 from pretrain.vocab import load_tokenizer, tokenizer_fingerprint
 
 # The discriminator's transformer layers and detection head: what `disc_layers_lr_scale` slows (its
@@ -162,7 +163,7 @@ def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
 
 def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch.device):
     """ElectraAdam (its update compiled with `compile_optimizer`) or AdamW (fused where torch supports it),
-    by the foundation's grouping rule (pretrain/common/optimization.py): weight decay except on biases and
+    by the training kit's grouping rule (pretrain/training/optimization.py): weight decay except on biases and
     norms.
 
     Each group carries `lr_scale`, which the loop multiplies into the scheduled rate:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pretrain.common.atomic import save_pretrained, write_json
-from pretrain.common.models import PRETRAIN_META
+from pretrain.infra.atomic import save_pretrained, write_json
+from pretrain.models.layout import PRETRAIN_META
 
 
 def write_random_init(model_config, tokenizer, output: Path, seed: int = 0):

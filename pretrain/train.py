@@ -28,14 +28,14 @@ from pretrain.budget import (
     stage_fraction,
     step_flops,
 )
-from pretrain.common import placement, stop
-from pretrain.common.models import PRETRAIN_META
 from pretrain.config import PretrainConfig
 from pretrain.corpus_source import CorpusSource
 from pretrain.data import BatchStream, Prefetching
 from pretrain.metric_window import MetricWindow, final_metrics, merge_slices
+from pretrain.models.layout import PRETRAIN_META
 from pretrain.planning import Plan
 from pretrain.prepare import Run, build_run, prepare_examples
+from pretrain.training import placement, stop
 
 LogCallback = Callable[[int, dict[str, float]], None]
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pretrain.common import flops
-from pretrain.common.errors import UserError
-from pretrain.common.hub import parse_hub_id
-from pretrain.common.models import PRESETS, PRETRAIN_META, shape_of
+from pretrain.infra.errors import UserError
+from pretrain.models import flops
+from pretrain.models.hub import parse_hub_id
+from pretrain.models.layout import PRETRAIN_META
+from pretrain.models.presets import PRESETS
+from pretrain.models.shapes import shape_of
 
 CONVENTION = "ELECTRA paper (flops_computation.py): backward = forward, one-hot embeddings"
 INFERENCE_SEQ_LEN = 128

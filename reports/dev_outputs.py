@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrain.common.errors import UserError
+from pretrain.infra.errors import UserError
 
 FORMAT = "electra-harness/dev-outputs/1"
 FILE = "dev_outputs.json"

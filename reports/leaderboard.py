@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pretrain.common.errors import UserError
-from pretrain.common.models import size_of
+from pretrain.infra.errors import UserError
+from pretrain.models.presets import size_of
 from reports import accounting, recipe
 from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS, published_entries
 from tasks import metrics

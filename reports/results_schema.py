@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from pretrain.common.errors import UserError
+from pretrain.infra.errors import UserError
 from tasks.registry import GLUE_AVERAGE_TASKS, GLUE_CONVENTION
 
 if TYPE_CHECKING:

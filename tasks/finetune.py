@@ -13,9 +13,9 @@ import torch
 from datasets import Dataset
 from tqdm.auto import tqdm
 
-from pretrain.common import console, placement, stop
-from pretrain.common.errors import UserError
-from pretrain.common.optimization import build_schedule
+from pretrain.infra.errors import UserError
+from pretrain.training import console, placement, stop
+from pretrain.training.optimization import build_schedule
 from tasks import batching, finetune_state
 from tasks.config import FinetuneConfig
 from tasks.layers import encoder_layers, pretrained_part

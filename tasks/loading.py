@@ -7,8 +7,8 @@ import re
 
 import torch
 
-from pretrain.common.errors import UserError
-from pretrain.common.quiet import quiet_transformers
+from pretrain.infra.errors import UserError
+from pretrain.training.quiet import quiet_transformers
 
 
 def from_pretrained_quietly(model_class, model_path, **kwargs) -> torch.nn.Module:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pretrain.common.errors import UserError
+from pretrain.infra.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 qa_tasks.py, independent or joint span candidates), and question truncation: numpy only.
 
 The one implementation behind fine-tuning's post-processing (`tasks.squad_features`) and the torch-free
-ONNX predictor (`reports.onnx_predictor`), so a deployed bundle picks answers exactly as its dev score
+ONNX predictor (`harness.deploy.onnx_predictor`), so a deployed bundle picks answers exactly as its dev score
 was measured. Imports nothing but numpy: the predictor must not pull in torch, transformers or datasets.
 
 A window is given by its start and end logits and its offsets: one (start_char, end_char) per token, None

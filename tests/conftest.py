@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pretrain.common.models import PRESETS, ModelPreset, TransformerShape
+from pretrain.models.presets import PRESETS, ModelPreset
+from pretrain.models.shapes import TransformerShape
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

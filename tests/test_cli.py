@@ -146,8 +146,8 @@ def test_run_glue_flags_config_file_and_overrides_build_the_run(glue_runs, tmp_p
 
 def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_path, capsys):
     from harness.finetuning import glue_run, records
-    from pretrain.common import atomic
-    from pretrain.common.models import resolve_model
+    from pretrain.infra import atomic
+    from pretrain.models.resolve import resolve_model
     from tasks.config import FinetuneConfig
 
     earlier = FinetuneConfig(learning_rate=3e-4, num_epochs=1.0, head="electra")  # as a run records it

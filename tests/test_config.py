@@ -3,8 +3,8 @@
 import pytest
 
 from harness.config import load_config
-from pretrain.common.errors import UserError
 from pretrain.config import PretrainConfig
+from pretrain.infra.errors import UserError
 from tasks.config import FinetuneConfig, SquadConfig
 
 

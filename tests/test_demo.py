@@ -9,7 +9,7 @@ import pytest
 
 from harness.cli import main
 from harness.experiments import demo_run
-from pretrain.common.errors import UserError
+from pretrain.infra.errors import UserError
 from tests.conftest import MICRO, write_corpus
 
 

@@ -96,8 +96,8 @@ def test_the_runtime_windows_a_roberta_pair_as_fine_tuning_did(roberta_squad):
     their steps and their context masks are the fine-tuning features' own, token for token."""
     from transformers import AutoTokenizer
 
-    from reports.onnx_check import requests_for
-    from reports.onnx_predictor import Predictor, pad_batch
+    from harness.deploy.onnx_check import requests_for
+    from harness.deploy.onnx_predictor import Predictor, pad_batch
     from tasks import squad_data, squad_features
     from tasks.batching import collator
     from tasks.registry import SQUAD_TASKS
@@ -153,7 +153,7 @@ def test_layer_decay_finds_each_familys_layers_from_its_modules():
 def test_a_model_without_a_layer_list_is_refused_decay_in_one_line():
     import transformers
 
-    from pretrain.common.errors import UserError
+    from pretrain.infra.errors import UserError
     from tasks.optim import parameter_groups
 
     model = transformers.BertForSequenceClassification(transformers.BertConfig(
@@ -169,7 +169,7 @@ def test_a_model_without_a_layer_list_is_refused_decay_in_one_line():
     (128, 4, "small"), (256, 12, "small"), (384, 12, "base"), (768, 6, "base"), (768, 12, "base"),
     (768, 24, "large"), (1024, 24, "large"), (1024, 12, "large")])
 def test_recipe_row_by_width_and_depth(hidden, layers, row):
-    from pretrain.common.models import size_of
+    from pretrain.models.presets import size_of
 
     assert size_of(hidden, layers) == row
 

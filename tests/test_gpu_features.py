@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pretrain.common import placement
+from pretrain.training import placement
 from tests.conftest import finetune_glue, write_corpus
 from tests.pretrain_helpers import micro_config
 

@@ -36,7 +36,7 @@ def test_hub_repo_with_only_pytorch_bin_loads(fake_hub, tiny_model):
     import transformers
     from safetensors.torch import load_file
 
-    from pretrain.common.models import resolve_model
+    from pretrain.models.resolve import resolve_model
     from tasks.loading import from_pretrained_quietly
 
     repos, calls = fake_hub
@@ -57,7 +57,7 @@ def test_hub_repo_with_safetensors_never_fetches_the_pickle(fake_hub, tiny_model
     import shutil
     from pathlib import Path
 
-    from pretrain.common.models import resolve_model
+    from pretrain.models.resolve import resolve_model
 
     repos, calls = fake_hub
     repo = repos / "google/electra-small-discriminator"

@@ -15,18 +15,22 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "tasks", "pretrain", "reports")
-# The lowest layer, what every package shares, is a place: every module under pretrain/common/.
-FOUNDATION = "pretrain.common"
+# The foundation, what more than one package shares, is three places, each a layer named for what it holds:
+# every module under pretrain/infra/ (errors, atomic writes, settings), pretrain/training/ (the kit both
+# training loops are made of) and pretrain/models/ (model identity: shapes, presets, checkpoints, FLOPs).
+FOUNDATION = {"pretrain.infra": "infra", "pretrain.training": "training", "pretrain.models": "models"}
 
 # layer -> the layers it may import (besides itself). Anything else is a violation.
 ALLOWED = {
-    "harness.cli": {"harness.commands", "foundation"},
-    "harness.commands": {"harness", "tasks", "pretrain", "reports", "foundation"},  # parse, then call
-    "harness": {"tasks", "pretrain", "reports", "foundation"},  # orchestration
-    "reports": {"tasks", "foundation"},  # reads results and checkpoints; never trains
-    "tasks": {"foundation"},
-    "pretrain": {"foundation"},
-    "foundation": set(),
+    "harness.cli": {"harness.commands", "infra", "training"},  # training: a stopped loop's exit
+    "harness.commands": {"harness", "tasks", "pretrain", "reports", *FOUNDATION.values()},  # parse, then call
+    "harness": {"tasks", "pretrain", "reports", *FOUNDATION.values()},  # orchestration
+    "reports": {"tasks", "infra", "models"},  # reads results and checkpoints; never trains
+    "tasks": {"infra", "training"},  # fine-tuning: neither pre-training nor model identity
+    "pretrain": {*FOUNDATION.values()},
+    "models": {"infra"},
+    "training": {"infra"},
+    "infra": set(),
 }
 
 # harness/ by feature: a subpackage per thing a user does, each importing only the features listed
@@ -45,8 +49,9 @@ HARNESS_TOP = {"harness", "harness.cli", "harness.config"}
 
 def layer(module: str) -> str | None:
     """The layer of a dotted module name, or None for third-party and standard-library modules."""
-    if module == FOUNDATION or module.startswith(FOUNDATION + "."):
-        return "foundation"
+    for place, name in FOUNDATION.items():
+        if module == place or module.startswith(place + "."):
+            return name
     top = module.split(".")[0]
     if top not in PACKAGES:
         return None
@@ -90,7 +95,7 @@ def module_graph(root: Path = REPO) -> dict[str, dict[str, set[str]]]:
     modules = {module_name(path, root): path for path in project_files(root)}
     graph = {}
     for name, path in modules.items():
-        # `from pretrain.common import atomic` names the package and the module: keep the module (a
+        # `from pretrain.infra import atomic` names the package and the module: keep the module (a
         # package whose __init__.py is only a docstring is no module to depend on).
         graph[name] = {target for target in imported_modules(path)
                        if target in modules and not is_bare_package(modules[target])}
@@ -110,7 +115,7 @@ def edges(root: Path = REPO) -> dict[tuple[str, str], set[str]]:
 
 def test_allowed_layers_form_a_dag():
     order = list(graphlib.TopologicalSorter(ALLOWED).static_order())  # raises CycleError on a cycle
-    assert order[0] == "foundation" and order[-1] == "harness.cli"
+    assert order[0] == "infra" and order[-1] == "harness.cli"
 
 
 def test_every_import_follows_an_allowed_edge():
@@ -165,7 +170,7 @@ HEAVY = ("torch", "transformers", "datasets")
 
 def test_the_onnx_predictor_needs_neither_torch_nor_transformers():
     # Statically, deferred imports included: everything the predictor and `harness predict` can reach.
-    graph, reached, todo = module_graph(), set(), ["reports.onnx_predictor", "harness.commands.predict",
+    graph, reached, todo = module_graph(), set(), ["harness.deploy.onnx_predictor", "harness.commands.predict",
                                                    "harness.commands.serve", "harness.deploy.serve"]
     while todo:
         name = todo.pop()
@@ -178,7 +183,7 @@ def test_the_onnx_predictor_needs_neither_torch_nor_transformers():
     assert heavy == set()
     # And at run time, in a fresh interpreter, as `harness predict` loads them: the whole CLI parser
     # (every command module) first, then the predictor and the server `harness serve` runs.
-    code = ("import sys; from harness.cli import build_parser; build_parser(); import reports.onnx_predictor; "
+    code = ("import sys; from harness.cli import build_parser; build_parser(); import harness.deploy.onnx_predictor; "
             "import harness.deploy.serve; "
             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
@@ -199,22 +204,22 @@ def test_a_settings_typo_is_reported_before_torch_loads(argv):
 
 def test_a_forbidden_edge_and_a_cycle_are_caught(tmp_path):
     # The scan itself can fail, on a copy of the tree with a planted tasks -> pretrain.train import
-    # a pretrain.common.errors <-> pretrain.common.models loop,
+    # a pretrain.infra.errors <-> pretrain.models.presets loop,
     # and a new foundation module that imports pre-training.
     for package in PACKAGES:
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "tasks" / "probe.py").write_text("def f():\n    from pretrain.train import pretrain\n")
-    errors = tmp_path / "pretrain" / "common" / "errors.py"
-    errors.write_text(errors.read_text() + "\n\ndef g():\n    from pretrain.common.models import PRESETS\n")
-    # The foundation is a place: a module new to pretrain/common/ is foundation, held to its edges.
-    (tmp_path / "pretrain" / "common" / "newcomer.py").write_text("from pretrain import train\n")
+    errors = tmp_path / "pretrain" / "infra" / "errors.py"
+    errors.write_text(errors.read_text() + "\n\ndef g():\n    from pretrain.models.presets import PRESETS\n")
+    # The foundation is a place: a module new to pretrain/training/ is the training kit, held to its edges.
+    (tmp_path / "pretrain" / "training" / "newcomer.py").write_text("from pretrain import train\n")
     found = edges(tmp_path)
     assert found[("tasks", "pretrain")] == {"tasks.probe imports pretrain.train"}
-    assert found[("foundation", "pretrain")] == {"pretrain.common.newcomer imports pretrain.train"}
+    assert found[("training", "pretrain")] == {"pretrain.training.newcomer imports pretrain.train"}
     # MLflow bookkeeping reaching up into a fine-tuning run is a feature edge that is not allowed.
     (tmp_path / "harness" / "tracking" / "upward.py").write_text("from harness.finetuning import glue_run\n")
     assert feature_violations(tmp_path) == ["harness.tracking.upward imports harness.finetuning.glue_run"]
-    assert "pretrain" not in ALLOWED["tasks"]
+    assert "pretrain" not in ALLOWED["tasks"] and "models" not in ALLOWED["tasks"]
     with pytest.raises(graphlib.CycleError):
         list(graphlib.TopologicalSorter(module_graph(tmp_path)).static_order())
 

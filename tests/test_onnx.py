@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from reports.bundle import sha256
+from harness.deploy.bundle import sha256
 from tests import mlflow_store
 from tests.conftest import REPO, WORDS, run_cli, write_glue_dir, write_tiny_model
 
@@ -86,7 +86,7 @@ def test_int8_bundle_predicts_like_pytorch(work):
     import torch
     import transformers
 
-    from reports.onnx_predictor import Predictor, Request
+    from harness.deploy.onnx_predictor import Predictor, Request
 
     texts = [("the cat was very happy .", "the cat is happy ."), ("a dog was sad .", "she is good .")]
     fp32 = Predictor(work["bundle"], "fp32").predict([Request(a, b) for a, b in texts])
@@ -153,7 +153,7 @@ def test_predict_runs_in_an_environment_with_only_onnxruntime_tokenizers_and_num
 
 
 def test_a_pair_for_a_single_sentence_task_is_refused(work, tmp_path, capsys):
-    from reports.onnx_predictor import Predictor
+    from harness.deploy.onnx_predictor import Predictor
 
     # A one-sentence bundle: CoLA has two labels, as RTE, so the RTE classifier exports as a CoLA one.
     bundle = tmp_path / "cola"
@@ -343,7 +343,7 @@ def test_an_export_into_a_busy_output_is_refused_in_one_line(work, tmp_path, cap
 
 
 def test_parity_failure_fails_the_export(work, tmp_path, capsys, monkeypatch):
-    from reports import onnx_export
+    from harness.deploy import onnx_export
 
     monkeypatch.setattr(onnx_export, "parity", lambda model, path, feeds: 3e-3)
     code, _, err = run_cli(export_args(work, "--run", work["run"], "--task", "rte", "--output", tmp_path / "b"),
@@ -357,7 +357,7 @@ def test_parity_failure_fails_the_export(work, tmp_path, capsys, monkeypatch):
 
 
 def test_int8_below_target_warns_but_exports(work, tmp_path, capsys, monkeypatch):
-    from reports import onnx_check
+    from harness.deploy import onnx_check
 
     scores = iter([{"accuracy": 0.75, "score": 0.75}, {"accuracy": 0.73, "score": 0.73}])  # fp32, then int8
     monkeypatch.setattr(onnx_check, "dev_scores", lambda *args: next(scores))
@@ -395,7 +395,7 @@ def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, joint, wo
     import torch
     import transformers
 
-    from reports.onnx_predictor import Predictor, Request
+    from harness.deploy.onnx_predictor import Predictor, Request
     from tasks import batching, squad, squad_data, squad_features
     from tasks.config import SquadConfig
     from tasks.registry import SQUAD_TASKS

@@ -8,9 +8,9 @@ import torch
 import transformers
 
 from pretrain.budget import learning_rate
-from pretrain.common.optimization import ElectraAdam, build_schedule, electra_lr_factor
 from pretrain.config import PretrainConfig
 from pretrain.prepare import make_optimizer
+from pretrain.training.optimization import ElectraAdam, build_schedule, electra_lr_factor
 from tasks.config import FinetuneConfig
 from tasks.optim import build_optimizer, parameter_groups
 

@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from harness.cli import main
-from pretrain.common.models import resolve_model
 from pretrain.config import PretrainConfig, resolve
+from pretrain.models.resolve import resolve_model
 from tests import mlflow_store
 from tests.conftest import MICRO, REPO, free_port
 from tests.pretrain_helpers import LAUNCHER, pretrain_args
@@ -46,7 +46,7 @@ def test_flags_config_file_and_overrides_build_the_config(tmp_path, micro, corpu
 
 
 def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys, monkeypatch):
-    from pretrain.common import console
+    from pretrain.training import console
 
     monkeypatch.setattr(console, "_is_terminal", lambda stream: True)  # the bar (tests/test_progress.py: lines)
     code = main(pretrain_args(tmp_path, corpus, "max_steps=6", "log_every_steps=2"))

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from pretrain.common.errors import UserError
 from pretrain.corpus import corpus_files, iter_paragraphs, tokenized_paragraphs
 from pretrain.data import BatchStream, collate
+from pretrain.infra.errors import UserError
 from pretrain.packing import ExampleBuilder, packed_examples
 from pretrain.vocab import load_tokenizer, tokenizer_fingerprint
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from pretrain.budget import Progress, budget_fraction, learning_rate
-from pretrain.common.errors import UserError
-from pretrain.common.models import PRESETS
 from pretrain.config import PretrainConfig, config_differences, resolve
+from pretrain.infra.errors import UserError
+from pretrain.models.presets import PRESETS
 from pretrain.train import pretrain
 from tests.conftest import MICRO
 from tests.pretrain_helpers import Killed, final_weights, killed_at, micro_config, micro_run
@@ -341,8 +341,8 @@ def test_a_two_stage_run_cannot_move_its_switch_behind_it(tmp_path):
 
 
 def test_flops_budget_counts_the_paper_convention(tmp_path, micro, corpus):
-    from pretrain.common.flops import train_step_flops
-    from pretrain.common.models import generator_shape, shape_of
+    from pretrain.models.flops import train_step_flops
+    from pretrain.models.shapes import generator_shape, shape_of
 
     shape = shape_of(PRESETS[MICRO.name])
     meta = pretrain(micro_config(tmp_path, corpus, max_steps=None, max_flops=1e9))

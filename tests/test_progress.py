@@ -10,7 +10,7 @@ import transformers
 
 from harness.cli import main
 from harness.pretraining.pretrain_run import run_pretrain
-from pretrain.common import console
+from pretrain.training import console
 from tasks import batching, glue
 from tasks.config import FinetuneConfig
 from tasks.finetune import LoopIO, finetune

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from harness.cli import main
-from pretrain.common import flops
-from pretrain.common.models import shape_of
+from pretrain.models import flops
+from pretrain.models.shapes import shape_of
 from reports import accounting, results_schema
 from reports.leaderboard import (
     CI_COLUMNS,
@@ -283,7 +283,7 @@ def test_unreachable_tracking_server_is_one_line(two_runs, tmp_path, capsys):
 
 def test_a_failed_leaderboard_update_says_the_results_are_saved(two_runs):
     from harness.tracking import mlflow_leaderboard
-    from pretrain.common.errors import UserError
+    from pretrain.infra.errors import UserError
 
     uri = f"http://127.0.0.1:{refused_port()}"
     with pytest.raises(UserError) as raised:

@@ -1,4 +1,4 @@
-"""Each setting says what it is once (pretrain/common/settings.py), and the resume rules of both loops,
+"""Each setting says what it is once (pretrain/infra/settings.py), and the resume rules of both loops,
 the legacy defaults, the recipe departures, the choices and --help are read from it."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from harness.cli import main
 from harness.config import settings_help
 from harness.experiments import efficiency_run
 from harness.finetuning import glue_run, records, results_file
-from pretrain.common import atomic
-from pretrain.common.errors import UserError
-from pretrain.common.settings import befores, differences, of_kind, resumable, setting
 from pretrain.config import BUDGETS, PretrainConfig, config_differences, resolve
+from pretrain.infra import atomic
+from pretrain.infra.errors import UserError
+from pretrain.infra.settings import befores, differences, of_kind, resumable, setting
 from reports.recipe import departures
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
@@ -190,7 +190,7 @@ def test_departures_read_the_kinds_and_the_before_values():
 @pytest.mark.parametrize("cls", [PretrainConfig, FinetuneConfig, SquadConfig])
 def test_every_setting_says_what_it_does(cls):
     # `harness settings` prints this line; a setting added without one fails here
-    from pretrain.common.settings import settings
+    from pretrain.infra.settings import settings
 
     assert [name for name, meaning in settings(cls).items() if not meaning.help] == []
 

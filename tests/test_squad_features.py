@@ -4,7 +4,7 @@ import datasets
 import numpy as np
 import pytest
 
-from pretrain.common.errors import UserError
+from pretrain.infra.errors import UserError
 from tasks.squad_features import (
     postprocess,
     prepare_eval_features,

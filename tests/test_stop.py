@@ -18,7 +18,7 @@ import pytest
 import torch
 import transformers
 
-from pretrain.common import stop
+from pretrain.training import stop
 from tasks import batching, glue
 from tasks.config import FinetuneConfig
 from tasks.finetune import LoopIO, finetune
@@ -132,7 +132,7 @@ def test_a_seed_killed_after_an_epoch_resumes_from_it_bit_identical(tiny_model, 
 
 
 def test_a_state_of_other_settings_is_refused_in_one_line(tiny_model, glue_data, tmp_path):
-    from pretrain.common.errors import UserError
+    from pretrain.infra.errors import UserError
 
     path = seed_path(tmp_path, "rte", 0)
     with pytest.raises(stop.Stopped):

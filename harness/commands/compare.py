@@ -42,7 +42,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.experiments.compare_runs import compare, load_run, table, to_json
-    from pretrain.common.errors import UserError
+    from pretrain.infra.errors import UserError
 
     if not 0 < args.target < float("inf"):  # nan too
         raise UserError(f"--target must be a positive, finite number of points (got {args.target})")

@@ -47,7 +47,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.experiments.demo_run import Demo, choose_plan, default_inputs, run_demo
-    from pretrain.common.errors import UserError
+    from pretrain.infra.errors import UserError
 
     data_dir, corpus = default_inputs(args.data_dir, args.corpus)
     demo = Demo(args.output, choose_plan(args.device), corpus, data_dir, args.tracking_uri)

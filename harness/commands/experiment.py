@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from harness.tracking import mlflow_runs
-from pretrain.common.models import PRESETS
 from pretrain.config import OBJECTIVES
+from pretrain.models.presets import PRESETS
 
 EPILOG = """examples:
   harness experiment efficiency --preset electra-tiny --corpus ../shared/data/corpus/gutenberg \\
@@ -62,7 +62,7 @@ def add_parser(subparsers) -> None:
 def run_efficiency_command(args: argparse.Namespace) -> int:
     from harness.config import load_config
     from harness.experiments.efficiency_run import Efficiency, diverged_error, run_efficiency
-    from pretrain.common.errors import UserError
+    from pretrain.infra.errors import UserError
     from tasks.config import FinetuneConfig
     from tasks.registry import parse_tasks
 
@@ -92,7 +92,7 @@ def run_efficiency_command(args: argparse.Namespace) -> int:
 
 
 def _budgets(spec: str) -> tuple[float, ...]:
-    from pretrain.common.errors import UserError
+    from pretrain.infra.errors import UserError
 
     try:
         budgets = tuple(float(item) for item in spec.split(",") if item.strip())
@@ -102,7 +102,7 @@ def _budgets(spec: str) -> tuple[float, ...]:
 
 
 def _objectives(spec: str) -> tuple[str, ...]:
-    from pretrain.common.errors import UserError
+    from pretrain.infra.errors import UserError
 
     names = tuple(dict.fromkeys(n.strip() for n in spec.split(",") if n.strip()))
     unknown = [n for n in names if n not in OBJECTIVES]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from pretrain.common import flops
-from pretrain.common.errors import UserError
-from pretrain.common.models import PRESETS, TransformerShape
+from pretrain.infra.errors import UserError
+from pretrain.models import flops
+from pretrain.models.presets import PRESETS
+from pretrain.models.shapes import TransformerShape
 from reports import flop_counts
 
 PAPER = "paper convention (ELECTRA flops_computation.py)"

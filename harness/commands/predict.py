@@ -38,7 +38,7 @@ def add_parser(subparsers) -> None:
 
 def utf8_lines(data: bytes, source: str) -> list[str]:
     """The lines of UTF-8 input (a byte-order mark allowed), or a UserError naming the first bad line."""
-    from pretrain.common.errors import UserError
+    from pretrain.infra.errors import UserError
 
     try:
         return data.decode("utf-8-sig").splitlines()
@@ -51,8 +51,8 @@ def utf8_lines(data: bytes, source: str) -> list[str]:
 def run(args) -> int:
     import json
 
-    from pretrain.common.errors import UserError
-    from reports.onnx_predictor import Predictor, Request, read_requests
+    from harness.deploy.onnx_predictor import Predictor, Request, read_requests
+    from pretrain.infra.errors import UserError
 
     if args.texts and args.input:
         raise UserError("pass texts or --input, not both")

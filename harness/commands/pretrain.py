@@ -7,8 +7,9 @@ from pathlib import Path
 
 from harness.config import settings_help
 from harness.tracking import mlflow_runs
-from pretrain.common.models import DISCRIMINATOR_DIR, PRESETS
 from pretrain.config import OBJECTIVES, PretrainConfig
+from pretrain.models.layout import DISCRIMINATOR_DIR
+from pretrain.models.presets import PRESETS
 
 EPILOG = """examples:
   harness pretrain --preset electra-tiny --corpus ../shared/data/corpus/gutenberg --max-flops 1e15 \\

@@ -134,7 +134,7 @@ def run_squad_search(args) -> int:
 def _search(args, task: str, config, make_target) -> int:
     from harness.search.space import load_space
     from harness.search.trials import SearchInvocation, default_study_name, run_search
-    from pretrain.common.errors import UserError
+    from pretrain.infra.errors import UserError
 
     if args.trials < 1:
         raise UserError(f"--trials must be at least 1 (got {args.trials})")

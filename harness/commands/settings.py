@@ -1,4 +1,4 @@
-"""`harness settings`: every setting of a kind of run, as its field declares it (pretrain/common/settings.py):
+"""`harness settings`: every setting of a kind of run, as its field declares it (pretrain/infra/settings.py):
 kind, default, allowed values, whether a resume may change it, its value for results written before it
 existed, and what it does."""
 
@@ -27,8 +27,8 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from harness.config import shown
-    from pretrain.common import settings
-    from pretrain.common.errors import UserError
+    from pretrain.infra import settings
+    from pretrain.infra.errors import UserError
 
     rows = []
     for cls in _classes(CONFIGS[args.run]):

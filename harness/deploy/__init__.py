@@ -1,1 +1,2 @@
-"""ONNX deployment (`harness export onnx`): a fine-tuned checkpoint to a checked bundle."""
+"""Deployment: a fine-tuned checkpoint to a checked ONNX bundle (`harness export onnx`), and the bundle run
+without torch (`harness predict`, `harness serve`)."""

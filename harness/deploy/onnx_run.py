@@ -17,12 +17,12 @@ from pathlib import Path
 
 from datasets import Dataset
 
+from harness.deploy import bundle, onnx_check, onnx_export
+from harness.deploy.onnx_predictor import Predictor
 from harness.deploy.onnx_source import Source, resolve_source
 from harness.tracking import mlflow_runs
-from pretrain.common import atomic
-from pretrain.common.errors import UserError
-from reports import bundle, onnx_check, onnx_export
-from reports.onnx_predictor import Predictor
+from pretrain.infra import atomic
+from pretrain.infra.errors import UserError
 from tasks.registry import GlueTask, SquadTask
 
 PARITY_EXAMPLES = 64  # dev examples compared with PyTorch, in batches of PARITY_BATCH (several shapes)

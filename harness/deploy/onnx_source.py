@@ -8,9 +8,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pretrain.common.errors import UserError
-from pretrain.common.models import resolve_model
-from reports import accounting, onnx_export
+from harness.deploy import onnx_export
+from pretrain.infra.errors import UserError
+from pretrain.models.resolve import resolve_model
+from reports import accounting
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS, GlueTask, SquadTask
 
 TASKS: dict[str, GlueTask | SquadTask] = {

@@ -7,7 +7,7 @@ micro-batcher (harness/deploy/batcher.py, which states the policy). A bad reques
 one-line {"error": ...}: 400 for a body that is not UTF-8 JSON or objects with wrong keys or types,
 413 for a body, list or text over the limits, 422 for texts the bundle cannot take (empty, a pair
 for a one-sentence task, lone surrogates), 503 when the queue is full. The bundle's checksums are
-verified before the server listens (reports/onnx_predictor.Predictor).
+verified before the server listens (harness/deploy/onnx_predictor.Predictor).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from harness.deploy.batcher import Busy, MicroBatcher
+from harness.deploy.onnx_predictor import REQUEST_KEYS, Predictor, Request, request_from_record
 from harness.deploy.serve_config import ServeConfig
-from pretrain.common.errors import UserError
-from reports.onnx_predictor import REQUEST_KEYS, Predictor, Request, request_from_record
+from pretrain.infra.errors import UserError
 
 log = logging.getLogger("harness.serve")
 

@@ -26,11 +26,11 @@ from pathlib import Path
 from harness.config import as_dict, load_config
 from harness.finetuning import records, results_file
 from harness.finetuning.glue_run import GlueInvocation, run_glue
-from pretrain.common import atomic
-from pretrain.common.errors import UserError
-from pretrain.common.models import DISCRIMINATOR_DIR
-from pretrain.common.quiet import quiet_libraries
 from pretrain.config import PretrainConfig, resolve
+from pretrain.infra import atomic
+from pretrain.infra.errors import UserError
+from pretrain.models.layout import DISCRIMINATOR_DIR
+from pretrain.training.quiet import quiet_libraries
 from reports import efficiency
 from reports.efficiency import CONTROL, Arm
 from tasks.config import FinetuneConfig
@@ -155,7 +155,7 @@ def _control(exp: Efficiency, like: Path, progress, stage: str) -> Arm:
     """The untrained control: `like`'s config and tokenizer, fresh weights; then fine-tuned."""
     import transformers
 
-    from pretrain.common.models import has_weights
+    from pretrain.models.layout import has_weights
     from pretrain.random_init import write_random_init
 
     folder = exp.output_dir / CONTROL

@@ -10,11 +10,12 @@ from pathlib import Path
 import torch
 import transformers
 
-from pretrain.common import placement
-from pretrain.common.checkpoint_check import check_checkpoint
-from pretrain.common.errors import UserError
-from pretrain.common.hub import needs_remote_code
-from pretrain.common.models import resolve_model, size_of
+from pretrain.infra.errors import UserError
+from pretrain.models.checkpoint_check import check_checkpoint
+from pretrain.models.hub import needs_remote_code
+from pretrain.models.presets import size_of
+from pretrain.models.resolve import resolve_model
+from pretrain.training import placement
 from tasks.config import FinetuneConfig
 
 # The GLUE head a family gets under head=auto (reports/FIDELITY.md, row "GLUE head by family"): ELECTRA's own

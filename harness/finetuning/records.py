@@ -12,8 +12,8 @@ import torch
 import transformers
 
 from harness.config import as_dict
-from pretrain.common import atomic
-from pretrain.common.errors import UserError
+from pretrain.infra import atomic
+from pretrain.infra.errors import UserError
 from reports import results_schema
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult

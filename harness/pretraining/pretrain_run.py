@@ -13,10 +13,11 @@ from harness.config import as_dict
 from harness.pretraining.task_corpus import corpus_source
 from harness.tracking import mlflow_runs
 from pretrain import checkpoint, planning, train
-from pretrain.common import atomic, console, stop
-from pretrain.common.quiet import quiet_libraries
 from pretrain.config import PretrainConfig
+from pretrain.infra import atomic
 from pretrain.planning import Plan
+from pretrain.training import console, stop
+from pretrain.training.quiet import quiet_libraries
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining}{postfix}]"
 

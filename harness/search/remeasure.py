@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pretrain.common.errors import UserError
+from pretrain.infra.errors import UserError
 from tasks.config import FinetuneConfig
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import load_config, read_toml
-from pretrain.common.errors import UserError
+from pretrain.infra.errors import UserError
 from tasks.config import RECIPE
 
 _BOUNDS = {  # what FinetuneConfig accepts for each ranged parameter

@@ -26,8 +26,8 @@ from typing import Any
 
 import optuna
 
-from pretrain.common import atomic
-from pretrain.common.errors import UserError
+from pretrain.infra import atomic
+from pretrain.infra.errors import UserError
 
 DEFAULT_STORAGE = "sqlite:///runs/optuna.db"
 BEST_FORMAT = "electra-harness/best-params/2"  # /1: before trial_seeds, its params held a drawn seed

@@ -12,7 +12,7 @@ from harness.config import as_dict
 from harness.finetuning import glue_run, model_setup, squad_run
 from harness.finetuning.orchestration import train_seed
 from harness.search.trials import SearchTarget
-from pretrain.common.errors import UserError
+from pretrain.infra.errors import UserError
 from tasks import glue, squad
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.finetune import LoopIO

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.tracking import mlflow_leaderboard, mlflow_runs
-from pretrain.common import atomic
-from pretrain.common.errors import UserError
+from pretrain.infra import atomic
+from pretrain.infra.errors import UserError
 from reports import plot, render
 from reports.leaderboard import MEASURED, published_rows, rows_from_results
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from harness.tracking import mlflow_runs, mlflow_view
-from pretrain.common.errors import UserError
+from pretrain.infra.errors import UserError
 from reports import render
 from reports.leaderboard import (
     DEPARTS,

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pretrain.common.errors import UserError
+from pretrain.infra.errors import UserError
 
 DEFAULT_TRACKING_URI = "sqlite:///runs/mlflow.db"
 TRACKING_HELP = f"MLflow tracking URI, or none: no MLflow (default: {DEFAULT_TRACKING_URI})"
@@ -69,7 +69,7 @@ def checked_uri(uri: str) -> str:
     """
     from urllib.parse import urlsplit
 
-    from pretrain.common.errors import UserError
+    from pretrain.infra.errors import UserError
 
     scheme = uri.partition(":")[0].split("+")[0].lower() if ":" in uri else ""
     if scheme in DATABASE_SCHEMES:
@@ -126,8 +126,8 @@ def store_lock(uri: str) -> contextlib.AbstractContextManager:
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """A killed job (SIGTERM from a scheduler or `kill`) ends its runs as KILLED, like Ctrl-C; a loop
-    inside that saves its state stops at its next step instead (pretrain/common/stop.py)."""
-    from pretrain.common import stop
+    inside that saves its state stops at its next step instead (pretrain/training/stop.py)."""
+    from pretrain.training import stop
 
     with stop.handled():
         yield

@@ -13,7 +13,7 @@ import json
 import zipfile
 from pathlib import Path
 
-from pretrain.common.errors import UserError
+from pretrain.infra.errors import UserError
 
 FIX_WEIGHTS = "copy or download the checkpoint again (or save it again with save_pretrained())"
 

@@ -19,9 +19,9 @@ import onnxruntime
 import torch
 import transformers
 
-from pretrain.common.checkpoint_check import weight_shapes
-from pretrain.common.errors import UserError
-from reports.bundle import KINDS, PER_TOKEN_OUTPUTS, TOKEN_INPUTS
+from harness.deploy.bundle import KINDS, PER_TOKEN_OUTPUTS, TOKEN_INPUTS
+from pretrain.infra.errors import UserError
+from pretrain.models.checkpoint_check import weight_shapes
 
 OPSET = 17
 PARITY_TOLERANCE = 1e-4  # max |logit difference| between PyTorch and onnxruntime fp32

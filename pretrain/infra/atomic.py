@@ -121,7 +121,7 @@ def exclusive(lock_file: Path, busy: str) -> Iterator[None]:
     """
     from filelock import FileLock, Timeout
 
-    from pretrain.common.errors import UserError
+    from pretrain.infra.errors import UserError
 
     Path(lock_file).parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(lock_file))

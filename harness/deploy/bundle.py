@@ -16,7 +16,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pretrain.common.errors import UserError
+from pretrain.infra.errors import UserError
 
 BUNDLE_FORMAT = "electra-harness/onnx-bundle/2"  # 2: the manifest carries its own sha256
 MANIFEST = "manifest.json"

@@ -23,8 +23,15 @@ import numpy as np
 import onnxruntime
 from tokenizers import Encoding, Tokenizer
 
-from pretrain.common.errors import UserError
-from reports.bundle import INPUT_NAMES, MODEL_FILES, PER_TOKEN_OUTPUTS, TOKENIZER, read_manifest, verify_files
+from harness.deploy.bundle import (
+    INPUT_NAMES,
+    MODEL_FILES,
+    PER_TOKEN_OUTPUTS,
+    TOKENIZER,
+    read_manifest,
+    verify_files,
+)
+from pretrain.infra.errors import UserError
 from tasks import squad_spans
 from tasks.registry import GLUE_TASKS
 

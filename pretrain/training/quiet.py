@@ -44,7 +44,7 @@ def quiet_datasets() -> Iterator[None]:
 
 @contextlib.contextmanager
 def quiet_libraries() -> Iterator[None]:
-    """Both libraries' bars off for a whole run, whose own progress (pretrain/common/console.py) covers them.
+    """Both libraries' bars off for a whole run, whose own progress (training/console.py) covers them.
 
     transformers' warnings stay on: outside the loads and saves that quiet_transformers wraps they
     can matter.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datasets import Dataset
 
-from reports.onnx_predictor import Predictor, Request
+from harness.deploy.onnx_predictor import Predictor, Request
 from tasks import evaluate_metrics
 from tasks.registry import GlueTask, SquadTask
 
