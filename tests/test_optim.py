@@ -120,6 +120,26 @@ def test_electra_adam_two_worked_steps():
     assert state["exp_avg_sq"].item() == pytest.approx(0.00124975)
 
 
+def test_electra_adams_rate_step_rounds_as_the_official_code():
+    # model/optimization.py:132-133 rounds twice in float32: update_with_lr = learning_rate * update, then
+    # param - update_with_lr. torch's add_(update, alpha=-lr) rounds once (a fused multiply-add on this
+    # CPU), which moves about 1 element in 1,200 by one ulp. From the optimiser's own moments, the official
+    # float32 sequence (:119, :132-133) must give its weights bit for bit.
+    torch.manual_seed(0)
+    param = torch.nn.Parameter(torch.randn(100_000))
+    start, grad = param.detach().clone(), torch.randn(100_000)
+    lr = torch.tensor(3e-4).item()  # a float32 value, as the official learning rate tensor
+    optimizer = ElectraAdam([param], lr=lr)
+    param.grad = grad.clone()
+    optimizer.step()
+    state = optimizer.state[param]
+    update = state["exp_avg"] / (state["exp_avg_sq"].sqrt() + 1e-6)
+    official = start - lr * update
+    assert torch.equal(param.detach(), official)
+    fused = start.clone().add_(update, alpha=-lr)  # the form before one pass of foreach kernels
+    assert not torch.equal(fused, official)  # so the check above can tell the two roundings apart
+
+
 def _first_step(model, kind: str) -> list[float]:
     """How far one step with all-ones gradients moves each parameter (lr 1e-3, no decays)."""
     model = copy.deepcopy(model)
