@@ -14,6 +14,7 @@ from typing import Literal
 from pretrain.corpus_source import SPEC_PREFIXES
 from pretrain.infra.settings import choice_errors, differences, of_kind, setting
 from pretrain.models.presets import PRESETS
+from pretrain.training.optimizer_settings import Optimizer, optimizer_errors, optimizer_setting
 
 Objective = Literal["electra", "mlm", "electra-15", "replace-mlm", "all-tokens-mlm", "two-stage"]
 Sharing = Literal["shared", "untied", "tied", "gdes"]
@@ -67,13 +68,10 @@ class PretrainConfig:
         "peak rate; None: the preset's (the paper's for its size)"))
     warmup_fraction: float = setting(0.01, kind="recipe", help=(
         "of the budget; the paper warms up 10k of 1M steps"))
-    optimizer: Literal["electra", "adamw"] = setting("electra", kind="recipe", before="adamw", help=(
-        "electra: ELECTRA's Adam without bias correction, warmup multiplied into the decay (the official "
-        "code's); adamw: torch's AdamW, warmup then decay (what runs before this setting used)"))
-    weight_decay: float = setting(0.01, kind="recipe", help="decoupled, not on biases and norm weights")
-    adam_epsilon: float = setting(1e-6, kind="recipe", help="Adam's epsilon (the official code's 1e-6)")
-    max_grad_norm: float = setting(1.0, kind="recipe", help=(
-        "clip the gradient's global norm to this (the official code's 1.0)"))
+    optimizer: Optimizer = optimizer_setting("optimizer")
+    weight_decay: float = optimizer_setting("weight_decay")
+    adam_epsilon: float = optimizer_setting("adam_epsilon")
+    max_grad_norm: float = optimizer_setting("max_grad_norm")
     disc_layers_lr_scale: float = setting(1.0, kind="recipe", help=(
         "learning-rate multiplier for the discriminator's layers and detection head, not the embeddings "
         f"it shares with the generator; 1 is the paper's; a small-budget lever ({LEVERS})"))
@@ -192,7 +190,7 @@ def _check(c: PretrainConfig) -> list[str]:
                           "or set generator_fraction")
     if c.tokenizer == "train" and c.train_vocab_size < 100:
         errors.append(f"train_vocab_size={c.train_vocab_size} is too small; use at least 100")
-    return errors
+    return errors + optimizer_errors(c)
 
 
 def check_runnable(config: PretrainConfig) -> None:

@@ -69,6 +69,29 @@ def test_the_real_configs_declare_every_field_and_keep_their_old_meaning():
     assert befores(SquadConfig)["joint_prediction"] is False
 
 
+def test_the_optimiser_settings_are_one_declaration_both_loops_place_in_their_own_order():
+    from typing import get_type_hints
+
+    from pretrain.infra.settings import settings
+    from pretrain.training.optimizer_settings import OptimizerSettings
+
+    shared = settings(OptimizerSettings)
+    assert list(shared) == ["optimizer", "weight_decay", "adam_epsilon", "max_grad_norm"]
+    for cls in (PretrainConfig, FinetuneConfig):
+        mine = settings(cls)
+        # the very Setting object, not an equal copy: a second declaration with the same help fails here
+        assert [name for name, meaning in shared.items() if mine[name] is not meaning] == []
+        assert {name: getattr(cls(), name) for name in shared} == dataclasses.asdict(OptimizerSettings())
+        assert {name: get_type_hints(cls)[name] for name in shared} == get_type_hints(OptimizerSettings)
+        # in place, where each config had them: results.json, MLflow params and `harness settings` keep order
+        names = [f.name for f in dataclasses.fields(cls)]
+        assert names[names.index("warmup_fraction") + 1:][:4] == list(shared)
+    # both refuse what both optimisers refuse, before a run starts
+    for cls in (PretrainConfig, FinetuneConfig):
+        with pytest.raises(ValueError, match=r"weight_decay must be 0 or more \(got -0.1\)"):
+            cls(weight_decay=-0.1)
+
+
 def test_choices_come_from_the_literal_types():
     with pytest.raises(ValueError, match=r"unknown optimizer 'sgd'; choose one of electra, adamw"):
         PretrainConfig(optimizer="sgd")

@@ -2,7 +2,9 @@
 
 A config declares every field with `setting()`: its kind, whether a resumed run may change it, its value
 for results written before it existed, and a line of help. The resume rules of both loops, the legacy
-defaults, the recipe departures and `--help` are read from here, so adding a setting is one line.
+defaults, the recipe departures and `--help` are read from here, so adding a setting is one line. A
+setting two configs share is declared once and placed in each with `declared()`
+(pretrain/training/optimizer_settings.py).
 
 Kinds:
   recipe   what a run trains and measures; changing it makes another experiment (and, in fine-tuning,
@@ -46,7 +48,11 @@ def setting(default: Any, *, kind: Kind, resumable: bool = False, before: Any = 
     """A dataclass field with its default and what it is; `before` defaults to `default`."""
     if kind not in KINDS:
         raise ValueError(f"unknown setting kind {kind!r}; choose one of {', '.join(KINDS)}")
-    meaning = Setting(kind, resumable, default if before is _SAME else before, help)
+    return declared(default, Setting(kind, resumable, default if before is _SAME else before, help))
+
+
+def declared(default: Any, meaning: Setting) -> Any:
+    """A fresh dataclass field for a Setting declared once and used by several configs."""
     return dataclasses.field(default=default, metadata={_KEY: meaning})
 
 
