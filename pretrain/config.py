@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from pretrain.corpus_source import SPEC_PREFIXES
-from pretrain.infra.settings import choice_errors, differences, of_kind, setting
+from pretrain.infra.settings import Flag, choice_errors, differences, of_kind, setting
 from pretrain.models.presets import PRESETS
 from pretrain.training.optimizer_settings import Optimizer, optimizer_errors, optimizer_setting
 
@@ -29,13 +29,17 @@ LEVERS = "reports/results/pretrain-levers.md"  # where the small-budget levers b
 class PretrainConfig:
     """One pre-training run. Budgets stop the run at whichever is reached first."""
 
-    preset: str = setting("electra-tiny", kind="recipe", help="model shapes and the paper's values for them")
-    corpus: tuple[str, ...] = setting((), kind="recipe", help=(
-        "text files or folders (.txt/.raw, optionally .gz), or glue:TASK,... (the tasks' training inputs, "
-        "pretrain/corpus_source.py); kept as written, so a resume compares the spec, not a cache file"))
-    output_dir: str = setting("", kind="output", resumable=True, help=(
-        "the run's folder (--output): checkpoints, discriminator/, generator/, pretrain_meta.json"))
-    objective: Objective = setting("electra", kind="recipe", help=(
+    preset: str = setting("electra-tiny", kind="recipe", flag=Flag("--preset", choices=PRESETS),
+                          help="model shapes and the paper's values for them")
+    corpus: tuple[str, ...] = setting((), kind="recipe", flag=Flag("--corpus", "PATH", repeat=True), help=(
+        "text files or folders (.txt/.raw, optionally gzipped; repeat --corpus for more): one paragraph a "
+        "line, a blank line between documents; or glue:TASK,... for those GLUE tasks' training inputs "
+        "(never dev or test; pretrain/corpus_source.py), packed into whole sequences; kept as written, so "
+        "a resume compares the spec, not a cache file"))
+    output_dir: str = setting("", kind="output", resumable=True, flag=Flag("--output", "DIR"), help=(
+        "the run's folder: checkpoints, discriminator/, generator/, pretrain_meta.json; resumed if it holds "
+        "a checkpoint"))
+    objective: Objective = setting("electra", kind="recipe", flag=Flag("--objective"), help=(
         "electra (the paper's), mlm (BERT's baseline), electra-15 (detection on masked positions only), "
         "replace-mlm, all-tokens-mlm, two-stage (paper Table 5 and section 3.2)"))
 
@@ -85,8 +89,8 @@ class PretrainConfig:
         'stop after this many training tokens (batch x seq_len a step)'))
     max_time_s: float | None = setting(None, kind="budget", help=(
         'stop after this many seconds of training (checkpointed, resumable)'))
-    max_flops: float | None = setting(None, kind="budget", help=(
-        "stop after this many training FLOPs (the paper's counting; --max-flops)"))
+    max_flops: float | None = setting(None, kind="budget", flag=Flag("--max-flops", "N"), help=(
+        "stop after this many training FLOPs (the paper's counting), e.g. 1e15"))
 
     # Runtime
     precision: Literal["auto", "bf16", "fp32", "fp16"] = setting("auto", kind="runtime",
