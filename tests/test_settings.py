@@ -13,6 +13,7 @@ import pytest
 
 from harness.cli import build_parser, main
 from harness.config import add_flags, flag_help, flag_values, settings_help
+from harness.deploy.serve_config import ServeConfig
 from harness.experiments import efficiency_run
 from harness.finetuning import glue_run, records, results_file
 from pretrain.config import BUDGETS, PretrainConfig, config_differences, resolve
@@ -211,7 +212,13 @@ def test_departures_read_the_kinds_and_the_before_values():
     assert departures(old, "small") == {"head": "hf", "double_unordered": False, "optimizer": "adamw"}
 
 
-@pytest.mark.parametrize("cls", [PretrainConfig, FinetuneConfig, SquadConfig])
+def _search_space():
+    from harness.search.space import SearchSpace
+
+    return SearchSpace
+
+
+@pytest.mark.parametrize("cls", [PretrainConfig, FinetuneConfig, SquadConfig, ServeConfig, _search_space()])
 def test_every_setting_says_what_it_does(cls):
     # `harness settings` prints this line; a setting added without one fails here
     assert [name for name, meaning in settings(cls).items() if not meaning.help] == []
@@ -234,6 +241,17 @@ def test_harness_settings_refuses_an_unknown_name_in_one_line(capsys):
     assert code == 2 and out == ""
     assert err.strip() == ("harness: error: glue has no setting 'learning_rat'; `harness settings glue` lists "
                            "them all")
+
+
+def test_harness_settings_explains_the_server_and_the_search_space(capsys):
+    code, out, err = run_cli(["settings", "serve", "onnx_batch", "access_log"], capsys)
+    assert code == 0, err
+    assert out.splitlines()[0] == "onnx_batch  (runtime; default 8)"
+    assert out.splitlines()[1].startswith("    a batch's encodings run sorted by length in onnxruntime calls")
+    assert "access_log  (output; default false)" in out
+    code, out, err = run_cli(["settings", "search", "trial_seeds"], capsys)
+    assert code == 0 and out.splitlines()[0] == "trial_seeds  (recipe; default 0)", err
+    assert out.rstrip().endswith("; also --trial-seeds")
 
 
 @dataclass(frozen=True)
@@ -271,7 +289,7 @@ def _parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
 
 
 def test_no_command_restates_a_settings_help_and_every_flag_is_made_from_its_setting():
-    configs = (PretrainConfig, FinetuneConfig, SquadConfig)
+    configs = (PretrainConfig, FinetuneConfig, SquadConfig, ServeConfig, _search_space())
     described = [(cls, name, meaning) for cls in configs for name, meaning in settings(cls).items()]
     actions = [(path, action) for path, parser in _parsers(build_parser()) for action in parser._actions]
     restated = [f"harness {' '.join(path)} {'/'.join(action.option_strings) or action.dest}: {cls.__name__}.{name}"
@@ -282,7 +300,8 @@ def test_no_command_restates_a_settings_help_and_every_flag_is_made_from_its_set
     assert restated == []  # a flag restating a setting: declare it with setting(flag=Flag(...)) instead
     flags = {(cls, name): meaning.flag for cls, name, meaning in described if meaning.flag}
     assert {(cls.__name__, name) for cls, name in flags} == {
-        ("PretrainConfig", name) for name in ("preset", "corpus", "output_dir", "objective", "max_flops")}
+        ("PretrainConfig", name) for name in ("preset", "corpus", "output_dir", "objective", "max_flops")} | {
+        ("SearchSpace", "trial_seeds")}
     for (cls, name), flag in flags.items():  # each is on some command, its help the setting's
         assert any(action.option_strings == [flag.name] and action.dest == name
                    and settings(cls)[name].help.replace("%", "%%") in action.help

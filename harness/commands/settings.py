@@ -9,18 +9,19 @@ import textwrap
 import typing
 
 CONFIGS = {"glue": "tasks.config:FinetuneConfig", "squad": "tasks.config:FinetuneConfig,SquadConfig",
-           "pretrain": "pretrain.config:PretrainConfig"}
+           "pretrain": "pretrain.config:PretrainConfig", "search": "harness.search.space:SearchSpace",
+           "serve": "harness.deploy.serve_config:ServeConfig"}
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "settings", help="explain every key=value setting of a kind of run",
-        description="Explain every key=value setting of `harness run glue`, `harness run squad` or "
-                    "`harness pretrain`: its kind (recipe: what a run trains and measures, and a recipe "
-                    "setting changed from ELECTRA's is a departure on the leaderboard; runtime: how this "
-                    "machine computes it; output: what is written; budget: when a run stops), its default, "
-                    "its allowed values, whether resuming a run may change it, what it does and the flag "
-                    "that also sets it.")
+        description="Explain every key=value setting of `harness run glue`, `harness run squad`, "
+                    "`harness pretrain`, `harness serve` or the search space of `harness search`: its kind "
+                    "(recipe: what a run trains and measures, and a recipe setting changed from ELECTRA's is "
+                    "a departure on the leaderboard; runtime: how this machine computes it; output: what is "
+                    "written; budget: when a run stops), its default, its allowed values, whether resuming a "
+                    "run may change it, what it does and the flag that also sets it.")
     parser.add_argument("run", choices=sorted(CONFIGS), help="the kind of run")
     parser.add_argument("names", nargs="*", metavar="NAME", help="only these settings (default: all)")
     parser.set_defaults(handler=run)
