@@ -6,6 +6,7 @@ reported at once, so a typo never silently trains with a default.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import textwrap
@@ -140,6 +141,56 @@ def settings_help(cls: type, heading: str, skip: tuple[str, ...] = ()) -> str:
             lines.append(f"[{kind}: {settings.KIND_HELP[kind]}{resume}]")
         lines += _packed(items)
     return textwrap.fill(heading, width=WIDTH) + "\n" + "\n".join("  " + line for line in lines)
+
+
+def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
+    """A flag for each of cls's settings declared with one (`setting(flag=Flag(...))`), its type, choices
+    and help read from the field, as transformers' HfArgumentParser reads TrainingArguments. The flag's
+    own default is None: the config's default (named in the help) stands unless the flag is given."""
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        flag = settings.described(field).flag
+        if flag is None:
+            continue
+        hint = _plain(hints[field.name])
+        options: dict[str, Any] = {"dest": field.name, "metavar": flag.metavar,
+                                   "help": flag_help(cls, field.name).replace("%", "%%")}
+        choices = flag.choices if flag.choices is not None else settings.choices(hint)
+        if choices:
+            options["choices"] = list(choices)
+        if typing.get_origin(hint) is tuple:
+            if flag.repeat:  # else one comma list, as key=value takes it
+                options["action"] = "append"
+        elif hint in (int, float):
+            options["type"] = hint
+        elif hint is not str and not choices:
+            raise TypeError(f"{cls.__name__}.{field.name}: add_flags makes flags of str, int, float, Literal "
+                            f"and tuple settings, not {hint}")
+        parser.add_argument(flag.name, **options)
+
+
+def flag_help(cls: type, name: str) -> str:
+    """The help of the flag of cls's setting `name`: the setting's help and default."""
+    field = cls.__dataclass_fields__[name]
+    meaning = settings.described(field)
+    hint = _plain(typing.get_type_hints(cls)[name])
+    comma_list = typing.get_origin(hint) is tuple and not meaning.flag.repeat
+    text = f"comma list: {meaning.help}" if comma_list else meaning.help
+    return text if field.default in (None, "", ()) else f"{text} (default: {shown(field.default)})"
+
+
+def flag_values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """{setting: value} of the flags add_flags made for cls that were given (a repeated flag's as a tuple)."""
+    given = {field.name: getattr(args, field.name) for field in dataclasses.fields(cls)
+             if settings.described(field).flag is not None and getattr(args, field.name, None) is not None}
+    return {name: tuple(value) if isinstance(value, list) else value for name, value in given.items()}
+
+
+def _plain(hint: Any) -> Any:
+    """The type an optional hint (`float | None`) allows besides None."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    return hint
 
 
 def _packed(items: list[str]) -> list[str]:

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Literal
 
 from pretrain.corpus_source import SPEC_PREFIXES
-from pretrain.infra.settings import choice_errors, differences, of_kind, setting
+from pretrain.infra.settings import Flag, choice_errors, differences, of_kind, setting
 from pretrain.models.presets import PRESETS
+from pretrain.training.optimizer_settings import Optimizer, optimizer_errors, optimizer_setting
 
 Objective = Literal["electra", "mlm", "electra-15", "replace-mlm", "all-tokens-mlm", "two-stage"]
 Sharing = Literal["shared", "untied", "tied", "gdes"]
@@ -28,13 +29,17 @@ LEVERS = "reports/results/pretrain-levers.md"  # where the small-budget levers b
 class PretrainConfig:
     """One pre-training run. Budgets stop the run at whichever is reached first."""
 
-    preset: str = setting("electra-tiny", kind="recipe", help="model shapes and the paper's values for them")
-    corpus: tuple[str, ...] = setting((), kind="recipe", help=(
-        "text files or folders (.txt/.raw, optionally .gz), or glue:TASK,... (the tasks' training inputs, "
-        "pretrain/corpus_source.py); kept as written, so a resume compares the spec, not a cache file"))
-    output_dir: str = setting("", kind="output", resumable=True, help=(
-        "the run's folder (--output): checkpoints, discriminator/, generator/, pretrain_meta.json"))
-    objective: Objective = setting("electra", kind="recipe", help=(
+    preset: str = setting("electra-tiny", kind="recipe", flag=Flag("--preset", choices=PRESETS),
+                          help="model shapes and the paper's values for them")
+    corpus: tuple[str, ...] = setting((), kind="recipe", flag=Flag("--corpus", "PATH", repeat=True), help=(
+        "text files or folders (.txt/.raw, optionally gzipped; repeat --corpus for more): one paragraph a "
+        "line, a blank line between documents; or glue:TASK,... for those GLUE tasks' training inputs "
+        "(never dev or test; pretrain/corpus_source.py), packed into whole sequences; kept as written, so "
+        "a resume compares the spec, not a cache file"))
+    output_dir: str = setting("", kind="output", resumable=True, flag=Flag("--output", "DIR"), help=(
+        "the run's folder: checkpoints, discriminator/, generator/, pretrain_meta.json; resumed if it holds "
+        "a checkpoint"))
+    objective: Objective = setting("electra", kind="recipe", flag=Flag("--objective"), help=(
         "electra (the paper's), mlm (BERT's baseline), electra-15 (detection on masked positions only), "
         "replace-mlm, all-tokens-mlm, two-stage (paper Table 5 and section 3.2)"))
 
@@ -67,13 +72,10 @@ class PretrainConfig:
         "peak rate; None: the preset's (the paper's for its size)"))
     warmup_fraction: float = setting(0.01, kind="recipe", help=(
         "of the budget; the paper warms up 10k of 1M steps"))
-    optimizer: Literal["electra", "adamw"] = setting("electra", kind="recipe", before="adamw", help=(
-        "electra: ELECTRA's Adam without bias correction, warmup multiplied into the decay (the official "
-        "code's); adamw: torch's AdamW, warmup then decay (what runs before this setting used)"))
-    weight_decay: float = setting(0.01, kind="recipe", help="decoupled, not on biases and norm weights")
-    adam_epsilon: float = setting(1e-6, kind="recipe", help="Adam's epsilon (the official code's 1e-6)")
-    max_grad_norm: float = setting(1.0, kind="recipe", help=(
-        "clip the gradient's global norm to this (the official code's 1.0)"))
+    optimizer: Optimizer = optimizer_setting("optimizer")
+    weight_decay: float = optimizer_setting("weight_decay")
+    adam_epsilon: float = optimizer_setting("adam_epsilon")
+    max_grad_norm: float = optimizer_setting("max_grad_norm")
     disc_layers_lr_scale: float = setting(1.0, kind="recipe", help=(
         "learning-rate multiplier for the discriminator's layers and detection head, not the embeddings "
         f"it shares with the generator; 1 is the paper's; a small-budget lever ({LEVERS})"))
@@ -87,8 +89,8 @@ class PretrainConfig:
         'stop after this many training tokens (batch x seq_len a step)'))
     max_time_s: float | None = setting(None, kind="budget", help=(
         'stop after this many seconds of training (checkpointed, resumable)'))
-    max_flops: float | None = setting(None, kind="budget", help=(
-        "stop after this many training FLOPs (the paper's counting; --max-flops)"))
+    max_flops: float | None = setting(None, kind="budget", flag=Flag("--max-flops", "N"), help=(
+        "stop after this many training FLOPs (the paper's counting), e.g. 1e15"))
 
     # Runtime
     precision: Literal["auto", "bf16", "fp32", "fp16"] = setting("auto", kind="runtime",
@@ -192,7 +194,7 @@ def _check(c: PretrainConfig) -> list[str]:
                           "or set generator_fraction")
     if c.tokenizer == "train" and c.train_vocab_size < 100:
         errors.append(f"train_vocab_size={c.train_vocab_size} is too small; use at least 100")
-    return errors
+    return errors + optimizer_errors(c)
 
 
 def check_runnable(config: PretrainConfig) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pretrain.infra.settings import setting
+from pretrain.training.optimizer_settings import Optimizer, optimizer_errors, optimizer_setting
 from tasks.registry import SquadTask
 
 DOC_STRIDE = 128  # SQuAD: tokens between the starts of consecutive windows of a long context (ELECTRA's)
@@ -27,12 +28,18 @@ def default_null_threshold(answerability_head: bool) -> float:
     return ANSWERABLE_NULL_THRESHOLD if answerability_head else SPAN_NULL_THRESHOLD
 
 
+# The GLUE head a family gets under head=auto (reports/FIDELITY.md, row "GLUE head by family"): ELECTRA's own
+# single dense layer for its discriminators, where it is written back into transformers' head exactly;
+# every other family keeps the classification head its authors fine-tune with.
+ELECTRA_HEAD_FAMILIES = ("electra",)
+
+
 def head_for(head: str, family: str | None) -> str:
     """The GLUE head a `head` setting means on a model of this family: auto is ELECTRA's head on an ELECTRA
     discriminator, the family's own (hf) on any other; no family (recorded before families were): ELECTRA."""
     if head != "auto":
         return head
-    return "electra" if (family or "electra") == "electra" else "hf"
+    return "electra" if (family or "electra") in ELECTRA_HEAD_FAMILIES else "hf"
 
 
 # ELECTRA's fine-tuning learning rates and layer-wise decay by model size (paper, Appendix).
@@ -53,13 +60,10 @@ class FinetuneConfig:
         "None: the task's (ELECTRA's: 3; 10 for RTE and STS-B; 2 for SQuAD)"))
     warmup_fraction: float = setting(0.1, kind="recipe", help=(
         "of the training steps, linear warmup before the linear decay"))
-    optimizer: Literal["electra", "adamw"] = setting("electra", kind="recipe", before="adamw", help=(
-        "electra: ELECTRA's Adam without bias correction and warmup x decay; adamw: torch's, warmup then "
-        "decay (what runs before this setting used)"))
-    weight_decay: float = setting(0.01, kind="recipe", help="decoupled, not on biases and norm weights")
-    adam_epsilon: float = setting(1e-6, kind="recipe", help="Adam's epsilon (the official code's 1e-6)")
-    max_grad_norm: float = setting(1.0, kind="recipe", help=(
-        "clip the gradient's global norm to this (the official code's 1.0)"))
+    optimizer: Optimizer = optimizer_setting("optimizer")
+    weight_decay: float = optimizer_setting("weight_decay")
+    adam_epsilon: float = optimizer_setting("adam_epsilon")
+    max_grad_norm: float = optimizer_setting("max_grad_norm")
     loss_reduction: Literal["sum", "mean"] = setting("sum", kind="recipe", before="mean", help=(
         "sum: as the official run_finetuning.py, which trains on the batch-summed loss, so its clip at "
         "max_grad_norm acts on batch_size times the mean's gradient (with 32 examples it clips nearly "
@@ -116,6 +120,7 @@ class FinetuneConfig:
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 1:
                 problems.append(f"{name} must be between 0 and 1 (got {value})")
+        problems += optimizer_errors(self)
         if problems:
             raise ValueError("; ".join(problems))
 

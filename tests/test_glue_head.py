@@ -74,3 +74,17 @@ def test_hf_head_is_kept_as_an_option_and_other_models_need_it(tiny_model):
                                      intermediate_size=32)
     with pytest.raises(UserError, match="head=electra needs an ELECTRA discriminator.*pass head=hf"):
         glue_head.use_electra_head(transformers.BertForSequenceClassification(config))
+
+
+def test_head_auto_is_decided_in_one_place(monkeypatch):
+    # model_setup asks tasks/config.py's head_for, which results.json's resume rule and the recipe use too
+    from harness.finetuning import model_setup
+    from tasks import config
+
+    def setup(family):
+        return model_setup.ModelSetup("/m", None, None, "small", torch.device("cpu"), "eager", "fp32", family)
+
+    assert [setup(family).head for family in ("electra", "bert")] == ["electra", "hf"]
+    assert [config.head_for("auto", family) for family in ("electra", "bert", None)] == ["electra", "hf", "electra"]
+    monkeypatch.setattr(config, "ELECTRA_HEAD_FAMILIES", ("electra", "bert"))
+    assert setup("bert").head == config.head_for("auto", "bert") == "electra"

@@ -63,6 +63,20 @@ def test_default_space_follows_the_recipe():
     assert fixed.learning_rate == (2e-4, 5e-4) and fixed.num_epochs == (2, 2)
 
 
+def test_a_range_is_checked_by_the_config_it_searches():
+    # SearchSpace restates no bounds: the end of a range FinetuneConfig refuses is refused in its words
+    cases = {"learning_rate": ((0.0, 1e-3), 0.0), "layerwise_lr_decay": ((0.5, 1.5), 1.5),
+             "num_epochs": ((0, 3), 0), "warmup_fraction": ((0.1, 2.0), 2.0), "weight_decay": ((-0.1, 0.1), -0.1)}
+    for name, (bad, end) in cases.items():
+        refusal = str(pytest.raises(ValueError, FinetuneConfig, **{name: end}).value)
+        assert str(pytest.raises(ValueError, SearchSpace, **{name: bad}).value) == (
+            f"{name} range {list(bad)}: {refusal}")
+    assert str(pytest.raises(ValueError, SearchSpace, batch_size=(16, 0)).value).startswith(
+        "batch_size choices [16, 0]: batch_size must be positive (got 0)")
+    assert SEARCHED == ("learning_rate", "layerwise_lr_decay", "num_epochs", "batch_size", "warmup_fraction",
+                        "weight_decay")  # the space's fields FinetuneConfig has: not trial_seeds
+
+
 def test_sampler_draws_follow_the_trial_number():
     def draws(seed, numbers):
         sampler = studies.TrialSeededTPE(seed, n_startup_trials=10)

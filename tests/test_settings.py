@@ -3,6 +3,7 @@ the legacy defaults, the recipe departures, the choices and --help are read from
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -10,14 +11,15 @@ from typing import Literal
 
 import pytest
 
-from harness.cli import main
-from harness.config import settings_help
+from harness.cli import build_parser, main
+from harness.config import add_flags, flag_help, flag_values, settings_help
+from harness.deploy.serve_config import ServeConfig
 from harness.experiments import efficiency_run
 from harness.finetuning import glue_run, records, results_file
 from pretrain.config import BUDGETS, PretrainConfig, config_differences, resolve
 from pretrain.infra import atomic
 from pretrain.infra.errors import UserError
-from pretrain.infra.settings import befores, differences, of_kind, resumable, setting
+from pretrain.infra.settings import Flag, befores, differences, of_kind, resumable, setting, settings
 from reports.recipe import departures
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
@@ -67,6 +69,29 @@ def test_the_real_configs_declare_every_field_and_keep_their_old_meaning():
     assert {k: v for k, v in befores(FinetuneConfig).items() if v != getattr(FinetuneConfig(), k)} == {
         "optimizer": "adamw", "loss_reduction": "mean", "head": "hf", "double_unordered": False}
     assert befores(SquadConfig)["joint_prediction"] is False
+
+
+def test_the_optimiser_settings_are_one_declaration_both_loops_place_in_their_own_order():
+    from typing import get_type_hints
+
+    from pretrain.infra.settings import settings
+    from pretrain.training.optimizer_settings import OptimizerSettings
+
+    shared = settings(OptimizerSettings)
+    assert list(shared) == ["optimizer", "weight_decay", "adam_epsilon", "max_grad_norm"]
+    for cls in (PretrainConfig, FinetuneConfig):
+        mine = settings(cls)
+        # the very Setting object, not an equal copy: a second declaration with the same help fails here
+        assert [name for name, meaning in shared.items() if mine[name] is not meaning] == []
+        assert {name: getattr(cls(), name) for name in shared} == dataclasses.asdict(OptimizerSettings())
+        assert {name: get_type_hints(cls)[name] for name in shared} == get_type_hints(OptimizerSettings)
+        # in place, where each config had them: results.json, MLflow params and `harness settings` keep order
+        names = [f.name for f in dataclasses.fields(cls)]
+        assert names[names.index("warmup_fraction") + 1:][:4] == list(shared)
+    # both refuse what both optimisers refuse, before a run starts
+    for cls in (PretrainConfig, FinetuneConfig):
+        with pytest.raises(ValueError, match=r"weight_decay must be 0 or more \(got -0.1\)"):
+            cls(weight_decay=-0.1)
 
 
 def test_choices_come_from_the_literal_types():
@@ -187,11 +212,15 @@ def test_departures_read_the_kinds_and_the_before_values():
     assert departures(old, "small") == {"head": "hf", "double_unordered": False, "optimizer": "adamw"}
 
 
-@pytest.mark.parametrize("cls", [PretrainConfig, FinetuneConfig, SquadConfig])
+def _search_space():
+    from harness.search.space import SearchSpace
+
+    return SearchSpace
+
+
+@pytest.mark.parametrize("cls", [PretrainConfig, FinetuneConfig, SquadConfig, ServeConfig, _search_space()])
 def test_every_setting_says_what_it_does(cls):
     # `harness settings` prints this line; a setting added without one fails here
-    from pretrain.infra.settings import settings
-
     assert [name for name, meaning in settings(cls).items() if not meaning.help] == []
 
 
@@ -212,3 +241,70 @@ def test_harness_settings_refuses_an_unknown_name_in_one_line(capsys):
     assert code == 2 and out == ""
     assert err.strip() == ("harness: error: glue has no setting 'learning_rat'; `harness settings glue` lists "
                            "them all")
+
+
+def test_harness_settings_explains_the_server_and_the_search_space(capsys):
+    code, out, err = run_cli(["settings", "serve", "onnx_batch", "access_log"], capsys)
+    assert code == 0, err
+    assert out.splitlines()[0] == "onnx_batch  (runtime; default 8)"
+    assert out.splitlines()[1].startswith("    a batch's encodings run sorted by length in onnxruntime calls")
+    assert "access_log  (output; default false)" in out
+    code, out, err = run_cli(["settings", "search", "trial_seeds"], capsys)
+    assert code == 0 and out.splitlines()[0] == "trial_seeds  (recipe; default 0)", err
+    assert out.rstrip().endswith("; also --trial-seeds")
+
+
+@dataclass(frozen=True)
+class Flagged:
+    budget: float | None = setting(None, kind="budget", flag=Flag("--budget", "N"), help="stop after N")
+    mode: Literal["fast", "exact"] = setting("fast", kind="runtime", flag=Flag("--mode"), help="how, 100%")
+    paths: tuple[str, ...] = setting((), kind="recipe", flag=Flag("--path", "P", repeat=True), help="inputs")
+    seeds: tuple[int, ...] = setting((0,), kind="recipe", flag=Flag("--seeds"), help="seeds")
+    depth: int = setting(3, kind="recipe", help="key=value only")
+
+
+def test_a_flag_is_made_from_its_setting():
+    parser = argparse.ArgumentParser()
+    add_flags(parser, Flagged)
+    made = {action.dest: action for action in parser._actions if action.dest != "help"}
+    assert list(made) == ["budget", "mode", "paths", "seeds"]  # field order; depth has no flag
+    budget = made["budget"]
+    assert (budget.option_strings, budget.type, budget.metavar, budget.default, budget.help) == (
+        ["--budget"], float, "N", None, "stop after N")  # None: the config's default stands
+    assert (made["mode"].choices, made["mode"].help) == (["fast", "exact"], "how, 100%% (default: fast)")
+    assert made["seeds"].help == "comma list: seeds (default: 0)"  # a tuple flag takes a comma list...
+    args = parser.parse_args(["--budget", "1e3", "--path", "a", "--path", "b,c", "--mode", "exact"])
+    assert flag_values(args, Flagged) == {"budget": 1000.0, "mode": "exact", "paths": ("a", "b,c")}  # ...or repeats
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--budget", "many"])
+
+
+def _parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """(command path, parser) of the harness command line and all its subcommands."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, (*path, name))
+
+
+def test_no_command_restates_a_settings_help_and_every_flag_is_made_from_its_setting():
+    configs = (PretrainConfig, FinetuneConfig, SquadConfig, ServeConfig, _search_space())
+    described = [(cls, name, meaning) for cls in configs for name, meaning in settings(cls).items()]
+    actions = [(path, action) for path, parser in _parsers(build_parser()) for action in parser._actions]
+    restated = [f"harness {' '.join(path)} {'/'.join(action.option_strings) or action.dest}: {cls.__name__}.{name}"
+                for path, action in actions for cls, name, meaning in described
+                if action.help and (action.help == meaning.help or (len(meaning.help.split()) >= 4
+                                                                    and meaning.help in action.help))
+                and not (action.dest == name and action.help == flag_help(cls, name).replace("%", "%%"))]
+    assert restated == []  # a flag restating a setting: declare it with setting(flag=Flag(...)) instead
+    flags = {(cls, name): meaning.flag for cls, name, meaning in described if meaning.flag}
+    assert {(cls.__name__, name) for cls, name in flags} == {
+        ("PretrainConfig", name) for name in ("preset", "corpus", "output_dir", "objective", "max_flops")} | {
+        ("SearchSpace", "trial_seeds")}
+    for (cls, name), flag in flags.items():  # each is on some command, its help the setting's
+        assert any(action.option_strings == [flag.name] and action.dest == name
+                   and settings(cls)[name].help.replace("%", "%%") in action.help
+                   for _, action in actions), name
+    max_flops = next(action for path, action in actions if path == ("pretrain",) and action.dest == "max_flops")
+    assert (max_flops.type, max_flops.metavar) == (float, "N")

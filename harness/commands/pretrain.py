@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.config import settings_help
+from harness.config import add_flags, settings_help
 from harness.tracking import mlflow_runs
-from pretrain.config import OBJECTIVES, PretrainConfig
+from pretrain.config import PretrainConfig
 from pretrain.models.layout import DISCRIMINATOR_DIR
-from pretrain.models.presets import PRESETS
 
 EPILOG = """examples:
   harness pretrain --preset electra-tiny --corpus ../shared/data/corpus/gutenberg --max-flops 1e15 \\
@@ -40,17 +39,9 @@ def add_parser(subparsers) -> None:
         description="Replaced-token detection (or an MLM baseline or ablation) on plain or gzipped text; "
                     "writes Hugging Face discriminator/ and generator/ folders, checkpoints and "
                     "pretrain_meta.json, and logs to MLflow.")
-    parser.add_argument("--preset", choices=list(PRESETS), help="model shape (default: electra-tiny)")
-    parser.add_argument("--corpus", action="append", metavar="PATH",
-                        help="text file or folder (repeat for more): one paragraph per line, blank line "
-                             "between documents, optionally gzipped; or glue:TASK,... for those GLUE "
-                             "tasks' training inputs (never dev or test), packed into whole sequences")
+    add_flags(parser, PretrainConfig)  # --preset, --corpus, --output, --objective, --max-flops
     parser.add_argument("--data-dir", help="glue_data folder a glue: corpus is read from (default: "
                                            "$GLUE_DIR, else the shared folder's data/glue, else the Hub)")
-    parser.add_argument("--output", metavar="DIR", help="output directory (resumed if it holds a checkpoint)")
-    parser.add_argument("--objective", choices=OBJECTIVES, help="training objective (default: electra)")
-    parser.add_argument("--max-flops", type=float, metavar="N",
-                        help="stop after N training FLOPs (paper convention), e.g. 1e15")
     parser.add_argument("--config", help="TOML file of settings (see below)")
     parser.add_argument("--experiment", default="pretrain", help="MLflow experiment (default: %(default)s)")
     parser.add_argument("--tracking-uri", help=mlflow_runs.TRACKING_HELP)
@@ -60,12 +51,9 @@ def add_parser(subparsers) -> None:
 
 def config_from_args(args: argparse.Namespace) -> PretrainConfig:
     """Defaults, then --config, then key=value, then the flags."""
-    from harness.config import load_config
+    from harness.config import flag_values, load_config
 
-    flags = {"preset": args.preset, "corpus": tuple(args.corpus) if args.corpus else None,
-             "output_dir": args.output, "objective": args.objective, "max_flops": args.max_flops}
-    return load_config(PretrainConfig, args.config, args.overrides,
-                       **{k: v for k, v in flags.items() if v is not None})
+    return load_config(PretrainConfig, args.config, args.overrides, **flag_values(args, PretrainConfig))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -77,6 +77,9 @@ def add_parser(subparsers) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     """The flags every benchmark's search takes."""
+    from harness.config import add_flags
+    from harness.search.space import SearchSpace
+
     parser.add_argument("--model", required=True,
                         help="Hub id (org/name[@revision]), checkpoint directory, harness pretrain output "
                              "or registry name")
@@ -86,8 +89,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="Optuna RDB URL; workers share a postgresql:// one (default: %(default)s)")
     parser.add_argument("--study-name", help="default: BENCHMARK-TASK-MODEL_DIR_NAME")
     parser.add_argument("--space", help="TOML file of search ranges (see below)")
-    parser.add_argument("--trial-seeds", metavar="SEEDS",
-                        help=f"comma list: {_field_help('trial_seeds')} (default: the space's, 0)")
+    add_flags(parser, SearchSpace)  # --trial-seeds
     parser.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median",
                         help="stops trials whose per-epoch dev score lags (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="TPE sampler seed (default: %(default)s)")
@@ -98,14 +100,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="where best_params.json goes (default: runs/search/STUDY)")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///runs/mlflow.db)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="fixed setting overrides")
-
-
-def _field_help(name: str) -> str:
-    import dataclasses
-
-    from harness.search.space import SearchSpace
-
-    return next(f.metadata["help"] for f in dataclasses.fields(SearchSpace) if f.name == name)
 
 
 def run_glue_search(args) -> int:

@@ -1,6 +1,6 @@
 """`harness settings`: every setting of a kind of run, as its field declares it (pretrain/infra/settings.py):
 kind, default, allowed values, whether a resume may change it, its value for results written before it
-existed, and what it does."""
+existed, what it does and the flag that also sets it."""
 
 from __future__ import annotations
 
@@ -9,17 +9,19 @@ import textwrap
 import typing
 
 CONFIGS = {"glue": "tasks.config:FinetuneConfig", "squad": "tasks.config:FinetuneConfig,SquadConfig",
-           "pretrain": "pretrain.config:PretrainConfig"}
+           "pretrain": "pretrain.config:PretrainConfig", "search": "harness.search.space:SearchSpace",
+           "serve": "harness.deploy.serve_config:ServeConfig"}
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "settings", help="explain every key=value setting of a kind of run",
-        description="Explain every key=value setting of `harness run glue`, `harness run squad` or "
-                    "`harness pretrain`: its kind (recipe: what a run trains and measures, and a recipe "
-                    "setting changed from ELECTRA's is a departure on the leaderboard; runtime: how this "
-                    "machine computes it; output: what is written; budget: when a run stops), its default, "
-                    "its allowed values, whether resuming a run may change it, and what it does.")
+        description="Explain every key=value setting of `harness run glue`, `harness run squad`, "
+                    "`harness pretrain`, `harness serve` or the search space of `harness search`: its kind "
+                    "(recipe: what a run trains and measures, and a recipe setting changed from ELECTRA's is "
+                    "a departure on the leaderboard; runtime: how this machine computes it; output: what is "
+                    "written; budget: when a run stops), its default, its allowed values, whether resuming a "
+                    "run may change it, what it does and the flag that also sets it.")
     parser.add_argument("run", choices=sorted(CONFIGS), help="the kind of run")
     parser.add_argument("names", nargs="*", metavar="NAME", help="only these settings (default: all)")
     parser.set_defaults(handler=run)
@@ -42,7 +44,8 @@ def run(args) -> int:
             facts += ["a resume may change it"] if meaning.resumable else []
             if meaning.before != field.default:
                 facts.append(f"results from before it: {shown(meaning.before)}")
-            rows.append((field.name, "; ".join(facts), meaning.help))
+            flag = f"; also {meaning.flag.name}" if meaning.flag else ""
+            rows.append((field.name, "; ".join(facts), meaning.help + flag))
     unknown = [name for name in args.names if name not in {row[0] for row in rows}]
     if unknown:
         raise UserError(f"{args.run} has no setting {', '.join(map(repr, unknown))}; "

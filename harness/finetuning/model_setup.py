@@ -16,12 +16,7 @@ from pretrain.models.hub import needs_remote_code
 from pretrain.models.presets import size_of
 from pretrain.models.resolve import resolve_model
 from pretrain.training import placement
-from tasks.config import FinetuneConfig
-
-# The GLUE head a family gets under head=auto (reports/FIDELITY.md, row "GLUE head by family"): ELECTRA's own
-# single dense layer for its discriminators, where it is written back into transformers' head exactly;
-# every other family keeps the classification head its authors fine-tune with.
-ELECTRA_HEAD_FAMILIES = ("electra",)
+from tasks.config import FinetuneConfig, head_for
 
 
 @dataclass(frozen=True)
@@ -40,8 +35,8 @@ class ModelSetup:
 
     @property
     def head(self) -> str:
-        """The GLUE head head=auto stands for with this family."""
-        return "electra" if self.family in ELECTRA_HEAD_FAMILIES else "hf"
+        """The GLUE head head=auto stands for with this family (decided in tasks/config.py, head_for)."""
+        return head_for("auto", self.family)
 
     @property
     def recipe(self) -> str:

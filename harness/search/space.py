@@ -11,25 +11,15 @@ the luckiest seed of its configurations and carry it, and its optimistic score, 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.config import load_config, read_toml
 from pretrain.infra.errors import UserError
-from tasks.config import RECIPE
+from pretrain.infra.settings import Flag, setting
+from tasks.config import RECIPE, FinetuneConfig
 
-_BOUNDS = {  # what FinetuneConfig accepts for each ranged parameter
-    "learning_rate": ("above 0", lambda v: v > 0),
-    "layerwise_lr_decay": ("between 0 and 1", lambda v: 0 <= v <= 1),
-    "num_epochs": ("at least 1", lambda v: v >= 1),
-    "warmup_fraction": ("between 0 and 1", lambda v: 0 <= v <= 1),
-    "weight_decay": ("at least 0", lambda v: v >= 0),
-}
-SEARCHED = ("learning_rate", "layerwise_lr_decay", "num_epochs", "batch_size", "warmup_fraction",
-            "weight_decay")  # what a trial draws: its Optuna parameters
-TRIAL_SEEDS_HELP = ("the fine-tuning seeds every trial trains its configuration on, scored by their mean "
-                    "(the same for all trials; more for small dev sets, where seeds spread by points)")
 SEED_REFUSED = ("seed is not searched: a trial trains on the fixed trial_seeds and is scored by their "
                 "mean, so the search cannot pick a lucky seed; remove seed and set trial_seeds = [0, 1, 2] "
                 "(or --trial-seeds 0,1,2) to measure each trial on more seeds")
@@ -37,35 +27,42 @@ SEED_REFUSED = ("seed is not searched: a trial trains on the fixed trial_seeds a
 
 @dataclass(frozen=True)
 class SearchSpace:
-    """[low, high] ranges (learning_rate on a log scale) and batch_size choices; low == high fixes one.
+    """[low, high] ranges and batch_size choices, each field's help saying what it searches (`harness
+    settings search`); low == high fixes one; None is a range around ELECTRA's recipe."""
 
-    None means "around ELECTRA's recipe": learning_rate from a third to three times the recipe's
-    rate for the model size, num_epochs from half to one and a half times the task's epochs.
-    """
-
-    learning_rate: tuple[float, float] | None = None
-    layerwise_lr_decay: tuple[float, float] = (0.6, 1.0)
-    num_epochs: tuple[int, int] | None = None
-    batch_size: tuple[int, ...] = (16, 32)
-    warmup_fraction: tuple[float, float] = (0.0, 0.2)
-    weight_decay: tuple[float, float] = (0.0, 0.1)
-    trial_seeds: tuple[int, ...] = field(default=(0,), metadata={"help": TRIAL_SEEDS_HELP})
+    learning_rate: tuple[float, float] | None = setting(None, kind="recipe", help=(
+        "[low, high] of the peak rate, drawn on a log scale; none: a third to three times ELECTRA's rate "
+        "for the model size"))
+    layerwise_lr_decay: tuple[float, float] = setting((0.6, 1.0), kind="recipe", help=(
+        "[low, high] of the layer-wise learning-rate decay"))
+    num_epochs: tuple[int, int] | None = setting(None, kind="recipe", help=(
+        "[low, high] of whole epochs; none: half to one and a half times the task's recipe epochs"))
+    batch_size: tuple[int, ...] = setting((16, 32), kind="recipe", help=(
+        "the batch sizes a trial chooses from"))
+    warmup_fraction: tuple[float, float] = setting((0.0, 0.2), kind="recipe", help=(
+        "[low, high] of the share of steps warming up"))
+    weight_decay: tuple[float, float] = setting((0.0, 0.1), kind="recipe", help=(
+        "[low, high] of the weight decay"))
+    trial_seeds: tuple[int, ...] = setting((0,), kind="recipe", flag=Flag("--trial-seeds", "SEEDS"), help=(
+        "the fine-tuning seeds every trial trains its configuration on, scored by their mean (the same for "
+        "all trials; more for small dev sets, where seeds spread by points)"))
 
     def __post_init__(self):
         problems = []
         seeds = self.trial_seeds
         if not seeds or min(seeds) < 0 or len(set(seeds)) < len(seeds):
             problems.append(f"trial_seeds must list distinct seeds of 0 or more (got {list(seeds)})")
-        for name, (allowed, within) in _BOUNDS.items():
+        for name in SEARCHED:
             value = getattr(self, name)
             if value is None:
                 continue
-            if len(value) != 2 or value[0] > value[1]:
+            if name == "batch_size" and not value:
+                problems.append(f"batch_size must list positive sizes (got {list(value)})")
+            elif name != "batch_size" and (len(value) != 2 or value[0] > value[1]):
                 problems.append(f"{name} must be [low, high] with low <= high (got {list(value)})")
-            elif not all(within(v) for v in value):
-                problems.append(f"{name} range {list(value)} must be {allowed}")
-        if not self.batch_size or min(self.batch_size) < 1:
-            problems.append(f"batch_size must list positive sizes (got {list(self.batch_size)})")
+            elif refused := _refused(name, value):
+                what = "choices" if name == "batch_size" else "range"
+                problems.append(f"{name} {what} {list(value)}: {refused}")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -91,6 +88,22 @@ class SearchSpace:
     def ranges(self) -> dict[str, Any]:
         """The searched ranges alone (no trial_seeds), as JSON would hold them: a study's `space`."""
         return {name: None if getattr(self, name) is None else list(getattr(self, name)) for name in SEARCHED}
+
+
+# What a trial draws, its Optuna parameters: the space's settings that FinetuneConfig has (not trial_seeds).
+SEARCHED = tuple(name for name in SearchSpace.__dataclass_fields__
+                 if name in FinetuneConfig.__dataclass_fields__)
+
+
+def _refused(name: str, values: tuple) -> str | None:
+    """What FinetuneConfig says of the first of these values of setting `name` it refuses (its own range
+    checks, not restated here), or None."""
+    for value in values:
+        try:
+            FinetuneConfig(**{name: value})
+        except ValueError as error:
+            return str(error)
+    return None
 
 
 def load_space(path: str | Path | None, overrides: list[str] = ()) -> SearchSpace:

@@ -2,7 +2,10 @@
 
 A config declares every field with `setting()`: its kind, whether a resumed run may change it, its value
 for results written before it existed, and a line of help. The resume rules of both loops, the legacy
-defaults, the recipe departures and `--help` are read from here, so adding a setting is one line.
+defaults, the recipe departures, `--help` and the command-line flags some settings also have (`flag=`,
+built by harness/config.py's add_flags, as transformers' HfArgumentParser builds its CLI from
+TrainingArguments) are read from here, so adding a setting is one line. A setting two configs share is
+declared once and placed in each with `declared()` (pretrain/training/optimizer_settings.py).
 
 Kinds:
   recipe   what a run trains and measures; changing it makes another experiment (and, in fine-tuning,
@@ -18,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
 
 Kind = Literal["recipe", "runtime", "output", "budget"]
@@ -30,6 +33,17 @@ _SAME = object()  # `before` not given: results written before the setting behav
 
 
 @dataclasses.dataclass(frozen=True)
+class Flag:
+    """The command-line flag a setting also has; its type, a Literal's choices and its help come from the
+    field (harness/config.py, add_flags)."""
+
+    name: str  # --max-flops
+    metavar: str | None = None
+    repeat: bool = False  # a tuple setting takes one item a flag (--corpus a --corpus b), not a comma list
+    choices: Collection | None = None  # allowed values the type cannot say (a registry), read when parsing
+
+
+@dataclasses.dataclass(frozen=True)
 class Setting:
     """A field's description (see the module's docstring for the kinds)."""
 
@@ -37,16 +51,22 @@ class Setting:
     resumable: bool  # a resumed run (or another invocation into the same output) may change it
     before: Any  # its value in results and configs written before it existed (the key absent)
     help: str
+    flag: Flag | None = None  # the command-line flag that sets it, besides key=value
 
 
 RECIPE_SETTING = Setting("recipe", False, None, "")  # a field declared without setting(): the strictest
 
 
-def setting(default: Any, *, kind: Kind, resumable: bool = False, before: Any = _SAME, help: str = "") -> Any:
+def setting(default: Any, *, kind: Kind, resumable: bool = False, before: Any = _SAME, help: str = "",
+            flag: Flag | None = None) -> Any:
     """A dataclass field with its default and what it is; `before` defaults to `default`."""
     if kind not in KINDS:
         raise ValueError(f"unknown setting kind {kind!r}; choose one of {', '.join(KINDS)}")
-    meaning = Setting(kind, resumable, default if before is _SAME else before, help)
+    return declared(default, Setting(kind, resumable, default if before is _SAME else before, help, flag))
+
+
+def declared(default: Any, meaning: Setting) -> Any:
+    """A fresh dataclass field for a Setting declared once and used by several configs."""
     return dataclasses.field(default=default, metadata={_KEY: meaning})
 
 
