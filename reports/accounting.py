@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from pretrain.infra.errors import UserError
-from pretrain.models import flops
+from pretrain.models import flops, pretrain_meta
 from pretrain.models.hub import parse_hub_id
 from pretrain.models.layout import PRETRAIN_META
 from pretrain.models.presets import PRESETS
@@ -103,7 +103,7 @@ def pretraining(model_name: str, model_path: Path) -> tuple[float | None, str]:
     """(train FLOPs, where they come from) for a discriminator; (None, 'unknown: why') if not known."""
     for meta_path in (model_path / PRETRAIN_META, model_path.parent / PRETRAIN_META):
         if meta_path.is_file():
-            meta = _read_json(meta_path, "the pre-training record")
+            meta = pretrain_meta.read(meta_path)
             if not isinstance(meta.get("train_flops"), int | float):
                 return None, f"{UNKNOWN}: {meta_path} has no train_flops"
             return float(meta["train_flops"]), (
@@ -121,7 +121,7 @@ def pretraining_corpus(model_path: Path) -> str | None:
     corpus setting in records written before it), or None without a record."""
     for meta_path in (model_path / PRETRAIN_META, model_path.parent / PRETRAIN_META):
         if meta_path.is_file():
-            meta = _read_json(meta_path, "the pre-training record")
+            meta = pretrain_meta.read(meta_path)
             summary = (meta.get("corpus") or {}).get("summary")
             setting = (meta.get("config") or {}).get("corpus")
             return summary or (", ".join(setting) if isinstance(setting, list) and setting else None)

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from harness.cli import main
-from pretrain.models import flops
+from pretrain.models import flops, pretrain_meta
+from pretrain.models.pretrain_meta import PretrainMeta
 from pretrain.models.shapes import shape_of
 from reports import accounting, results_schema
 from reports.leaderboard import (
@@ -63,8 +64,8 @@ def test_run_flops_reads_the_pretraining_record(tmp_path):
 
     out = tmp_path / "pretrain-out"
     tiny_model = write_tiny_model(out / "discriminator")
-    (out / "pretrain_meta.json").write_text(json.dumps(
-        {"objective": "electra", "steps": 100, "batch_size": 8, "seq_len": 32, "train_flops": 1.5e12}))
+    pretrain_meta.write(out / "pretrain_meta.json", PretrainMeta(objective="electra", steps=100, batch_size=8,
+                                                                 seq_len=32, train_flops=1.5e12))
     runs = [{"task": "rte", "train_examples_seen": 16, "num_train_examples": 99,
              "resolved_config": {"max_length": 32, "num_epochs": 3}},
             # written before train_examples_seen was recorded: rate x time, else examples x epochs
@@ -85,6 +86,21 @@ def test_run_flops_reads_the_pretraining_record(tmp_path):
     assert costs["inference_flops"] == flops.inference_flops(shape, 128) and costs["inference_seq_len"] == 128
     assert costs["num_params"] == transformers.ElectraModel.from_pretrained(tiny_model).num_parameters()
     assert costs["model_id"] == str(tiny_model.resolve())
+
+
+def test_an_untrained_controls_record_costs_nothing_and_keeps_its_own_key_order(tiny_model, tmp_path):
+    import transformers
+
+    from pretrain.random_init import write_random_init
+
+    control = tmp_path / "control"
+    write_random_init(transformers.AutoConfig.from_pretrained(tiny_model),
+                      transformers.AutoTokenizer.from_pretrained(tiny_model), control, seed=3)
+    assert (control / "pretrain_meta.json").read_text() == (
+        '{\n  "objective": "none (random init)",\n  "steps": 0,\n  "train_flops": 0,\n  "seed": 3\n}\n')
+    assert pretrain_meta.read(control / "pretrain_meta.json") == pretrain_meta.untrained(seed=3)
+    assert accounting.pretraining("control", control) == (
+        0.0, f"{control / 'pretrain_meta.json'}: none (random init) objective, 0 steps x batch ? x seq_len ?")
 
 
 def test_run_flops_without_a_record_says_unknown(tiny_model):
