@@ -20,7 +20,6 @@ only in training_state.pt. pretrain_meta.json says which heads were trained.
 from __future__ import annotations
 
 import dataclasses
-import json
 import pickle
 import re
 import shutil
@@ -30,9 +29,11 @@ import torch
 
 from pretrain.budget import Progress, budget_fraction, learning_rate, schedule_fraction, stage_fraction
 from pretrain.config import BUDGETS, PretrainConfig, config_differences
-from pretrain.infra.atomic import atomic_dir, save_pretrained, write_bytes, write_json
+from pretrain.infra.atomic import atomic_dir, save_pretrained, write_bytes
 from pretrain.infra.errors import UserError
+from pretrain.models import pretrain_meta
 from pretrain.models.layout import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
+from pretrain.models.pretrain_meta import BudgetChange, PretrainMeta
 from pretrain.training import stop
 from pretrain.training.quiet import quiet_transformers
 from pretrain.training.rng import restore_rng, rng_state  # noqa: F401  (the loop's ckpt.rng_state)
@@ -58,7 +59,7 @@ class ResumePoint:
     """The checkpoint a run goes on from, and how this invocation's budgets differ from its own."""
 
     folder: Path
-    budget_change: dict | None  # budget_change(folder, config): None when the budgets are the same
+    budget_change: BudgetChange | None  # budget_change(folder, config): None when the budgets are the same
 
 
 def resume_point(out: Path, config: PretrainConfig) -> ResumePoint | None:
@@ -70,7 +71,7 @@ def resume_point(out: Path, config: PretrainConfig) -> ResumePoint | None:
             raise UserError(f"output directory {str(out)!r} already holds {', '.join(sorted(leftovers)[:5])} "
                             "but no pre-training checkpoint; choose a new --output or empty it")
         return None
-    saved = json.loads((found[-1] / PRETRAIN_META).read_text())["config"]
+    saved = pretrain_meta.read(found[-1] / PRETRAIN_META)["config"]
     differences = config_differences(saved, config, may_change=BUDGETS)
     if differences:
         raise UserError(f"{str(out)!r} holds a run with other settings ({'; '.join(differences)}); "
@@ -78,7 +79,7 @@ def resume_point(out: Path, config: PretrainConfig) -> ResumePoint | None:
     return ResumePoint(found[-1], budget_change(found[-1], config))  # refuses budgets it cannot go on to
 
 
-def budget_change(checkpoint: Path, config: PretrainConfig) -> dict | None:
+def budget_change(checkpoint: Path, config: PretrainConfig) -> BudgetChange | None:
     """How config's budgets differ from the checkpoint's, or None; a UserError if the run cannot go on.
 
     The schedule is a function of the fraction of the budget used (ELECTRA's linear decay to the
@@ -86,7 +87,7 @@ def budget_change(checkpoint: Path, config: PretrainConfig) -> dict | None:
     the fraction it has reached: a finished run's rate, decayed to 0, jumps back up. The record keeps
     both rates; the result is not what a run started with the new budget would give.
     """
-    meta = json.loads((checkpoint / PRETRAIN_META).read_text())
+    meta = pretrain_meta.read(checkpoint / PRETRAIN_META)
     old = {key: meta["config"].get(key) for key in BUDGETS}
     changed = [key for key in BUDGETS if old[key] != getattr(config, key)]
     if not changed:
@@ -108,14 +109,15 @@ def budget_change(checkpoint: Path, config: PretrainConfig) -> dict | None:
                         f"{config.two_stage_switch} of it) after that step; choose a smaller budget or a "
                         "new --output")
     before = dataclasses.replace(config, **old)
-    return {"at_step": progress.step, "from": {key: old[key] for key in changed},
-            "to": {key: getattr(config, key) for key in changed},
-            "learning_rate_before": _rate(before, progress), "learning_rate_after": _rate(config, progress)}
+    return BudgetChange({"at_step": progress.step, "from": {key: old[key] for key in changed},
+                         "to": {key: getattr(config, key) for key in changed},
+                         "learning_rate_before": _rate(before, progress),
+                         "learning_rate_after": _rate(config, progress)})
 
 
-def extensions(resume: ResumePoint) -> list[dict]:
+def extensions(resume: ResumePoint) -> list[BudgetChange]:
     """The run's budget changes so far (pretrain_meta.json `extended`), with this one if any."""
-    earlier = json.loads((resume.folder / PRETRAIN_META).read_text()).get("extended", [])
+    earlier = pretrain_meta.read(resume.folder / PRETRAIN_META).get("extended", [])
     return earlier + ([resume.budget_change] if resume.budget_change else [])
 
 
@@ -133,12 +135,12 @@ def _rate(config: PretrainConfig, progress: Progress) -> float:
     return learning_rate(config, stage_fraction(config, schedule_fraction(config, progress), progress.stage))
 
 
-def finished_meta(out: Path, config: PretrainConfig) -> dict | None:
+def finished_meta(out: Path, config: PretrainConfig) -> PretrainMeta | None:
     """OUT's pretrain_meta.json if OUT holds a finished run of these (resolved) settings, else None."""
     path = out / PRETRAIN_META
     if not path.is_file():  # published only when a run ends
         return None
-    meta = json.loads(path.read_text())
+    meta = pretrain_meta.read(path)
     return None if config_differences(meta["config"], config) else meta
 
 
@@ -156,13 +158,13 @@ def load_state(checkpoint: Path) -> dict:
     return state
 
 
-def write_checkpoint(out: Path, step: int, state: dict, export, meta: dict, keep: int) -> Path:
+def write_checkpoint(out: Path, step: int, state: dict, export, meta: PretrainMeta, keep: int) -> Path:
     """Save step-N atomically (`export(folder)` writes the model folders), then prune old ones."""
     target = out / CHECKPOINTS / f"step-{step}"
     with atomic_dir(target) as tmp:
         export(tmp)
         torch.save({"format": STATE_FORMAT, **state}, tmp / STATE_FILE)
-        write_json(tmp / PRETRAIN_META, meta, sort_keys=True)
+        pretrain_meta.write(tmp / PRETRAIN_META, meta)
     for old in checkpoints(out)[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return target

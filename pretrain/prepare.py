@@ -15,6 +15,7 @@ from pretrain.config import PretrainConfig
 from pretrain.corpus import tokenized_paragraphs
 from pretrain.infra.atomic import atomic_dir
 from pretrain.models.presets import PRESETS
+from pretrain.models.pretrain_meta import BudgetChange, Parameters, PretrainMeta
 from pretrain.models.shapes import TransformerShape
 from pretrain.networks import (
     build_networks,
@@ -81,7 +82,7 @@ class Run:
     compiled: bool  # the step runs through torch.compile
     # fp16's loss scaling, a pass-through otherwise (placement.grad_scaler); checkpointed (train._save)
     scaler: torch.amp.GradScaler | None = None
-    extended: list[dict] = field(default_factory=list)  # budget changes it was resumed with (checkpoint)
+    extended: list[BudgetChange] = field(default_factory=list)  # budget changes resumed with (checkpoint)
     corpus: dict = field(default_factory=dict)  # the corpus's provenance (corpus_source.CorpusSource)
 
     def __post_init__(self):
@@ -101,32 +102,31 @@ class Run:
                 else model.generator
             export_models(folder, export_discriminator(model.discriminator), generator, self.tokenizer)
 
-    def meta(self, progress, metrics: dict, world_size: int) -> dict:
-        """pretrain_meta.json: what the reports module and a reader need to know about the run."""
+    def meta(self, progress, metrics: dict, world_size: int) -> PretrainMeta:
+        """pretrain_meta.json (pretrain/models/pretrain_meta.py): what reports and a reader need to know."""
         model, config = self.model, self.config
-        return {
-            "objective": config.objective, "preset": config.preset,
-            "embedding_sharing": config.embedding_sharing if model.generator is not None else None,
-            "generator_fraction": config.generator_fraction if model.generator is not None else None,
-            "discriminator_shape": asdict(self.discriminator_shape),
-            "generator_shape": asdict(self.generator_shape) if self.generator_shape else None,
-            "parameters": {"discriminator": distinct_params(model.discriminator),
-                           "generator": distinct_params(model.generator),
-                           "total": distinct_params(model)},
-            "steps": progress.step, "tokens_seen": progress.tokens, "train_flops": progress.flops,
-            "wall_time_s": progress.elapsed_s, "stage": progress.stage,
-            "batch_size": config.batch_size, "seq_len": config.seq_len, "world_size": world_size,
-            "precision": self.precision, "attention": self.attention, "device": self.device.type,
-            "compiled": self.compiled,
+        return PretrainMeta(
+            objective=config.objective, preset=config.preset,
+            embedding_sharing=config.embedding_sharing if model.generator is not None else None,
+            generator_fraction=config.generator_fraction if model.generator is not None else None,
+            discriminator_shape=asdict(self.discriminator_shape),
+            generator_shape=asdict(self.generator_shape) if self.generator_shape else None,
+            parameters=Parameters(discriminator=distinct_params(model.discriminator),
+                                  generator=distinct_params(model.generator), total=distinct_params(model)),
+            steps=progress.step, tokens_seen=progress.tokens, train_flops=progress.flops,
+            wall_time_s=progress.elapsed_s, stage=progress.stage,
+            batch_size=config.batch_size, seq_len=config.seq_len, world_size=world_size,
+            precision=self.precision, attention=self.attention, device=self.device.type,
+            compiled=self.compiled,
             # Heads the objective never trained: fine-tuning replaces the discriminator head anyway.
-            "discriminator_head_trained": config.objective in ("electra", "electra-15", "two-stage",
-                                                               "all-tokens-mlm"),
-            "metrics": metrics, "config": asdict(config), "extended": self.extended, "corpus": self.corpus,
+            discriminator_head_trained=config.objective in ("electra", "electra-15", "two-stage",
+                                                            "all-tokens-mlm"),
+            metrics=metrics, config=asdict(config), extended=self.extended, corpus=self.corpus,
             # Which budget ended the run (None in a mid-run checkpoint), and how far the schedule got:
             # below 1 when max_time_s cut a steps, tokens or FLOPs budget short (rate not decayed to 0).
-            "stopped_by": stopped_by(config, progress),
-            "schedule_completed": min(1.0, schedule_fraction(config, progress)),
-        }
+            stopped_by=stopped_by(config, progress),
+            schedule_completed=min(1.0, schedule_fraction(config, progress)),
+        )
 
 
 def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:

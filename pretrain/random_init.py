@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pretrain.infra.atomic import save_pretrained, write_json
+from pretrain.infra.atomic import save_pretrained
+from pretrain.models import pretrain_meta
 from pretrain.models.layout import PRETRAIN_META
 
 
@@ -17,6 +18,5 @@ def write_random_init(model_config, tokenizer, output: Path, seed: int = 0):
     save_pretrained(output, model, tokenizer)
     # Its pre-training record, as `harness pretrain` leaves one: the leaderboard's FLOPs read it (0, not
     # unknown), so an untrained control says what it cost.
-    write_json(output / PRETRAIN_META, {"objective": "none (random init)", "steps": 0, "train_flops": 0,
-                                        "seed": seed})
+    pretrain_meta.write(output / PRETRAIN_META, pretrain_meta.untrained(seed), sort_keys=False)
     return model

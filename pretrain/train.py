@@ -9,7 +9,6 @@ config, corpus, resume point: pretrain/planning.py) is made before and checked n
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -32,7 +31,9 @@ from pretrain.config import PretrainConfig
 from pretrain.corpus_source import CorpusSource
 from pretrain.data import BatchStream, Prefetching
 from pretrain.metric_window import MetricWindow, final_metrics, merge_slices
+from pretrain.models import pretrain_meta
 from pretrain.models.layout import PRETRAIN_META
+from pretrain.models.pretrain_meta import PretrainMeta
 from pretrain.planning import Plan
 from pretrain.prepare import Run, build_run, prepare_examples
 from pretrain.training import placement, stop
@@ -41,12 +42,12 @@ LogCallback = Callable[[int, dict[str, float]], None]
 
 
 def pretrain(config: PretrainConfig, on_log: LogCallback | None = None,
-             corpus: CorpusSource | None = None) -> dict:
+             corpus: CorpusSource | None = None) -> PretrainMeta:
     """Plan (pretrain/planning.py), then train: a run for a caller that holds no output lock."""
     return train(planning.make(config, corpus), on_log)
 
 
-def train(plan: Plan, on_log: LogCallback | None = None) -> dict:
+def train(plan: Plan, on_log: LogCallback | None = None) -> PretrainMeta:
     """Train until the plan's first budget is spent; write OUT and return its pretrain_meta.json dict."""
     context = dist.start(plan.config.device)
     try:
@@ -122,7 +123,7 @@ def _set_up(plan: Plan, context: dist.Context) -> _Loop:
         model = placement.compiled(model, run.device, cuda_graphs=not context.distributed)
     window = MetricWindow()
     if resume is not None:  # a resumed run that is already done still reports its metrics
-        window.last = json.loads((resume.folder / PRETRAIN_META).read_text()).get("metrics", {})
+        window.last = pretrain_meta.read(resume.folder / PRETRAIN_META).get("metrics", {})
     return _Loop(plan, context, run, model, stream, progress, window, probe_batch)
 
 

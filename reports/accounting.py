@@ -13,11 +13,12 @@ import json
 from pathlib import Path
 
 from pretrain.infra.errors import UserError
-from pretrain.models import flops
+from pretrain.models import flops, pretrain_meta
 from pretrain.models.hub import parse_hub_id
 from pretrain.models.layout import PRETRAIN_META
 from pretrain.models.presets import PRESETS
 from pretrain.models.shapes import shape_of
+from reports.results_schema import Flops, RunRecord
 
 CONVENTION = "ELECTRA paper (flops_computation.py): backward = forward, one-hot embeddings"
 INFERENCE_SEQ_LEN = 128
@@ -63,7 +64,7 @@ def _formula_params(config: dict) -> int:
     return flops.non_embedding_params(shape) + shape.embedding_size * tables
 
 
-def run_flops(model_name: str, model_path: str, runs: list[dict]) -> dict:
+def run_flops(model_name: str, model_path: str, runs: list[RunRecord]) -> Flops:
     """The `flops` section for a results file: pre-training, fine-tuning and inference FLOPs.
 
     `runs` are results.json run records; each needs `task`, `resolved_config` (max_length,
@@ -78,16 +79,16 @@ def run_flops(model_name: str, model_path: str, runs: list[dict]) -> dict:
         settings = record["resolved_config"]
         cost = flops.finetune_flops(shape, examples_trained(record), settings["max_length"])
         finetune[record["task"]] = finetune.get(record["task"], 0.0) + cost
-    return {"convention": CONVENTION, "model_id": model_identity(model_name, model_path),
-            "num_params": encoder_params(config),
-            "pretrain_flops": pretrain_flops, "pretrain_flops_basis": basis,
-            "pretrain_corpus": pretraining_corpus(Path(model_path)),
-            "inference_seq_len": INFERENCE_SEQ_LEN,
-            "inference_flops": flops.inference_flops(shape, INFERENCE_SEQ_LEN),
-            "finetune_flops": finetune, "finetune_flops_total": sum(finetune.values())}
+    return Flops(convention=CONVENTION, model_id=model_identity(model_name, model_path),
+                 num_params=encoder_params(config),
+                 pretrain_flops=pretrain_flops, pretrain_flops_basis=basis,
+                 pretrain_corpus=pretraining_corpus(Path(model_path)),
+                 inference_seq_len=INFERENCE_SEQ_LEN,
+                 inference_flops=flops.inference_flops(shape, INFERENCE_SEQ_LEN),
+                 finetune_flops=finetune, finetune_flops_total=sum(finetune.values()))
 
 
-def examples_trained(record: dict) -> int:
+def examples_trained(record: RunRecord) -> int:
     """Examples the loop stepped over, as it counted them.
 
     Files written before the count was recorded give it back as rate x time (the rate was count / time).
@@ -103,7 +104,7 @@ def pretraining(model_name: str, model_path: Path) -> tuple[float | None, str]:
     """(train FLOPs, where they come from) for a discriminator; (None, 'unknown: why') if not known."""
     for meta_path in (model_path / PRETRAIN_META, model_path.parent / PRETRAIN_META):
         if meta_path.is_file():
-            meta = _read_json(meta_path, "the pre-training record")
+            meta = pretrain_meta.read(meta_path)
             if not isinstance(meta.get("train_flops"), int | float):
                 return None, f"{UNKNOWN}: {meta_path} has no train_flops"
             return float(meta["train_flops"]), (
@@ -121,7 +122,7 @@ def pretraining_corpus(model_path: Path) -> str | None:
     corpus setting in records written before it), or None without a record."""
     for meta_path in (model_path / PRETRAIN_META, model_path.parent / PRETRAIN_META):
         if meta_path.is_file():
-            meta = _read_json(meta_path, "the pre-training record")
+            meta = pretrain_meta.read(meta_path)
             summary = (meta.get("corpus") or {}).get("summary")
             setting = (meta.get("config") or {}).get("corpus")
             return summary or (", ".join(setting) if isinstance(setting, list) and setting else None)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pretrain.infra.errors import UserError
 from pretrain.models.presets import size_of
-from reports import accounting, recipe
+from reports import accounting, recipe, results_schema
 from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS, published_entries
 from tasks import metrics
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
@@ -80,13 +80,13 @@ def published_rows() -> list[Row]:
                 entry["values"], entry["notes"]) for entry in published_entries()]
 
 
-def load_results(paths: list[Path]) -> list[tuple[Path, dict]]:
+def load_results(paths: list[Path]) -> list[tuple[Path, results_schema.ResultsBody]]:
     """Read results files (or run directories holding one); all bad ones reported in one error."""
     loaded, errors = [], []
     for path in paths:
-        file = path / "results.json" if path.is_dir() else path
+        file = path / results_schema.FILE if path.is_dir() else path
         try:
-            results = json.loads(file.read_text())
+            results = results_schema.load(file)
         except FileNotFoundError:
             errors.append(f"{str(path)!r} has no results.json (is the run finished?)")
             continue
@@ -117,7 +117,7 @@ def _format_problem(results) -> str | None:
     return None
 
 
-def measured_row(path: Path, results: dict) -> Row:
+def measured_row(path: Path, results: results_schema.ResultsBody) -> Row:
     """A results file as a measured row: task medians, SQuAD EM/F1, FLOPs (or a note why not)."""
     model = results["model"]
     costs = results.get("flops") or {}

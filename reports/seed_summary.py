@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reports import dev_outputs, intervals, results_schema, stats
+from reports.results_schema import DivergedRecord, ResultsBody, RunRecord, TaskSummary
 from tasks import metrics
 
 
@@ -16,8 +17,8 @@ def task_score(split_metrics: dict[str, dict[str, float]]) -> float:
     return statistics.fmean(values["score"] for values in split_metrics.values())
 
 
-def summarize(runs: list[dict], task_metrics: Mapping[str, Sequence[str]],
-              diverged: Sequence[dict] = ()) -> dict[str, dict]:
+def summarize(runs: list[RunRecord], task_metrics: Mapping[str, Sequence[str]],
+              diverged: Sequence[DivergedRecord] = ()) -> dict[str, TaskSummary]:
     """Per task: median/mean/std/best over the finished seeds of the score and of each named metric,
     and `diverged_seeds`, how many seeds diverged (those are in `diverged`, never in `runs`)."""
     summary = {}
@@ -30,14 +31,15 @@ def summarize(runs: list[dict], task_metrics: Mapping[str, Sequence[str]],
             for name in names:
                 label = name if len(mine[0]["metrics"]) == 1 else f"{split}_{name}"
                 columns[label] = [r["metrics"][split][name] for r in mine]
-        summary[task] = {label: metrics.summarize(values) for label, values in columns.items()}
-        summary[task]["train_examples_per_s"] = statistics.fmean(r["train_examples_per_s"] for r in mine)
-        summary[task]["train_time_s"] = sum(r["train_time_s"] for r in mine)
-        summary[task]["diverged_seeds"] = sum(r["task"] == task for r in diverged)
+        summary[task] = results_schema.task_summary(
+            {label: metrics.summarize(values) for label, values in columns.items()},
+            train_examples_per_s=statistics.fmean(r["train_examples_per_s"] for r in mine),
+            train_time_s=sum(r["train_time_s"] for r in mine),
+            diverged_seeds=sum(r["task"] == task for r in diverged))
     return summary
 
 
-def add_intervals(output_dir: Path, results: dict) -> dict[str, dict[str, stats.Estimate]]:
+def add_intervals(output_dir: Path, results: ResultsBody) -> dict[str, dict[str, stats.Estimate]]:
     """Intervals beside the summary's medians from the runs' dev outputs (tasks without them: none)."""
     estimates = {}
     for task in results["summary"]:

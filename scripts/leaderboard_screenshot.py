@@ -15,7 +15,6 @@ Needs chromium (or $CHROMIUM) and mlflow; nothing is left running or written bes
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import socket
@@ -27,13 +26,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.tracking import mlflow_leaderboard, mlflow_view  # noqa: E402
+from reports import results_schema  # noqa: E402
 from reports.leaderboard import published_rows, rows_from_results  # noqa: E402
 
 WINDOW = "1600,900"
 
 
-def stats(median: float) -> dict:
-    return {"median": median, "mean": median, "std": 0.0, "best": median, "n": 3}
+def stats(median: float) -> results_schema.MetricSummary:
+    return results_schema.MetricSummary(median=median, mean=median, std=0.0, best=median, n=3)
 
 
 def write_results(directory: Path, name: str, config: dict, tasks: dict[str, float], costs: dict) -> Path:
@@ -42,9 +42,10 @@ def write_results(directory: Path, name: str, config: dict, tasks: dict[str, flo
     metric = {"cola": "mcc", "stsb": "spearman"}
     summary = {task: {"score": stats(score), metric.get(task, "accuracy"): stats(score)}
                for task, score in tasks.items()}
-    body = {"format": "electra-harness/glue-results/1", "model": {"name": name, "path": str(directory)},
-            "config": config, "tasks": list(tasks), "runs": [], "summary": summary, "flops": costs}
-    (directory / "results.json").write_text(json.dumps(body))
+    body = results_schema.ResultsBody(format=results_schema.GLUE_FORMAT,
+                                      model=results_schema.ModelBlock(name=name, path=str(directory)),
+                                      config=config, tasks=list(tasks), runs=[], summary=summary, flops=costs)
+    results_schema.write(directory / results_schema.FILE, body)
     return directory
 
 

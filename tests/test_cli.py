@@ -146,13 +146,14 @@ def test_run_glue_flags_config_file_and_overrides_build_the_run(glue_runs, tmp_p
 
 def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_path, capsys):
     from harness.finetuning import glue_run, records
-    from pretrain.infra import atomic
     from pretrain.models.resolve import resolve_model
+    from reports import results_schema
     from tasks.config import FinetuneConfig
 
     earlier = FinetuneConfig(learning_rate=3e-4, num_epochs=1.0, head="electra")  # as a run records it
-    atomic.write_json(tmp_path / "out" / "results.json", records.fresh_results(
-        glue_run.RESULTS_FORMAT, str(tiny_model), resolve_model(str(tiny_model)), earlier, ["rte"], 1))
+    model = results_schema.ModelBlock(name=str(tiny_model), path=resolve_model(str(tiny_model)))
+    results_schema.write(tmp_path / "out" / results_schema.FILE,
+                         records.fresh_results(glue_run.RESULTS_FORMAT, model, earlier, ["rte"], 1))
     code, _, err = run_cli(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "learning_rate=1e-4",
                                  "num_epochs=1", "head=hf"), capsys)
     assert code == 2 and err == (

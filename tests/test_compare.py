@@ -15,12 +15,12 @@ N = 300
 def write_results(directory, results_format, runs) -> None:
     """results.json of a finished run: its (task, seed) records (only task and seed matter here)."""
     tasks = list(dict.fromkeys(task for task, _ in runs))
-    body = results_schema.body(results_format, {"name": str(directory), "path": str(directory)}, {}, tasks,
-                               len(runs) // len(tasks), device="cpu", versions={})
+    model = results_schema.ModelBlock(name=str(directory), path=str(directory))
+    body = results_schema.body(results_format, model, {}, tasks, len(runs) // len(tasks), device="cpu", versions={})
     body["runs"] = [results_schema.run_record(task, seed, {"validation": {}}, 0.0, [], 0, N, 0.0, 0.0, 0, 0.0, {})
                     for task, seed in runs]
-    body["summary"] = {task: {"score": {"median": 0.0}} for task in tasks}
-    atomic.write_json(directory / results_schema.FILE, body)
+    body["summary"] = {task: {"score": results_schema.MetricSummary(median=0.0)} for task in tasks}
+    results_schema.write(directory / results_schema.FILE, body)
 
 
 def write_run(directory, predictions_by_task, references_by_task, tokenization="tok", ids=None):

@@ -11,6 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.deploy.bundle import sha256
+from reports import results_schema
 from tests import mlflow_store
 from tests.conftest import REPO, WORDS, run_cli, write_glue_dir, write_tiny_model
 
@@ -416,9 +417,9 @@ def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, joint, wo
     model.save_pretrained(source)
     tokenizer.save_pretrained(source)
     if version == "1.1":
-        (tmp_path / "run" / "results.json").write_text(json.dumps({
-            "model": {"name": "tiny", "path": "tiny"}, "settings": settings,
-            "runs": [{"task": task, "seed": 1, "score": 10.0, "resolved_config": {"max_length": 64}}]}))
+        results_schema.write(tmp_path / "run" / results_schema.FILE, results_schema.ResultsBody(
+            model=results_schema.ModelBlock(name="tiny", path="tiny"), settings=settings,
+            runs=[results_schema.RunRecord(task=task, seed=1, score=10.0, resolved_config={"max_length": 64})]))
     origin = ["--run", tmp_path / "run"] if version == "1.1" else ["--model", source]
     code, out, err = run_cli(["export", "onnx", *origin, "--task", task, "--quantize", "int8", "--data-dir",
                           tmp_path / "squad", "--output", tmp_path / "bundle",

@@ -1,6 +1,7 @@
 """The seed loop GLUE and SQuAD share (harness/finetuning/orchestration.py), through `harness run glue`
 and `harness run squad` alike: a diverged seed is recorded and the next one runs, a rerun keeps finished
-seeds and refuses other settings, an interrupt ends the runs KILLED, and wall time adds up over a kill."""
+seeds and refuses other settings, an interrupt ends the runs KILLED, and wall time adds up over a kill; the
+results.json written holds the keys reports/results_schema.py declares, in its order."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from reports import results_schema as schema
 from tests import mlflow_store
 from tests.conftest import SQUAD_SMALL, glue_args, run_cli, squad_args, write_glue_dir, write_squad
 
@@ -37,6 +39,30 @@ def benchmark(request, tiny_model, tmp_path) -> Benchmark:
     return Benchmark("squad", "squad",
                      lambda *extra: squad_args(tiny_model, tmp_path, "--data-dir", str(data), *SQUAD_SMALL, *extra),
                      "seed 0: diverged ({reason}), left out", ("null_threshold=1", "null_threshold: -2.75 -> 1.0"))
+
+
+def in_declared_order(found: dict, declared: type) -> bool:
+    """`found`'s keys are ones the TypedDict declares, in its order."""
+    keys = list(declared.__annotations__)
+    return list(found) == [key for key in keys if key in found]
+
+
+def assert_follows_schema(results: dict) -> None:
+    """Every block of a written results.json is its schema type's, keys in order; `diverged` sits where the
+    first diverged record landed (before wall_time_s when it was the first record written)."""
+    assert in_declared_order({k: v for k, v in results.items() if k != "diverged"}, schema.ResultsBody)
+    assert "diverged" in schema.ResultsBody.__annotations__
+    assert list(results["model"]) == list(schema.ModelBlock.__annotations__)
+    assert all(in_declared_order(record, schema.RunRecord) for record in results["runs"])
+    assert all(list(record) == list(schema.DivergedRecord.__annotations__) for record in results["diverged"])
+    assert list(results["flops"]) == list(schema.Flops.__annotations__)
+    for summary in results["summary"].values():
+        assert [k for k, v in summary.items() if not isinstance(v, dict)] == [
+            "train_examples_per_s", "train_time_s", "diverged_seeds"]
+        assert all(in_declared_order(v, schema.MetricSummary) for v in summary.values() if isinstance(v, dict))
+    for key, declared in (("data", schema.SquadData), ("glue", schema.GlueSection)):
+        assert key not in results or in_declared_order(results[key], declared)
+    assert "submission" not in results or list(results["submission"]) == list(schema.Submission.__annotations__)
 
 
 def statuses(benchmark: Benchmark, tmp_path) -> dict[str, str]:
@@ -66,6 +92,7 @@ def test_a_diverged_seed_is_recorded_and_the_next_seed_runs(benchmark, tmp_path,
     assert [(r["task"], r["seed"]) for r in results["diverged"]] == [(benchmark.task, 0)]
     summary = results["summary"][benchmark.task]
     assert summary["score"]["n"] == 1 and summary["diverged_seeds"] == 1
+    assert_follows_schema(results)
     assert benchmark.diverged_note.format(reason=reason) in out
     found = statuses(benchmark, tmp_path)
     assert found[f"{benchmark.task} seed 0"] == "FAILED" and found[f"{benchmark.task} seed 1"] == "FINISHED"

@@ -13,7 +13,9 @@ import torch
 from pretrain.budget import Progress, budget_fraction, learning_rate
 from pretrain.config import PretrainConfig, config_differences, resolve
 from pretrain.infra.errors import UserError
+from pretrain.models import pretrain_meta
 from pretrain.models.presets import PRESETS
+from pretrain.models.pretrain_meta import PretrainMeta
 from pretrain.train import pretrain
 from tests.conftest import MICRO
 from tests.pretrain_helpers import Killed, final_weights, killed_at, micro_config, micro_run
@@ -117,8 +119,9 @@ def test_output_loads_with_plain_transformers(tmp_path, micro, corpus):
                        discriminator.electra.embeddings.word_embeddings.weight)
     inputs = tokenizer("the cat sees the river.", return_tensors="pt")
     assert discriminator(**inputs).logits.shape == inputs["input_ids"].shape
-    saved = json.loads((out / "pretrain_meta.json").read_text())
+    saved = pretrain_meta.read(out / "pretrain_meta.json")
     assert saved == json.loads(json.dumps(meta))
+    assert sorted(saved) == sorted(set(PretrainMeta.__annotations__) - {"seed"})  # the schema, every key
     assert saved["objective"] == "electra" and saved["steps"] == 4
     assert saved["generator_shape"]["hidden_size"] == 8 and saved["discriminator_shape"]["hidden_size"] == 32
     assert saved["train_flops"] > 0 and saved["tokens_seen"] > 0
@@ -324,10 +327,8 @@ def test_a_two_stage_run_cannot_move_its_switch_behind_it(tmp_path):
 
     saved = resolve(PretrainConfig(objective="two-stage", max_steps=10, output_dir=str(tmp_path / "out")))
     folder = tmp_path / "out" / "checkpoints" / "step-10"
-    folder.mkdir(parents=True)
-    (folder / "pretrain_meta.json").write_text(json.dumps({
-        "config": dataclasses.asdict(saved), "steps": 10, "tokens_seen": 100, "train_flops": 1.0,
-        "wall_time_s": 5.0, "stage": 2}))
+    pretrain_meta.write(folder / "pretrain_meta.json", PretrainMeta(
+        config=dataclasses.asdict(saved), steps=10, tokens_seen=100, train_flops=1.0, wall_time_s=5.0, stage=2))
     with pytest.raises(UserError) as caught:
         budget_change(folder, dataclasses.replace(saved, max_steps=40))  # would switch at step 20
     assert str(caught.value) == (

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from harness.cli import main
-from pretrain.models import flops
+from pretrain.models import flops, pretrain_meta
+from pretrain.models.pretrain_meta import PretrainMeta
 from pretrain.models.shapes import shape_of
 from reports import accounting, results_schema
 from reports.leaderboard import (
@@ -30,16 +31,16 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def stats(median):
-    return {"median": median, "mean": median, "std": 0.0, "best": median, "n": 1}
+    return results_schema.MetricSummary(median=median, mean=median, std=0.0, best=median, n=1)
 
 
 def write_results(path, model_name, model_path, summary, costs=None, fmt=results_schema.GLUE_FORMAT):
     """A finished run's results.json with no run records: its summary and FLOPs are what the rows read."""
     path.mkdir(parents=True, exist_ok=True)
-    body = results_schema.body(fmt, {"name": model_name, "path": str(model_path)}, {}, list(summary), 1,
-                               device="cpu", versions={})
-    body |= {"flops": costs, "summary": summary, "glue_score": 0.0}
-    (path / results_schema.FILE).write_text(json.dumps(body))
+    body = results_schema.body(fmt, results_schema.ModelBlock(name=model_name, path=str(model_path)), {},
+                               list(summary), 1, device="cpu", versions={})
+    body |= results_schema.ResultsBody(flops=costs, summary=summary, glue_score=0.0)
+    results_schema.write(path / results_schema.FILE, body)
     return path
 
 
@@ -63,8 +64,8 @@ def test_run_flops_reads_the_pretraining_record(tmp_path):
 
     out = tmp_path / "pretrain-out"
     tiny_model = write_tiny_model(out / "discriminator")
-    (out / "pretrain_meta.json").write_text(json.dumps(
-        {"objective": "electra", "steps": 100, "batch_size": 8, "seq_len": 32, "train_flops": 1.5e12}))
+    pretrain_meta.write(out / "pretrain_meta.json", PretrainMeta(objective="electra", steps=100, batch_size=8,
+                                                                 seq_len=32, train_flops=1.5e12))
     runs = [{"task": "rte", "train_examples_seen": 16, "num_train_examples": 99,
              "resolved_config": {"max_length": 32, "num_epochs": 3}},
             # written before train_examples_seen was recorded: rate x time, else examples x epochs
@@ -85,6 +86,21 @@ def test_run_flops_reads_the_pretraining_record(tmp_path):
     assert costs["inference_flops"] == flops.inference_flops(shape, 128) and costs["inference_seq_len"] == 128
     assert costs["num_params"] == transformers.ElectraModel.from_pretrained(tiny_model).num_parameters()
     assert costs["model_id"] == str(tiny_model.resolve())
+
+
+def test_an_untrained_controls_record_costs_nothing_and_keeps_its_own_key_order(tiny_model, tmp_path):
+    import transformers
+
+    from pretrain.random_init import write_random_init
+
+    control = tmp_path / "control"
+    write_random_init(transformers.AutoConfig.from_pretrained(tiny_model),
+                      transformers.AutoTokenizer.from_pretrained(tiny_model), control, seed=3)
+    assert (control / "pretrain_meta.json").read_text() == (
+        '{\n  "objective": "none (random init)",\n  "steps": 0,\n  "train_flops": 0,\n  "seed": 3\n}\n')
+    assert pretrain_meta.read(control / "pretrain_meta.json") == pretrain_meta.untrained(seed=3)
+    assert accounting.pretraining("control", control) == (
+        0.0, f"{control / 'pretrain_meta.json'}: none (random init) objective, 0 steps x batch ? x seq_len ?")
 
 
 def test_run_flops_without_a_record_says_unknown(tiny_model):
@@ -123,10 +139,10 @@ def test_rows_carry_intervals_and_drop_a_glue_interval_that_no_longer_fits(tmp_p
     summary = {"rte": {"score": with_ci(0.6, 0.5, 0.7), "accuracy": with_ci(0.6, 0.5, 0.7)},
                "stsb": {"score": with_ci(0.3, 0.2, 0.4), "spearman": with_ci(0.2, 0.1, 0.3)}}
     first = write_results(tmp_path / "1", "m", "/m", summary, COSTS_A)
-    body = json.loads((first / "results.json").read_text())
+    body = results_schema.load(first / results_schema.FILE)
     body["glue"] = results_schema.glue_section(0.4, Estimate(0.4, 0.33, 0.47, 0.03, 9.0, 0.0, 9.0, 0.0, 1, "dev"),
                                                ["stsb", "rte"])
-    (first / "results.json").write_text(json.dumps(body))
+    results_schema.write(first / results_schema.FILE, body)
     (row,) = rows_from_results([first])
     assert {k: row.values[k] for k in ("rte", "rte_ci_low", "stsb", "stsb_ci_high", "glue_score",
                                        "glue_score_ci_low", "glue_score_ci_high")} == pytest.approx(
@@ -337,9 +353,9 @@ def test_a_quick_run_gets_its_own_marked_row_and_never_replaces_the_full_recipe(
     full = write_results(tmp_path / "full", "runs/pretrain/a", "/m/a", SUMMARY_A, COSTS_A)
     quick = write_results(tmp_path / "quick", "runs/pretrain/a", "/m/a",
                           {"rte": {"score": stats(0.473), "accuracy": stats(0.473)}}, COSTS_A)
-    body = json.loads((quick / "results.json").read_text())
-    (quick / "results.json").write_text(json.dumps(body | {"config": {"max_train_examples": 100,
-                                                                      "num_epochs": 1}}))
+    body = results_schema.load(quick / results_schema.FILE)
+    results_schema.write(quick / results_schema.FILE,
+                         body | {"config": {"max_train_examples": 100, "num_epochs": 1}})
     later = write_results(tmp_path / "later", "runs/pretrain/a", "/m/a", rte, COSTS_A)
     rows = rows_from_results([full, quick, later])
     assert [(r.label, r.values["rte"], r.recipe) for r in rows] == [
@@ -371,8 +387,8 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
     out = tmp_path / "report"
     quick = write_results(tmp_path / "quick", "runs/pretrain/a", "/m/a",
                           {"rte": {"score": stats(0.473), "accuracy": stats(0.473)}}, COSTS_A)
-    body = json.loads((quick / "results.json").read_text())
-    (quick / "results.json").write_text(json.dumps(body | {"config": {"max_train_examples": 100}}))
+    body = results_schema.load(quick / results_schema.FILE)
+    results_schema.write(quick / results_schema.FILE, body | {"config": {"max_train_examples": 100}})
     assert main(["report", "--runs", str(a), str(quick), "--output", str(out), "--tracking-uri", uri]) == 0
     client, runs = leaderboard_runs(uri)
     by_name = {r.info.run_name: r for r in runs}

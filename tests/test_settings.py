@@ -20,6 +20,7 @@ from pretrain.config import BUDGETS, PretrainConfig, config_differences, resolve
 from pretrain.infra import atomic
 from pretrain.infra.errors import UserError
 from pretrain.infra.settings import Flag, befores, differences, of_kind, resumable, setting, settings
+from reports import results_schema
 from reports.recipe import departures
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
@@ -103,8 +104,9 @@ def test_choices_come_from_the_literal_types():
         pytest.raises(ValueError, PretrainConfig, embedding_sharing="x").value)
 
 
-def _results(config: FinetuneConfig, model: str = "/m/a") -> dict:
-    return records.fresh_results(glue_run.RESULTS_FORMAT, "a", model, config, ["rte"], 1)
+def _results(config: FinetuneConfig, model: str = "/m/a") -> results_schema.ResultsBody:
+    return records.fresh_results(glue_run.RESULTS_FORMAT, results_schema.ModelBlock(name="a", path=model), config,
+                                 ["rte"], 1)
 
 
 def test_one_resume_rule_for_both_loops_compile_may_change_a_recipe_setting_may_not():
@@ -130,7 +132,7 @@ def test_results_written_before_a_setting_existed_resume_as_its_before_value(tmp
     old = _results(FinetuneConfig(num_epochs=1.0))
     for key in ("trust_remote_code", "gradient_accumulation_steps", "predict_test"):
         del old["config"][key]
-    atomic.write_json(tmp_path / "results.json", old)
+    results_schema.write(tmp_path / results_schema.FILE, old)
     assert results_file.resume(tmp_path, fresh, ("format", "config"))["config"] == old["config"]
     # head=auto is ELECTRA's head on an ELECTRA model: a file that recorded head=electra resumes...
     assert results_file.setting_differences(_results(FinetuneConfig(head="electra")), _results(FinetuneConfig()),
@@ -141,7 +143,7 @@ def test_results_written_before_a_setting_existed_resume_as_its_before_value(tmp
         "head: 'electra' -> 'auto'"]
     # A file from before loss_reduction clipped the batch mean's gradient: a genuinely different recipe.
     del old["config"]["loss_reduction"]
-    atomic.write_json(tmp_path / "results.json", old)
+    results_schema.write(tmp_path / results_schema.FILE, old)
     with pytest.raises(UserError) as refused:
         results_file.resume(tmp_path, fresh, ("format", "config"))
     assert str(refused.value) == (f"{str(tmp_path)!r} holds results made with other settings (loss_reduction: "
@@ -167,7 +169,7 @@ def test_glue_resume_with_compile_changed_goes_on_and_trains_the_missing_seed(ti
     body = json.loads((out / "results.json").read_text())
     del body["config"]["trust_remote_code"]  # as a version before the setting wrote it
     body["config"]["compile"] = "on"  # as a GPU machine's invocation recorded it
-    atomic.write_json(out / "results.json", body)
+    results_schema.write(out / results_schema.FILE, body)
     assert main([*args, "compile=off", "--seeds", "2"]) == 0, capsys.readouterr().err
     assert "resume rte: kept seed 0 from results.json; training seed 1" in capsys.readouterr().out
     assert [(r["task"], r["seed"]) for r in json.loads((out / "results.json").read_text())["runs"]] == [

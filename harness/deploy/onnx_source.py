@@ -4,14 +4,13 @@ checked against the task, with what the bundle must know about how it was fine-t
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.deploy import onnx_export
 from pretrain.infra.errors import UserError
 from pretrain.models.resolve import resolve_model
-from reports import accounting
+from reports import accounting, results_schema
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS, GlueTask, SquadTask
 
 TASKS: dict[str, GlueTask | SquadTask] = {
@@ -54,11 +53,11 @@ def resolve_source(task_name: str, run_dir: Path | None, model_dir: str | Path |
 
 
 def _from_run(run_dir: Path, task: GlueTask | SquadTask, seed: int | None) -> Source:
-    path = run_dir / "results.json"
+    path = run_dir / results_schema.FILE
     if not path.is_file():
         raise UserError(f"{str(run_dir)!r} has no results.json; pass the --output-dir of `harness run glue` "
                         "or `harness run squad`")
-    results = json.loads(path.read_text())
+    results = results_schema.load(path)
     mine = [r for r in results.get("runs", []) if r.get("task") == task.name]
     if not mine:
         done = sorted({r.get("task") for r in results.get("runs", [])})

@@ -30,6 +30,7 @@ from pretrain.config import PretrainConfig, resolve
 from pretrain.infra import atomic
 from pretrain.infra.errors import UserError
 from pretrain.models.layout import DISCRIMINATOR_DIR
+from pretrain.models.pretrain_meta import PretrainMeta
 from pretrain.training.quiet import quiet_libraries
 from reports import efficiency
 from reports.efficiency import CONTROL, Arm
@@ -133,7 +134,7 @@ def diverged_error(arms: list[Arm]) -> UserError | None:
 
 
 def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
-                announce: Callable[[str], None], progress: bool | None) -> dict:
+                announce: Callable[[str], None], progress: bool | None) -> PretrainMeta:
     """The finished run's meta: kept if OUT already holds it, else trained (or resumed) now."""
     from harness.pretraining.pretrain_run import run_pretrain, time_stop_note
     from pretrain.checkpoint import finished_meta
@@ -177,7 +178,7 @@ def _glue_dirs(arms: list[Arm]) -> list[str]:
     return [CONTROL if a.objective == CONTROL else arm_name(a.objective, a.budget_flops) for a in arms]
 
 
-def _pretrain_summary(meta: dict) -> dict:
+def _pretrain_summary(meta: PretrainMeta) -> dict:
     keys = ("steps", "tokens_seen", "wall_time_s", "train_flops")
     # stopped_by / schedule_completed say whether a time stop cut the budget short (absent before them)
     return {k: meta[k] for k in keys} | {"metrics": meta.get("metrics", {}),

@@ -40,7 +40,7 @@ class GlueInvocation:
     search: dict | None = None  # --params-from: the search that chose the settings (results.json `search`)
 
 
-def run_glue(invocation: GlueInvocation, progress: bool | None = None) -> dict:
+def run_glue(invocation: GlueInvocation, progress: bool | None = None) -> results_schema.ResultsBody:
     """Fine-tune and evaluate; resumes (task, seed) pairs already in output_dir/results.json."""
     return run_finetuning(invocation, GlueBenchmark(invocation), progress)
 
@@ -109,7 +109,7 @@ class GlueBenchmark:
         # ELECTRA's head is written into transformers' own: a plain checkpoint, same predictions
         return glue_head.to_standard_head(model, built.target_scale)
 
-    def summarize(self, results: dict) -> None:
+    def summarize(self, results: results_schema.ResultsBody) -> None:
         """Summary with intervals, the GLUE average in the paper's convention (logged), the server zip."""
         output_dir = self.invocation.output_dir
         trained = {t: GLUE_TASKS[t].metrics for t in results["tasks"] if GLUE_TASKS[t].predicted_by is None}
@@ -124,7 +124,8 @@ class GlueBenchmark:
         results["submission"] = _write_submission(output_dir, results, self.invocation.config.predict_test)
 
 
-def _write_submission(output_dir: Path, results: dict, predict_test: bool = True) -> dict:
+def _write_submission(output_dir: Path, results: results_schema.ResultsBody,
+                      predict_test: bool = True) -> results_schema.Submission:
     """GLUE server files from each task's best-dev seed, zipped; which of the server's files it lacks."""
     files = {}
     for task_name in results["summary"]:
@@ -150,5 +151,5 @@ def _write_submission(output_dir: Path, results: dict, predict_test: bool = True
     elif missing:
         note = (f"no glue_submission.zip: none of the {len(SERVER_FILES)} GLUE server files has test "
                 f"predictions; {fix}")
-    return {"file": "glue_submission.zip" if files else None, "files": sorted(files), "missing": missing,
-            "note": note}
+    return results_schema.Submission(file="glue_submission.zip" if files else None, files=sorted(files),
+                                     missing=missing, note=note)

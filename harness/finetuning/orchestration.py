@@ -51,7 +51,7 @@ class Plan:
     name: str  # the parent MLflow run is "{model} {name}"
     tasks: tuple[str, ...]  # results.json's tasks (GLUE: AX rides with MNLI)
     configs: dict[str, FinetuneConfig]  # each task to train, with its resolved settings
-    results: dict[str, Any] = field(default_factory=dict)  # results.json keys beside config (SQuAD's)
+    results: results_schema.ResultsBody = field(default_factory=dict)  # settings, data, search: beside config
     params: dict[str, Any] = field(default_factory=dict)  # MLflow params beside the config's (SQuAD's)
 
 
@@ -83,13 +83,14 @@ class Benchmark(Protocol[P]):
     def saved_model(self, model: torch.nn.Module, built: FinetuneTask) -> torch.nn.Module:
         """What save_models writes for a fine-tuned model."""
 
-    def summarize(self, results: dict) -> None:
+    def summarize(self, results: results_schema.ResultsBody) -> None:
         """Fill results.json's summary (and the benchmark's own blocks) from its runs."""
 
 
 @quiet_libraries()  # the loop's own bar or lines cover tokenising, loading and saving
 @stop.handled()  # SIGTERM or Ctrl-C: the seed's state saved at the next step, then Stopped
-def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any], progress: bool | None = None) -> dict:
+def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any],
+                   progress: bool | None = None) -> results_schema.ResultsBody:
     """Fine-tune and evaluate; resumes (task, seed) pairs already in output_dir/results.json."""
     if invocation.seeds < 1:
         raise UserError(f"--seeds must be at least 1 (got {invocation.seeds})")
@@ -98,13 +99,15 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any], progress: 
                              invocation.config.trust_remote_code)
     config = model_setup.for_model(invocation.config, setup)  # head=auto recorded as the head it stands for
     plan = benchmark.prepare(setup)
-    fresh = records.fresh_results(benchmark.results_format, invocation.model, setup.model_path, config,
-                                  plan.tasks, invocation.seeds, **plan.results)
-    fresh["model"] |= {"family": setup.family, "recipe": setup.recipe}
+    model = results_schema.ModelBlock(name=invocation.model, path=setup.model_path, family=setup.family,
+                                      recipe=setup.recipe)
+    fresh = records.fresh_results(benchmark.results_format, model, config, plan.tasks, invocation.seeds,
+                                  **plan.results)
     results = results_file.resume(invocation.output_dir, fresh, benchmark.same)
     store = results_file.ResultsFile(invocation.output_dir, started, benchmark.same)
     used = model_setup.as_run(setup, invocation.config)
-    results |= used | {"accelerator": model_setup.accelerator(setup.device)}
+    results |= results_schema.Compute(precision=used["precision"], compile=used["compile"],
+                                      accelerator=model_setup.accelerator(setup.device))
     # every output writable, checked before any training
     preflight.check_run_outputs(invocation.output_dir, mlflow_runs.chosen_uri(invocation.tracking_uri))
     output_dir = {"output_dir": str(invocation.output_dir.resolve())}
@@ -140,7 +143,7 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any], progress: 
 
 
 def _train_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: Plan, built: FinetuneTask, task: str,
-                config: FinetuneConfig, setup: ModelSetup, progress: bool | None) -> dict:
+                config: FinetuneConfig, setup: ModelSetup, progress: bool | None) -> results_schema.RunRecord:
     """One seed in its own nested MLflow run: its outputs written, its results.json record returned.
 
     A seed killed or stopped mid-way goes on from its saved state (tasks/finetune_state.py); its record

@@ -19,16 +19,15 @@ from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
 
 
-def fresh_results(results_format: str, model: str, model_path: str, config: FinetuneConfig,
-                  tasks: Sequence[str], seeds: int, **extra) -> dict:
-    """A new results.json body; `extra` keys (settings, data) sit beside config."""
+def fresh_results(results_format: str, model: results_schema.ModelBlock, config: FinetuneConfig,
+                  tasks: Sequence[str], seeds: int, **extra) -> results_schema.ResultsBody:
+    """A new results.json body; `extra` keys (settings, data, search) sit beside config."""
     versions = {"torch": torch.__version__, "transformers": transformers.__version__}
-    return results_schema.body(results_format, {"name": model, "path": model_path}, as_dict(config), tasks,
-                               seeds, device=platform.processor() or platform.machine(), versions=versions,
-                               **extra)
+    return results_schema.body(results_format, model, as_dict(config), tasks, seeds,
+                               device=platform.processor() or platform.machine(), versions=versions, **extra)
 
 
-def say_resumed(results: dict, task: str, seeds: range) -> None:
+def say_resumed(results: results_schema.ResultsBody, task: str, seeds: range) -> None:
     """On a resume, say which seeds results.json already holds, so the user knows what this invocation will
     (not) train. A seed that diverged counts as done: the same seed and settings diverge again."""
     kept = [seed for seed in seeds if results_schema.is_done(results, task, seed)]
@@ -48,7 +47,7 @@ def diverged_record(task: str, config: FinetuneConfig,
     return results_schema.diverged_record(task, config.seed, str(error), as_dict(config))
 
 
-def diverged_error(diverged: Sequence[dict], recorded_in: str = "results.json",
+def diverged_error(diverged: Sequence[results_schema.DivergedRecord], recorded_in: str = results_schema.FILE,
                    left_out_of: str = "the summaries",
                    fix: str = "re-run with a lower learning_rate into a new --output-dir",
                    ) -> UserError | None:

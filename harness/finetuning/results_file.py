@@ -17,9 +17,9 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from pretrain.infra import atomic, settings
+from pretrain.infra import settings
 from pretrain.infra.errors import UserError
-from reports.results_schema import FILE, RECORDS, read
+from reports.results_schema import FILE, RECORDS, ResultsBody, read, write
 from tasks.config import FinetuneConfig, SquadConfig, head_for
 
 
@@ -33,7 +33,7 @@ class ResultsFile:
         self._last = started  # wall time up to here is already in the file's wall_time_s
 
     @contextlib.contextmanager
-    def merged(self, results: dict) -> Iterator[dict]:
+    def merged(self, results: ResultsBody) -> Iterator[ResultsBody]:
         """Under the lock: `results` with the file's other records added; written when the block ends."""
         self.output_dir.mkdir(parents=True, exist_ok=True)
         # A dotted file beside results.json; filelock leaves it behind, harmlessly, after release.
@@ -43,14 +43,14 @@ class ResultsFile:
             now = time.perf_counter()
             results["wall_time_s"] = results.get("wall_time_s", 0.0) + now - self._last
             self._last = now
-            atomic.write_json(self.path, results)
+            write(self.path, results)
 
-    def save(self, results: dict) -> None:
+    def save(self, results: ResultsBody) -> None:
         """Merge and write (after each seed: a killed invocation loses only the seed it was training)."""
         with self.merged(results):
             pass
 
-    def _merge(self, results: dict) -> None:
+    def _merge(self, results: ResultsBody) -> None:
         on_disk = read(self.path)
         if on_disk is None:
             return
@@ -70,7 +70,7 @@ class ResultsFile:
         results["wall_time_s"] = on_disk.get("wall_time_s", 0.0)
 
 
-def resume(output_dir: Path, fresh: dict, same: Sequence[str] = ("format", "config")) -> dict:
+def resume(output_dir: Path, fresh: ResultsBody, same: Sequence[str] = ("format", "config")) -> ResultsBody:
     """`fresh`, or output_dir's results.json when it has the same model and the same `same` keys."""
     previous = read(Path(output_dir) / FILE)
     if previous is None:
@@ -90,7 +90,7 @@ _ABSENT = object()  # a key one of the two results.json bodies lacks (one writte
 CONFIGS = {"config": FinetuneConfig, "settings": SquadConfig}
 
 
-def setting_differences(previous: dict, fresh: dict, same: Sequence[str]) -> list[str]:
+def setting_differences(previous: ResultsBody, fresh: ResultsBody, same: Sequence[str]) -> list[str]:
     """'key: old -> new' for the model path and each differing key of `same` that a resume may not change;
     keys of the config and settings blocks by their own names (as key=value sets them), of other blocks
     as `block.key`."""
@@ -126,7 +126,7 @@ def block_differences(block: str, old: dict, new: dict, old_family: str | None =
     return pairs
 
 
-def _family(results: dict) -> str | None:
+def _family(results: ResultsBody) -> str | None:
     model = results.get("model")
     return model.get("family") if isinstance(model, dict) else None
 

@@ -42,7 +42,7 @@ class SquadInvocation:
     search: dict | None = None  # --params-from: the search that chose the settings (results.json `search`)
 
 
-def run_squad(invocation: SquadInvocation, progress: bool | None = None) -> dict:
+def run_squad(invocation: SquadInvocation, progress: bool | None = None) -> results_schema.ResultsBody:
     """Fine-tune and evaluate; resumes seeds already in output_dir/results.json."""
     return run_finetuning(invocation, SquadBenchmark(invocation), progress)
 
@@ -108,7 +108,7 @@ class SquadBenchmark:
     def saved_model(self, model: torch.nn.Module, built: SquadFinetuneTask) -> torch.nn.Module:
         return model
 
-    def summarize(self, results: dict) -> None:
+    def summarize(self, results: results_schema.ResultsBody) -> None:
         task = self.invocation.task
         results["summary"] = seed_summary.summarize(results["runs"], {task.name: task.metrics},
                                                     results.get("diverged", ()))
@@ -116,7 +116,7 @@ class SquadBenchmark:
 
 
 def _build(invocation: SquadInvocation, squad_config: SquadConfig, setup: ModelSetup,
-           config: FinetuneConfig) -> tuple[SquadFinetuneTask, dict]:
+           config: FinetuneConfig) -> tuple[SquadFinetuneTask, results_schema.SquadData]:
     """The task's windows, and the data block of results.json; prints what the user should know."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
@@ -130,10 +130,10 @@ def _build(invocation: SquadInvocation, squad_config: SquadConfig, setup: ModelS
               f"(holdout_fraction={holdout['fraction']}, holdout_seed={holdout['seed']})")
     built = squad.build_task(invocation.task, splits, setup.tokenizer, config.max_length, squad_config,
                              config.max_train_examples)
-    data = splits.info | {
-        "num_train_examples_used": built.num_train_examples, "num_train_windows": len(built.train),
-        "num_dev_examples_used": len(built.examples[SPLIT]), "num_dev_windows": len(built.evals[SPLIT]),
-        "misaligned_answers": built.num_misaligned, "answerability_head": built.uses_head}
+    data = results_schema.SquadData(
+        **splits.info, num_train_examples_used=built.num_train_examples, num_train_windows=len(built.train),
+        num_dev_examples_used=len(built.examples[SPLIT]), num_dev_windows=len(built.evals[SPLIT]),
+        misaligned_answers=built.num_misaligned, answerability_head=built.uses_head)
     print(f"data: {data['num_train_examples_used']} training questions "
           f"({data['num_train_windows']} windows), {data['num_dev_examples_used']} dev questions "
           f"({data['num_dev_windows']} windows); "
@@ -157,7 +157,7 @@ def _dev_outputs(task: SquadTask, squad_config: SquadConfig, built: SquadFinetun
     return dev_outputs.record(task.name, seed, {SPLIT: split})
 
 
-def summary_table(results: dict) -> str:
+def summary_table(results: results_schema.ResultsBody) -> str:
     """Dev metrics over seeds, in percent as the official scripts print them."""
     lines = [f"{'metric':12} {'median':>7} {'mean':>7} {'95% CI of mean':>16} {'std':>6} {'best':>7} seeds"]
     for task, summary in results["summary"].items():

@@ -15,6 +15,7 @@ from harness.tracking import mlflow_runs
 from pretrain import checkpoint, planning, train
 from pretrain.config import PretrainConfig
 from pretrain.infra import atomic
+from pretrain.models.pretrain_meta import PretrainMeta
 from pretrain.planning import Plan
 from pretrain.training import console, stop
 from pretrain.training.quiet import quiet_libraries
@@ -25,7 +26,7 @@ BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining
 @quiet_libraries()  # the run's own bar or lines cover tokenising and saving
 @stop.handled()  # SIGTERM or Ctrl-C: a checkpoint at the next step, then Stopped (every process)
 def run_pretrain(config: PretrainConfig, experiment: str = "pretrain", tracking_uri: str | None = None,
-                 progress: bool | None = None, data_dir: str | None = None) -> dict | None:
+                 progress: bool | None = None, data_dir: str | None = None) -> PretrainMeta | None:
     """Pre-train with progress (console.progress_mode) and an MLflow run; pretrain_meta.json's dict
     (None off rank 0). `data_dir`: the GLUE folder a `glue:` corpus is read from (task_corpus)."""
     corpus = corpus_source(config.corpus, data_dir, config.cache_dir)  # None: files and folders only
@@ -87,7 +88,7 @@ def _run_pretrain(config: PretrainConfig, plan: Plan, experiment: str, tracking_
     return meta
 
 
-def time_stop_note(meta: dict, out) -> str | None:
+def time_stop_note(meta: PretrainMeta, out) -> str | None:
     """A line saying that max_time_s ended the run before its steps, tokens or FLOPs budget, else None."""
     done = meta.get("schedule_completed")
     if meta.get("stopped_by") != "max_time_s" or done is None or done >= 1.0:

@@ -28,6 +28,7 @@ import optuna
 
 from pretrain.infra import atomic
 from pretrain.infra.errors import UserError
+from reports.results_schema import SearchOrigin
 
 DEFAULT_STORAGE = "sqlite:///runs/optuna.db"
 BEST_FORMAT = "electra-harness/best-params/2"  # /1: before trial_seeds, its params held a drawn seed
@@ -226,7 +227,7 @@ def write_best(path: Path, record: dict[str, Any]) -> None:
     atomic.write_json(path, record)
 
 
-def params_from(source: str, benchmark: str = "glue") -> tuple[list[str], str, dict[str, Any]]:
+def params_from(source: str, benchmark: str = "glue") -> tuple[list[str], str, SearchOrigin]:
     """`key=value` FinetuneConfig overrides from a best_params.json, STORAGE_URL#STUDY or a study in
     runs/optuna.db: the search's fixed settings, then the best trial's parameters (never a seed); their
     origin in words; and results.json's `search` block (origin_block)."""
@@ -243,13 +244,13 @@ def params_from(source: str, benchmark: str = "glue") -> tuple[list[str], str, d
     return overrides, described, origin_block(record)
 
 
-def origin_block(record: dict[str, Any]) -> dict[str, Any]:
+def origin_block(record: dict[str, Any]) -> SearchOrigin:
     """results.json's `search`: the search that chose the configuration, its trials, its score there."""
     counts = record["trials"]
-    block = {"study": record["study"], "storage": record["storage"], "task": record["task"],
-             "trial": record["trial"], "trials": counts["COMPLETE"] + counts["PRUNED"],
-             "score": record["value"], "trial_seeds": record["trial_seeds"],
-             "search_seeds": record["search_seeds"]}
+    block = SearchOrigin(study=record["study"], storage=record["storage"], task=record["task"],
+                         trial=record["trial"], trials=counts["COMPLETE"] + counts["PRUNED"],
+                         score=record["value"], trial_seeds=record["trial_seeds"],
+                         search_seeds=record["search_seeds"])
     return block | ({"note": record["note"]} if "note" in record else {})
 
 
