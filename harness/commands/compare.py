@@ -37,10 +37,10 @@ def add_parser(subparsers) -> None:
                         help="difference in points (x100 for GLUE) to size seed counts for "
                              "(default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handle)
 
 
-def run(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     from harness.experiments.compare_runs import compare, load_run, table, to_json
     from pretrain.infra.errors import UserError
 

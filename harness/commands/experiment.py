@@ -56,10 +56,10 @@ def add_parser(subparsers) -> None:
     eff.add_argument("--tracking-uri", help=mlflow_runs.TRACKING_HELP)
     eff.add_argument("overrides", nargs="*", metavar="key=value",
                      help="pretrain.KEY=VALUE or finetune.KEY=VALUE settings")
-    eff.set_defaults(handler=run_efficiency_command)
+    eff.set_defaults(handler=handle_efficiency)
 
 
-def run_efficiency_command(args: argparse.Namespace) -> int:
+def handle_efficiency(args: argparse.Namespace) -> int:
     from harness.config import load_config
     from harness.experiments.efficiency_run import Efficiency, diverged_error, run_efficiency
     from pretrain.infra.errors import UserError

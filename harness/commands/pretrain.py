@@ -55,7 +55,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--experiment", default="pretrain", help="MLflow experiment (default: %(default)s)")
     parser.add_argument("--tracking-uri", help=mlflow_runs.TRACKING_HELP)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="setting overrides")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handle)
 
 
 def config_from_args(args: argparse.Namespace) -> PretrainConfig:
@@ -68,7 +68,7 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
                        **{k: v for k, v in flags.items() if v is not None})
 
 
-def run(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     from harness.pretraining.pretrain_run import run_pretrain, summary
 

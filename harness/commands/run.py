@@ -34,7 +34,7 @@ def add_parser(subparsers) -> None:
                            "full server zip) (default: %(default)s)")
     glue.add_argument("--data-dir", help="classic glue_data directory (default: $GLUE_DIR, else the Hub)")
     params_from_argument(glue)
-    glue.set_defaults(handler=run_glue_command)
+    glue.set_defaults(handler=handle_glue)
     add_squad_parser(benchmarks)
 
 
@@ -60,7 +60,7 @@ def common_arguments(parser, benchmark: str) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="setting overrides")
 
 
-def run_glue_command(args) -> int:
+def handle_glue(args) -> int:
     from harness.config import load_config
     from tasks.registry import parse_tasks
 
@@ -150,10 +150,10 @@ def add_squad_parser(benchmarks) -> None:
                        help="folder of train-vX.json/dev-vX.json (default: $SQUAD_DIR, else the Hub)")
     squad.add_argument("--train-file", help="official-format training JSON (with --dev-file)")
     squad.add_argument("--dev-file", help="official-format dev JSON; alone, its articles are split")
-    squad.set_defaults(handler=run_squad_command)
+    squad.set_defaults(handler=handle_squad)
 
 
-def run_squad_command(args) -> int:
+def handle_squad(args) -> int:
     from harness.config import load_squad_settings
     from tasks.registry import squad_task
 

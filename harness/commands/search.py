@@ -59,7 +59,7 @@ def add_parser(subparsers) -> None:
                       help=f"one of {', '.join(n for n, t in GLUE_TASKS.items() if t.predicted_by is None)}")
     glue.add_argument("--data-dir", help="classic glue_data directory (default: $GLUE_DIR, else the Hub)")
     _common(glue)
-    glue.set_defaults(handler=run_glue_search)
+    glue.set_defaults(handler=handle_glue)
     squad = benchmarks.add_parser(
         "squad", help="search SQuAD hyperparameters (dev F1)", epilog=SQUAD_EXAMPLES + EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -72,7 +72,7 @@ def add_parser(subparsers) -> None:
     squad.add_argument("--train-file", help="official-format training JSON (with --dev-file)")
     squad.add_argument("--dev-file", help="official-format dev JSON; alone, its articles are split")
     _common(squad)
-    squad.set_defaults(handler=run_squad_search)
+    squad.set_defaults(handler=handle_squad)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -108,7 +108,7 @@ def _field_help(name: str) -> str:
     return next(f.metadata["help"] for f in dataclasses.fields(SearchSpace) if f.name == name)
 
 
-def run_glue_search(args) -> int:
+def handle_glue(args) -> int:
     from harness.config import load_config
     from harness.search.targets import glue_target
     from tasks.config import FinetuneConfig
@@ -118,7 +118,7 @@ def run_glue_search(args) -> int:
                    lambda: glue_target(args.model, args.task, args.data_dir, config))
 
 
-def run_squad_search(args) -> int:
+def handle_squad(args) -> int:
     from harness.config import load_squad_settings
     from harness.search.targets import squad_target
     from tasks.registry import squad_task
