@@ -13,7 +13,7 @@ import pytest
 from harness.cli import main
 from harness.config import settings_help
 from harness.experiments import efficiency_run
-from harness.finetuning import glue_run, records, results_file
+from harness.finetuning import glue_benchmark, records, results_file
 from pretrain.config import BUDGETS, PretrainConfig, config_differences, resolve
 from pretrain.infra import atomic
 from pretrain.infra.errors import UserError
@@ -79,7 +79,7 @@ def test_choices_come_from_the_literal_types():
 
 
 def _results(config: FinetuneConfig, model: str = "/m/a") -> dict:
-    return records.fresh_results(glue_run.RESULTS_FORMAT, "a", model, config, ["rte"], 1)
+    return records.fresh_results(glue_benchmark.RESULTS_FORMAT, "a", model, config, ["rte"], 1)
 
 
 def test_one_resume_rule_for_both_loops_compile_may_change_a_recipe_setting_may_not():

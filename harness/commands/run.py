@@ -68,7 +68,7 @@ def handle_glue(args) -> int:
     config = _fresh_seeds(load_config(FinetuneConfig, args.config, params + args.overrides), args, origin)
     tasks = tuple(parse_tasks(args.tasks))
     # torch and transformers load only now: a typo in the settings is reported in well under a second
-    from harness.finetuning.glue_run import GlueInvocation, run_glue
+    from harness.finetuning.glue_benchmark import GlueInvocation, run_glue
     from harness.finetuning.table import glue_table
 
     output_dir = args.output_dir or Path("runs/glue") / (
@@ -161,7 +161,7 @@ def handle_squad(args) -> int:
     params, origin = _searched(args, "squad")
     config, squad_config = load_squad_settings(args.config, params + args.overrides)
     config = _fresh_seeds(config, args, origin)
-    from harness.finetuning.squad_run import (  # torch: after the settings check
+    from harness.finetuning.squad_benchmark import (  # torch: after the settings check
         SquadInvocation,
         run_squad,
         summary_table,

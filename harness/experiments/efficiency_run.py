@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness.config import as_dict, load_config
 from harness.finetuning import records, results_file
-from harness.finetuning.glue_run import GlueInvocation, run_glue
+from harness.finetuning.glue_benchmark import GlueInvocation, run_glue
 from pretrain.config import PretrainConfig, resolve
 from pretrain.infra import atomic
 from pretrain.infra.errors import UserError

@@ -4,8 +4,9 @@ Set up the model and device; let the benchmark read and validate its data into a
 here, in seconds); start or resume results.json; check every output is writable; open the MLflow run;
 train each task's missing seeds through the one loop (tasks/finetune.py); then, with the records of
 seeds run side by side merged in, count FLOPs, summarise, and record the run on the leaderboard. What
-differs between benchmarks is a `Benchmark` (glue_run.GlueBenchmark, squad_run.SquadBenchmark), which
-keeps nothing between calls: what `prepare` reads and resolves is the `Plan` every later call takes.
+differs between benchmarks is a `Benchmark` (glue_benchmark.GlueBenchmark,
+squad_benchmark.SquadBenchmark), which keeps nothing between calls: what `prepare` reads and
+resolves is the `Plan` every later call takes.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Invocation(Protocol):
 class Plan:
     """A benchmark's data read and checked, and its tasks' settings resolved, before anything is written.
 
-    A benchmark's own plan (glue_run.GluePlan, squad_run.SquadPlan) adds the data it read."""
+    A benchmark's own plan (glue_benchmark.GluePlan, squad_benchmark.SquadPlan) adds the data it read."""
 
     name: str  # the parent MLflow run is "{model} {name}"
     tasks: tuple[str, ...]  # results.json's tasks (GLUE: AX rides with MNLI)
