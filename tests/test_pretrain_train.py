@@ -228,7 +228,7 @@ def test_a_time_stop_beside_a_step_budget_does_not_change_the_model(tmp_path, mi
 
 
 def test_a_time_stop_that_cuts_the_budget_short_is_said_and_recorded(tmp_path, micro, corpus, monkeypatch):
-    from harness.pretraining.pretrain_run import time_stop_note
+    from harness.pretraining.orchestration import time_stop_note
 
     slow_clock(monkeypatch, range(10_000))  # 1 s per step
     config = micro_config(tmp_path, corpus, max_steps=10, max_time_s=4.0, log_every_steps=1)

@@ -70,7 +70,7 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
 
 def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    from harness.pretraining.pretrain_run import run_pretrain, summary
+    from harness.pretraining.orchestration import run_pretrain, summary
 
     meta = run_pretrain(config, args.experiment, args.tracking_uri, data_dir=args.data_dir)
     if meta is not None:

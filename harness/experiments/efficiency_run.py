@@ -135,7 +135,7 @@ def diverged_error(arms: list[Arm]) -> UserError | None:
 def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
                 announce: Callable[[str], None], progress: bool | None) -> dict:
     """The finished run's meta: kept if OUT already holds it, else trained (or resumed) now."""
-    from harness.pretraining.pretrain_run import run_pretrain, time_stop_note
+    from harness.pretraining.orchestration import run_pretrain, time_stop_note
     from pretrain.checkpoint import finished_meta
 
     out = Path(config.output_dir)
