@@ -41,7 +41,7 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from harness.experiments.compare_runs import compare, load_run, table, to_json
+    from harness.experiments.comparison import compare, load_run, table, to_json
     from pretrain.infra.errors import UserError
 
     if not 0 < args.target < float("inf"):  # nan too

@@ -46,7 +46,7 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from harness.experiments.demo_run import Demo, choose_plan, default_inputs, run_demo
+    from harness.experiments.demo import Demo, choose_plan, default_inputs, run_demo
     from pretrain.infra.errors import UserError
 
     data_dir, corpus = default_inputs(args.data_dir, args.corpus)

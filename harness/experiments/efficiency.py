@@ -212,7 +212,7 @@ def _write_tables(exp: Efficiency, arms: list[Arm]) -> None:
 def _comparisons(exp: Efficiency, arms: list[Arm]) -> list[dict]:
     """At each budget, the leading objective (electra, else the first) against every other arm there
     and against the control, by `harness compare` on their run directories."""
-    from harness.experiments.compare_runs import GLUE_ROW, compare, load_run
+    from harness.experiments.comparison import GLUE_ROW, compare, load_run
 
     leader = "electra" if "electra" in exp.objectives else exp.objectives[0]
     named = list(zip(_glue_dirs(arms), arms, strict=True))  # Arm holds dicts: not hashable

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config import load_config
-from harness.experiments.efficiency_run import (
+from harness.experiments.efficiency import (
     Efficiency,
     arm_name,
     diverged_error,
@@ -200,7 +200,7 @@ def run_demo(demo: Demo) -> dict:
 
 def _compare(a: Path, b: Path) -> tuple[dict, str]:
     """harness compare's GLUE row and its whole table."""
-    from harness.experiments.compare_runs import GLUE_ROW, compare, load_run, table
+    from harness.experiments.comparison import GLUE_ROW, compare, load_run, table
 
     result = compare(load_run(a), load_run(b))
     return next((r for r in result["rows"] if r["task"] == GLUE_ROW), {}), table(result)
