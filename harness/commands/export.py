@@ -46,7 +46,7 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args) -> int:
-    from harness.deploy.onnx_run import ExportJob, export, summary
+    from harness.deploy.bundle_export import ExportJob, export, summary
 
     manifest = export(ExportJob(task=args.task, run_dir=args.run, model_dir=args.model, seed=args.seed,
                                 output=args.output, quantize=args.quantize, data_dir=args.data_dir,

@@ -208,7 +208,7 @@ def _compare(a: Path, b: Path) -> tuple[dict, str]:
 
 def _export(run_dir: Path, task: str, demo: Demo) -> Path:
     """The best-dev seed of `task` as an ONNX bundle; kept when a previous run already wrote it."""
-    from harness.deploy.onnx_run import ExportJob, export, summary
+    from harness.deploy.bundle_export import ExportJob, export, summary
 
     bundle = demo.output_dir / "onnx" / f"{run_dir.name}-{task}"
     if (bundle / "manifest.json").is_file():
