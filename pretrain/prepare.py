@@ -66,7 +66,7 @@ def _prepare(config: PretrainConfig, files: list[Path]):
 
 
 @dataclass
-class Run:
+class TrainingSetup:
     """The model, optimiser and fixed facts of a run."""
 
     config: PretrainConfig
@@ -129,7 +129,7 @@ class Run:
         }
 
 
-def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
+def build_setup(config: PretrainConfig, context: dist.Context, tokenizer) -> TrainingSetup:
     """Networks (identically initialised in every process), the objective and the optimiser."""
     preset = PRESETS[config.preset]
     device = context.device
@@ -157,8 +157,9 @@ def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
                              config.disc_weight, config.temperature).to(device)
     model.train()
     torch.manual_seed(config.seed + 7919 * (context.rank + 1))  # masking and dropout differ per process
-    return Run(config, model, make_optimizer(model, config, device), tokenizer, disc_shape, gen_shape,
-               device, precision, attention, placement.resolve_compile(config.compile, device))
+    return TrainingSetup(config, model, make_optimizer(model, config, device), tokenizer, disc_shape,
+                         gen_shape, device, precision, attention,
+                         placement.resolve_compile(config.compile, device))
 
 
 def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch.device):

@@ -34,7 +34,7 @@ from pretrain.data import BatchStream, Prefetching
 from pretrain.metric_window import MetricWindow, final_metrics, merge_slices
 from pretrain.models.layout import PRETRAIN_META
 from pretrain.planning import Plan
-from pretrain.prepare import Run, build_run, prepare_examples
+from pretrain.prepare import TrainingSetup, build_setup, prepare_examples
 from pretrain.training import placement, stop
 
 LogCallback = Callable[[int, dict[str, float]], None]
@@ -61,8 +61,8 @@ class _Loop:
 
     plan: Plan
     context: dist.Context
-    run: Run
-    model: torch.nn.Module  # run.model, or its DDP wrapper, or compiled
+    setup: TrainingSetup
+    model: torch.nn.Module  # setup.model, or its DDP wrapper, or compiled
     stream: Prefetching
     progress: Progress
     window: MetricWindow
@@ -103,40 +103,40 @@ def _set_up(plan: Plan, context: dist.Context) -> _Loop:
     """Tokenised data, networks and optimiser, restored from the plan's checkpoint if it has one."""
     config, resume = plan.config, plan.resume
     tokenizer, examples = prepare_examples(config, context, list(plan.corpus.files))
-    run = build_run(config, context, tokenizer)
-    run.corpus = plan.corpus.provenance
+    setup = build_setup(config, context, tokenizer)
+    setup.corpus = plan.corpus.provenance
     if resume is not None:  # continued to other budgets: the schedule follows the new ones
-        run.extended = ckpt.extensions(resume)
+        setup.extended = ckpt.extensions(resume)
     # Every batch padded to seq_len: packed examples nearly fill it anyway, and fixed shapes let a
     # compiled step (and CUDA graphs) serve every step.
     stream = Prefetching(BatchStream(examples, config.batch_size, config.seed, tokenizer.pad_token_id,
                                      context.rank, context.world_size, width=config.seq_len))
-    progress = Progress() if resume is None else _restore(resume.folder, run, stream, context)
+    progress = Progress() if resume is None else _restore(resume.folder, setup, stream, context)
     probe_batch = probe.fixed_batch(examples, config, tokenizer.pad_token_id, context.device) \
         if context.is_main else None
-    model = run.model
+    model = setup.model
     if context.distributed:
         model = torch.nn.parallel.DistributedDataParallel(
-            run.model, find_unused_parameters=config.objective == "two-stage")
-    if run.compiled:
-        model = placement.compiled(model, run.device, cuda_graphs=not context.distributed)
+            setup.model, find_unused_parameters=config.objective == "two-stage")
+    if setup.compiled:
+        model = placement.compiled(model, setup.device, cuda_graphs=not context.distributed)
     window = MetricWindow()
     if resume is not None:  # a resumed run that is already done still reports its metrics
         window.last = json.loads((resume.folder / PRETRAIN_META).read_text()).get("metrics", {})
-    return _Loop(plan, context, run, model, stream, progress, window, probe_batch)
+    return _Loop(plan, context, setup, model, stream, progress, window, probe_batch)
 
 
 def _step(loop: _Loop) -> float:
     """One optimiser step at the rate the budget spent so far gives, counted; returns that rate."""
-    config, run, progress = loop.plan.config, loop.run, loop.progress
+    config, setup, progress = loop.plan.config, loop.setup, loop.progress
     # Stage switch (two-stage only): discriminator starts as a copy of the trained generator.
     scheduled = schedule_fraction(config, progress)  # wall time only if it is the sole budget
     if config.objective == "two-stage" and progress.stage == 1 and scheduled >= config.two_stage_switch:
-        run.model.start_second_stage()
+        setup.model.start_second_stage()
         progress.stage = 2
     # Learning rate from the fraction of the budget used.
     lr = learning_rate(config, stage_fraction(config, scheduled, progress.stage))
-    for group in run.optimizer.param_groups:  # checkpoints from before lr_scale have none: 1
+    for group in setup.optimizer.param_groups:  # checkpoints from before lr_scale have none: 1
         group["lr"] = lr * group.get("lr_scale", 1.0)
     # Batch, then forward, backward, clip, step.
     batch, batch_tokens = loop.stream.next_batch()
@@ -144,12 +144,12 @@ def _step(loop: _Loop) -> float:
     if device.type == "cuda":  # a copy from pinned memory does not block the host
         batch = {k: v.pin_memory() for k, v in batch.items()}
     batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-    loss, stats, grad_norm = train_step(run, loop.model, batch, progress.stage)
+    loss, stats, grad_norm = train_step(setup, loop.model, batch, progress.stage)
     # Count.
     progress.step += 1
     progress.tokens += batch_tokens
-    progress.flops += step_flops(config.objective, progress.stage, run.discriminator_shape,
-                                 run.generator_shape, config.batch_size, batch["input_ids"].shape[1])
+    progress.flops += step_flops(config.objective, progress.stage, setup.discriminator_shape,
+                                 setup.generator_shape, config.batch_size, batch["input_ids"].shape[1])
     loop.window.add(loss, stats, batch_tokens, grad_norm)
     return lr
 
@@ -162,48 +162,49 @@ def _log(loop: _Loop, lr: float, fraction: float, on_log: LogCallback) -> None:
     # budget (every log of a short run, every ~40th step of a 4,000-step GPU run), and at the end.
     if context.is_main and (fraction >= 1.0 or fraction - loop.probed_at >= probe.PROBE_SPACING):
         loop.probed_at = fraction
-        auc = probe.unigram_auc(loop.run, loop.probe_batch)
+        auc = probe.unigram_auc(loop.setup, loop.probe_batch)
         if auc is not None:  # the detector on a fixed corruption source, beside disc_auc
             metrics[probe.UNIGRAM_AUC] = auc  # metrics is window.last: kept for the meta
         # has the encoder collapsed? (all positions alike)
-        metrics[probe.POSITION_COSINE] = probe.collapse(loop.run, loop.probe_batch)
+        metrics[probe.POSITION_COSINE] = probe.collapse(loop.setup, loop.probe_batch)
     if context.is_main:
         on_log(loop.progress.step, metrics)
 
 
-def train_step(run: Run, model: torch.nn.Module, batch: dict[str, torch.Tensor], stage: int = 1):
-    """Forward, backward, clip, optimiser step; `model` is `run.model`, its DDP wrapper or compiled.
+def train_step(setup: TrainingSetup, model: torch.nn.Module, batch: dict[str, torch.Tensor], stage: int = 1):
+    """Forward, backward, clip, optimiser step; `model` is `setup.model`, its DDP wrapper or compiled.
 
     Nothing here waits for the device: losses, statistics and the gradient norm stay tensors until
     a logging step reads them.
     """
-    loss, stats = _forward_backward(run, model, batch, stage)
-    for p in run.model.idle_parameters(stage):
+    loss, stats = _forward_backward(setup, model, batch, stage)
+    for p in setup.model.idle_parameters(stage):
         p.grad = None
-    run.scaler.unscale_(run.optimizer)
-    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.config.max_grad_norm)
-    run.scaler.step(run.optimizer)
-    run.scaler.update()
-    run.optimizer.zero_grad(set_to_none=True)
+    setup.scaler.unscale_(setup.optimizer)
+    grad_norm = torch.nn.utils.clip_grad_norm_(setup.model.parameters(), setup.config.max_grad_norm)
+    setup.scaler.step(setup.optimizer)
+    setup.scaler.update()
+    setup.optimizer.zero_grad(set_to_none=True)
     return loss.detach(), stats, grad_norm
 
 
-def _forward_backward(run: Run, model: torch.nn.Module, batch: dict[str, torch.Tensor], stage: int):
+def _forward_backward(setup: TrainingSetup, model: torch.nn.Module, batch: dict[str, torch.Tensor],
+                      stage: int):
     """The batch's (loss, stats), its gradient accumulated over `gradient_accumulation_steps` slices: the
     same optimiser step in less memory. Each slice's loss (a mean over its tokens) is weighted by its share
     of the examples, which is its share of the tokens as packed sequences nearly all fill seq_len."""
-    slices = placement.batch_slices(batch, run.config.gradient_accumulation_steps)  # a DDP share: fewer
+    slices = placement.batch_slices(batch, setup.config.gradient_accumulation_steps)  # a DDP share: fewer
     parts = []
     for index, (share, part) in enumerate(slices):
         # DDP averages gradients across processes in the last slice's backward only
         last = index == len(slices) - 1
         sync = contextlib.nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync()
-        if run.compiled:
+        if setup.compiled:
             placement.mark_step()
         with sync:
-            with run.autocast():
+            with setup.autocast():
                 loss, stats = model(**part, stage=stage)
-            run.scaler.scale(loss * share if len(slices) > 1 else loss).backward()
+            setup.scaler.scale(loss * share if len(slices) > 1 else loss).backward()
         if len(slices) > 1:  # copies: a CUDA-graphed slice's outputs are overwritten by the next slice's
             parts.append((share, loss.detach().clone(), {key: value.clone() for key, value in stats.items()}))
     return (loss, stats) if len(slices) == 1 else merge_slices(parts)
@@ -211,17 +212,17 @@ def _forward_backward(run: Run, model: torch.nn.Module, batch: dict[str, torch.T
 
 def _save(loop: _Loop, final: bool = False) -> dict:
     """Checkpoint (and, when final, publish) from rank 0; every process must call it."""
-    config, context, run, progress = loop.plan.config, loop.context, loop.run, loop.progress
+    config, context, setup, progress = loop.plan.config, loop.context, loop.setup, loop.progress
     rng_states = dist.gather(context, ckpt.rng_state())
-    _check_replicas_agree(run, context)
-    meta = run.meta(progress, final_metrics(loop.window.last), context.world_size)
+    _check_replicas_agree(setup, context)
+    meta = setup.meta(progress, final_metrics(loop.window.last), context.world_size)
     if context.is_main:
-        state = {"config": asdict(config), "model": run.model.state_dict(),
-                 "optimizer": run.optimizer.state_dict(), "progress": progress.state_dict(),
+        state = {"config": asdict(config), "model": setup.model.state_dict(),
+                 "optimizer": setup.optimizer.state_dict(), "progress": progress.state_dict(),
                  "data": loop.stream.state_dict(), "rng": rng_states, "world_size": context.world_size}
-        if run.scaler.is_enabled():  # fp16's loss scale, so a resumed run steps as an unbroken one
-            state["scaler"] = run.scaler.state_dict()
-        folder = ckpt.write_checkpoint(loop.plan.output, progress.step, state, run.export, meta,
+        if setup.scaler.is_enabled():  # fp16's loss scale, so a resumed run steps as an unbroken one
+            state["scaler"] = setup.scaler.state_dict()
+        folder = ckpt.write_checkpoint(loop.plan.output, progress.step, state, setup.export, meta,
                                        config.keep_checkpoints)
         if final:
             ckpt.publish(loop.plan.output, folder)
@@ -229,13 +230,13 @@ def _save(loop: _Loop, final: bool = False) -> dict:
     return meta
 
 
-def _restore(folder: Path, run: Run, stream: BatchStream, context: dist.Context) -> Progress:
+def _restore(folder: Path, setup: TrainingSetup, stream: BatchStream, context: dist.Context) -> Progress:
     state = ckpt.load_state(folder)
-    run.model.load_state_dict(state["model"])
-    run.optimizer.load_state_dict(state["optimizer"])
+    setup.model.load_state_dict(state["model"])
+    setup.optimizer.load_state_dict(state["optimizer"])
     stream.load_state_dict(state["data"])
     if "scaler" in state:  # an fp16 run's; a scaler that is off (bf16, fp32) ignores it
-        run.scaler.load_state_dict(state["scaler"])
+        setup.scaler.load_state_dict(state["scaler"])
     if len(state["rng"]) == context.world_size:
         ckpt.restore_rng(state["rng"][context.rank])
     else:  # another process count: the data order still resumes exactly, the random draws cannot
@@ -243,11 +244,11 @@ def _restore(folder: Path, run: Run, stream: BatchStream, context: dist.Context)
     return Progress(**state["progress"])
 
 
-def _check_replicas_agree(run: Run, context: dist.Context) -> None:
+def _check_replicas_agree(setup: TrainingSetup, context: dist.Context) -> None:
     if not context.distributed:
         return
     with torch.no_grad():
-        checksum = sum(float(p.double().sum()) for p in run.model.parameters())
+        checksum = sum(float(p.double().sum()) for p in setup.model.parameters())
     sums = dist.gather(context, checksum)
     if max(sums) - min(sums) > 1e-6 * max(1.0, abs(sums[0])):
         raise RuntimeError(f"DDP replicas diverged (parameter sums {sums})")

@@ -16,7 +16,7 @@ from pretrain.infra.errors import UserError
 from pretrain.models.presets import PRESETS
 from pretrain.train import pretrain
 from tests.conftest import MICRO
-from tests.pretrain_helpers import Killed, final_weights, killed_at, micro_config, micro_run
+from tests.pretrain_helpers import Killed, final_weights, killed_at, micro_config, micro_setup
 
 
 def test_learning_rate_schedule_pinned():
@@ -144,10 +144,10 @@ def test_disc_layers_lr_scale_holds_the_discriminators_layers_and_trains_the_res
 def test_disc_bias_prior_starts_the_detector_at_that_replaced_rate(micro, prior):
     """Before any step, an untrained detector says "replaced" with probability near the prior (0.5
     without one: the paper's zero bias)."""
-    run = micro_run(disc_bias_prior=prior)
+    setup = micro_setup(disc_bias_prior=prior)
     ids = torch.randint(10, 60, (8, 32))
     with torch.no_grad():
-        logits = run.model.discriminator(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+        logits = setup.model.discriminator(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
     assert torch.sigmoid(logits).mean().item() == pytest.approx(prior or 0.5, abs=0.02)
 
 
@@ -400,7 +400,7 @@ def test_the_unigram_probe_scores_replaced_tokens_and_leaves_the_rng_alone(micro
 
     from pretrain import probe
 
-    run = micro_run()
+    setup = micro_setup()
     ids = torch.randint(10, 60, (8, 32))
     ids[:, 0], ids[:, -1] = 2, 3
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
@@ -418,14 +418,14 @@ def test_the_unigram_probe_scores_replaced_tokens_and_leaves_the_rng_alone(micro
             return self.sign * (2 * hidden[..., 0] - 1)
 
     def detector(sign):
-        run.model.discriminator.electra = Changed()
-        run.model.discriminator.discriminator_predictions = Head(sign)
+        setup.model.discriminator.electra = Changed()
+        setup.model.discriminator.discriminator_predictions = Head(sign)
 
     rng = torch.get_rng_state()
     detector(1.0)
-    assert probe.unigram_auc(run, batch) == 1.0
+    assert probe.unigram_auc(setup, batch) == 1.0
     detector(-1.0)
-    assert probe.unigram_auc(run, batch) == 0.0
+    assert probe.unigram_auc(setup, batch) == 0.0
     assert torch.equal(torch.get_rng_state(), rng)
-    run.config = dataclasses.replace(run.config, objective="mlm")
-    assert probe.unigram_auc(run, batch) is None  # no detector head to probe
+    setup.config = dataclasses.replace(setup.config, objective="mlm")
+    assert probe.unigram_auc(setup, batch) is None  # no detector head to probe
