@@ -200,9 +200,9 @@ def run_demo(demo: Demo) -> dict:
 
 def _compare(a: Path, b: Path) -> tuple[dict, str]:
     """harness compare's GLUE row and its whole table."""
-    from harness.experiments.comparison import GLUE_ROW, compare, load_run, table
+    from harness.experiments.comparison import GLUE_ROW, compare, load_results_folder, table
 
-    result = compare(load_run(a), load_run(b))
+    result = compare(load_results_folder(a), load_results_folder(b))
     return next((r for r in result["rows"] if r["task"] == GLUE_ROW), {}), table(result)
 
 

@@ -212,7 +212,7 @@ def _write_tables(exp: Efficiency, arms: list[Arm]) -> None:
 def _comparisons(exp: Efficiency, arms: list[Arm]) -> list[dict]:
     """At each budget, the leading objective (electra, else the first) against every other arm there
     and against the control, by `harness compare` on their run directories."""
-    from harness.experiments.comparison import GLUE_ROW, compare, load_run
+    from harness.experiments.comparison import GLUE_ROW, compare, load_results_folder
 
     leader = "electra" if "electra" in exp.objectives else exp.objectives[0]
     named = list(zip(_glue_dirs(arms), arms, strict=True))  # Arm holds dicts: not hashable
@@ -223,8 +223,8 @@ def _comparisons(exp: Efficiency, arms: list[Arm]) -> list[dict]:
         for other in others:
             entry = {"a": name, "b": other, "budget_flops": arm.budget_flops}
             try:
-                result = compare(load_run(exp.output_dir / "glue" / name),
-                                 load_run(exp.output_dir / "glue" / other))
+                result = compare(load_results_folder(exp.output_dir / "glue" / name),
+                                 load_results_folder(exp.output_dir / "glue" / other))
                 entry["row"] = next(r for r in result["rows"] if r["task"] == GLUE_ROW)
             except UserError as error:  # e.g. runs fine-tuned before per-seed dev outputs were written
                 entry["error"] = str(error)
