@@ -7,7 +7,7 @@ build their results.json fixtures from it too. The body's keys, in the order the
     tasks, seeds, runs, flops, device, versions, precision, compile, accelerator, wall_time_s,
     diverged (when a seed diverged), summary, [GLUE: glue_score, glue, submission]
 
-`runs` holds one `RunRecord` per finished (task, seed), `diverged` one `DivergedRecord` per seed whose
+`runs` holds one `SeedRecord` per finished (task, seed), `diverged` one `DivergedRecord` per seed whose
 loss went non-finite. `summary` is per task seed_summary.summarize's statistics, with intervals
 (reports/intervals.py); `glue` is `glue_section`'s.
 """
@@ -31,7 +31,7 @@ SQUAD_FORMAT = "electra-harness/squad-results/1"
 RECORDS = ("runs", "diverged")  # the (task, seed) record lists, merged across invocations
 
 
-class RunRecord(TypedDict, total=False):
+class SeedRecord(TypedDict, total=False):
     """One finished (task, seed), keys in the file's order."""
 
     task: str
@@ -66,10 +66,10 @@ def body(results_format: str, model: dict[str, str], config: dict[str, Any], tas
             "seeds": seeds, "runs": [], "flops": None, "device": device, "versions": versions}
 
 
-def run_record(task: str, seed: int, metrics: dict[str, dict[str, float]], score: float,
-               history: list[dict[str, float]], num_train_steps: int, num_train_examples: int,
-               train_time_s: float, train_examples_per_s: float, train_examples_seen: int,
-               train_tokens_per_s: float, resolved_config: dict[str, Any], **extra: Any) -> RunRecord:
+def seed_record(task: str, seed: int, metrics: dict[str, dict[str, float]], score: float,
+                history: list[dict[str, float]], num_train_steps: int, num_train_examples: int,
+                train_time_s: float, train_examples_per_s: float, train_examples_seen: int,
+                train_tokens_per_s: float, resolved_config: dict[str, Any], **extra: Any) -> SeedRecord:
     """One (task, seed) row of `runs`; `extra` (double_unordered, resumed) sits before resolved_config."""
     return {"task": task, "seed": seed, "metrics": metrics, "score": score, "history": history,
             "num_train_steps": num_train_steps, "num_train_examples": num_train_examples,
@@ -82,14 +82,14 @@ def diverged_record(task: str, seed: int, error: str, resolved_config: dict[str,
     return {"task": task, "seed": seed, "error": error, "resolved_config": resolved_config}
 
 
-def runs_of(results: dict, task: str) -> list[RunRecord]:
-    """The task's finished runs, in the file's order."""
+def seed_records_of(results: dict, task: str) -> list[SeedRecord]:
+    """The task's finished seeds' records, in the file's order."""
     return [r for r in results["runs"] if r["task"] == task]
 
 
 def seeds_of(results: dict, task: str) -> list[int]:
     """The task's finished seeds, sorted."""
-    return sorted(r["seed"] for r in runs_of(results, task))
+    return sorted(r["seed"] for r in seed_records_of(results, task))
 
 
 def is_done(results: dict, task: str, seed: int) -> bool:

@@ -166,7 +166,7 @@ def _train_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: Plan, b
         records.save_model(benchmark.saved_model(model, built), setup.tokenizer,
                            invocation.output_dir / "models" / f"{task}-seed{config.seed}")
     resumed = {"resumed": state.resumes} if state.resumes else {}
-    return records.run_record(task, config, result, score, **fields, **resumed)
+    return records.seed_record(task, config, result, score, **fields, **resumed)
 
 
 def train_seed(load_model: LoadModel, built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup,
