@@ -104,7 +104,7 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any], progress: 
     fresh["model"] |= {"family": setup.family, "recipe": setup.recipe}
     results = results_file.resume(invocation.output_dir, fresh, benchmark.same)
     store = results_file.ResultsFile(invocation.output_dir, started, benchmark.same)
-    used = model_setup.as_run(setup, invocation.config)
+    used = model_setup.resolved_device_settings(setup, invocation.config)
     results |= used | {"accelerator": model_setup.accelerator(setup.device)}
     # every output writable, checked before any training
     preflight.check_run_outputs(invocation.output_dir, mlflow_runs.chosen_uri(invocation.tracking_uri))
@@ -152,7 +152,7 @@ def _train_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: Plan, b
         point = state.resumes[-1]
         print(f"resume {task} seed {config.seed}: from epoch {point['epoch'] + 1} step {point['step']} "
               f"({state.path})")
-    params = plan.params | model_setup.as_run(setup, config)
+    params = plan.params | model_setup.resolved_device_settings(setup, config)
     with mlflow_logging.nested_run(task, config, invocation.model, params, state.resumes):
         for row in state.point.history:  # the epochs trained before a stop, in this seed's new run
             mlflow_logging.log_epoch(int(row["epoch"]), row)
