@@ -236,7 +236,7 @@ def test_cli_builds_the_search_run(tmp, capsys, monkeypatch):
     import harness.search.trials
 
     seen = []
-    monkeypatch.setattr(harness.search.trials, "run_search", lambda run, make: seen.append(run) or {
+    monkeypatch.setattr(harness.search.trials, "run_search", lambda invocation, make: seen.append(invocation) or {
         "trials": {"COMPLETE": 4, "PRUNED": 2, "FAIL": 1, "RUNNING": 0},
         "pruning": {"epochs_skipped": 5.0, "time_saved_s": 120.0}})
     (tmp / "space.toml").write_text("num_epochs = [1, 4]\nbatch_size = [8]\n")

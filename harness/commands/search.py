@@ -142,22 +142,23 @@ def _search(args, task: str, config, make_target) -> int:
         raise UserError(f"--heartbeat-s must be at least 1 (got {args.heartbeat_s})")
     space = load_space(args.space, [f"trial_seeds={args.trial_seeds}"] if args.trial_seeds else [])
     study_name = args.study_name or default_study_name(args.benchmark, task, args.model)
-    run = SearchInvocation(benchmark=args.benchmark, task=task, model=args.model, trials=args.trials,
-                           output_dir=args.output_dir or Path("runs/search") / study_name, space=space,
-                           config=config, storage=args.storage, study_name=study_name, pruner=args.pruner,
-                           seed=args.seed, heartbeat_s=args.heartbeat_s, tracking_uri=args.tracking_uri)
-    record = run_search(run, make_target)
-    print(summary(record, run))
+    invocation = SearchInvocation(benchmark=args.benchmark, task=task, model=args.model, trials=args.trials,
+                                  output_dir=args.output_dir or Path("runs/search") / study_name,
+                                  space=space, config=config, storage=args.storage, study_name=study_name,
+                                  pruner=args.pruner, seed=args.seed, heartbeat_s=args.heartbeat_s,
+                                  tracking_uri=args.tracking_uri)
+    record = run_search(invocation, make_target)
+    print(summary(record, invocation))
     if "gave_up" in record:
         print(f"harness search: this worker stopped: {record['gave_up']}", file=sys.stderr)
         return 1
     return 0
 
 
-def summary(record: dict, run) -> str:
+def summary(record: dict, invocation) -> str:
     """A few lines on the study: trials by state, pruning savings, the best trial."""
     counts, pruning = record["trials"], record["pruning"]
-    lines = [f"study {run.study_name}: {counts['COMPLETE']} complete, {counts['PRUNED']} pruned, "
+    lines = [f"study {invocation.study_name}: {counts['COMPLETE']} complete, {counts['PRUNED']} pruned, "
              f"{counts['FAIL']} failed, {counts['RUNNING']} running",
              f"pruning skipped {pruning['epochs_skipped']:.0f} epochs, about "
              f"{pruning['time_saved_s'] / 60:.1f} min at the pruned trials' own speed"]
@@ -167,7 +168,7 @@ def summary(record: dict, run) -> str:
         seeds = ", ".join(map(str, record["trial_seeds"]))
         lines += [f"best: trial {record['trial']}, dev score {record['value']:.4f} (mean of seeds {seeds}; "
                   f"the highest of {counts['COMPLETE']} complete trials, so likely optimistic): {params}",
-                  f"best parameters: {run.output_dir / 'best_params.json'}",
-                  f"re-measure it on fresh seeds: harness run {run.benchmark} --params-from "
-                  f"{run.output_dir / 'best_params.json'} --seeds 5 (with --model, data and tasks)"]
+                  f"best parameters: {invocation.output_dir / 'best_params.json'}",
+                  f"re-measure it on fresh seeds: harness run {invocation.benchmark} --params-from "
+                  f"{invocation.output_dir / 'best_params.json'} --seeds 5 (with --model, data and tasks)"]
     return "\n".join(lines)
