@@ -35,7 +35,7 @@ def micro_plan(plan: demo.Plan) -> demo.Plan:
                            "max_length=64"))  # the micro model has 64 positions
 
 
-def run(plan_name: str, output: str, *extra: str) -> int:
+def run_demo(plan_name: str, output: str, *extra: str) -> int:
     args = ["demo", "--device", "cuda", "--output", output, "--tracking-uri", "none", *extra]
     if plan_name == "micro":  # the GPU plan's command and stages, on whatever device torch has
         PRESETS[MICRO.name] = MICRO
@@ -46,4 +46,4 @@ def run(plan_name: str, output: str, *extra: str) -> int:
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in ("gpu", "micro"):
         sys.exit(f"usage: {sys.argv[0]} gpu|micro OUTPUT [harness demo arguments]")
-    sys.exit(run(*sys.argv[1:]))
+    sys.exit(run_demo(*sys.argv[1:]))
