@@ -6,7 +6,7 @@ train each task's missing seeds through the one loop (tasks/finetune.py); then, 
 seeds run side by side merged in, count FLOPs, summarise, and record the run on the leaderboard. What
 differs between benchmarks is a `Benchmark` (glue_benchmark.GlueBenchmark,
 squad_benchmark.SquadBenchmark), which keeps nothing between calls: what `prepare` reads and
-resolves is the `Plan` every later call takes.
+resolves is the `BenchmarkPlan` every later call takes.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Invocation(Protocol):
 
 
 @dataclass(frozen=True)
-class Plan:
+class BenchmarkPlan:
     """A benchmark's data read and checked, and its tasks' settings resolved, before anything is written.
 
     A benchmark's own plan (glue_benchmark.GluePlan, squad_benchmark.SquadPlan) adds the data it read."""
@@ -56,7 +56,7 @@ class Plan:
     params: dict[str, Any] = field(default_factory=dict)  # MLflow params beside the config's (SQuAD's)
 
 
-P = TypeVar("P", bound=Plan)
+P = TypeVar("P", bound=BenchmarkPlan)
 LoadModel = Callable[[FinetuneTask, FinetuneConfig, ModelSetup], torch.nn.Module]
 
 
@@ -140,8 +140,8 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any], progress: 
     return results
 
 
-def _train_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: Plan, built: FinetuneTask, task: str,
-                config: FinetuneConfig, setup: ModelSetup, progress: bool | None) -> dict:
+def _train_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: BenchmarkPlan, built: FinetuneTask,
+                task: str, config: FinetuneConfig, setup: ModelSetup, progress: bool | None) -> dict:
     """One seed in its own nested MLflow run: its outputs written, its results.json record returned.
 
     A seed killed or stopped mid-way goes on from its saved state (tasks/finetune_state.py); its record
