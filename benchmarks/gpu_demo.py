@@ -25,7 +25,7 @@ MICRO = ModelPreset("check-micro", "electra", "small",
                     pretrain_learning_rate=2e-3, max_position_embeddings=64)
 
 
-def micro_plan(plan: demo.Plan) -> demo.Plan:
+def micro_plan(plan: demo.DemoPlan) -> demo.DemoPlan:
     """`plan` with the micro model and sizes; its tasks, seeds and the rest of its settings kept."""
     return dataclasses.replace(
         plan, machine=f"{plan.machine} (micro rehearsal)", preset=MICRO.name, budget_flops=3e8,
