@@ -101,7 +101,7 @@ class TrainingSetup:
                 else model.generator
             export_models(folder, export_discriminator(model.discriminator), generator, self.tokenizer)
 
-    def meta(self, progress, metrics: dict, world_size: int) -> dict:
+    def meta(self, counters, metrics: dict, world_size: int) -> dict:
         """pretrain_meta.json: what the reports module and a reader need to know about the run."""
         model, config = self.model, self.config
         return {
@@ -113,8 +113,8 @@ class TrainingSetup:
             "parameters": {"discriminator": distinct_params(model.discriminator),
                            "generator": distinct_params(model.generator),
                            "total": distinct_params(model)},
-            "steps": progress.step, "tokens_seen": progress.tokens, "train_flops": progress.flops,
-            "wall_time_s": progress.elapsed_s, "stage": progress.stage,
+            "steps": counters.step, "tokens_seen": counters.tokens, "train_flops": counters.flops,
+            "wall_time_s": counters.elapsed_s, "stage": counters.stage,
             "batch_size": config.batch_size, "seq_len": config.seq_len, "world_size": world_size,
             "precision": self.precision, "attention": self.attention, "device": self.device.type,
             "compiled": self.compiled,
@@ -124,8 +124,8 @@ class TrainingSetup:
             "metrics": metrics, "config": asdict(config), "extended": self.extended, "corpus": self.corpus,
             # Which budget ended the run (None in a mid-run checkpoint), and how far the schedule got:
             # below 1 when max_time_s cut a steps, tokens or FLOPs budget short (rate not decayed to 0).
-            "stopped_by": stopped_by(config, progress),
-            "schedule_completed": min(1.0, schedule_fraction(config, progress)),
+            "stopped_by": stopped_by(config, counters),
+            "schedule_completed": min(1.0, schedule_fraction(config, counters)),
         }
 
 

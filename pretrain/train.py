@@ -21,7 +21,7 @@ from pretrain import checkpoint as ckpt
 from pretrain import distributed as dist
 from pretrain import planning, probe
 from pretrain.budget import (
-    Progress,
+    BudgetCounters,
     budget_fraction,
     learning_rate,
     schedule_fraction,
@@ -64,7 +64,7 @@ class _Loop:
     setup: TrainingSetup
     model: torch.nn.Module  # setup.model, or its DDP wrapper, or compiled
     stream: Prefetching
-    progress: Progress
+    counters: BudgetCounters
     window: MetricWindow
     probe_batch: dict[str, torch.Tensor] | None  # rank 0's fixed batch of the probes
     probed_at: float = -1.0  # the budget fraction at the last probe
@@ -72,30 +72,30 @@ class _Loop:
 
 def _train(plan: Plan, context: dist.Context, on_log: LogCallback) -> dict:
     loop = _set_up(plan, context)
-    config, progress = plan.config, loop.progress
+    config, counters = plan.config, loop.counters
     # elapsed_s goes on from the checkpoint, so wall time adds up over resumes. A killed invocation's
     # steps after its last checkpoint are redone and counted once; their lost first attempt and each
     # invocation's set-up are not counted: elapsed_s is also the clock of max_time_s and the schedule
     # under it, which must not differ between a resumed run and an unbroken one.
-    loop_start, last_save = time.perf_counter() - progress.elapsed_s, progress.elapsed_s
-    fraction = budget_fraction(config, progress)
+    loop_start, last_save = time.perf_counter() - counters.elapsed_s, counters.elapsed_s
+    fraction = budget_fraction(config, counters)
     stop.arm()  # from here a SIGTERM or Ctrl-C stops at the next step, with a checkpoint
     while fraction < 1.0:
         lr = _step(loop)
-        progress.elapsed_s = dist.from_main(context, time.perf_counter() - loop_start)
-        fraction = budget_fraction(config, progress)
+        counters.elapsed_s = dist.from_main(context, time.perf_counter() - loop_start)
+        fraction = budget_fraction(config, counters)
         # Checkpoint, log.
-        due = (config.checkpoint_every_steps and progress.step % config.checkpoint_every_steps == 0) or \
-            progress.elapsed_s - last_save >= config.checkpoint_every_s
+        due = (config.checkpoint_every_steps and counters.step % config.checkpoint_every_steps == 0) or \
+            counters.elapsed_s - last_save >= config.checkpoint_every_s
         if due and fraction < 1.0:
             _save(loop)
-            last_save = progress.elapsed_s
-        if progress.step % config.log_every_steps == 0 or fraction >= 1.0:
+            last_save = counters.elapsed_s
+        if counters.step % config.log_every_steps == 0 or fraction >= 1.0:
             _log(loop, lr, fraction, on_log)
         if fraction < 1.0 and dist.any_process(context, stop.requested() is not None):  # SIGTERM, Ctrl-C
             if not due:  # this step's checkpoint (unless just written), then a line on how to resume
                 _save(loop)
-            ckpt.stop_here(plan.output, progress.step)
+            ckpt.stop_here(plan.output, counters.step)
     return _save(loop, final=True)
 
 
@@ -111,7 +111,7 @@ def _set_up(plan: Plan, context: dist.Context) -> _Loop:
     # compiled step (and CUDA graphs) serve every step.
     stream = Prefetching(BatchStream(examples, config.batch_size, config.seed, tokenizer.pad_token_id,
                                      context.rank, context.world_size, width=config.seq_len))
-    progress = Progress() if resume is None else _restore(resume.folder, setup, stream, context)
+    counters = BudgetCounters() if resume is None else _restore(resume.folder, setup, stream, context)
     probe_batch = probe.fixed_batch(examples, config, tokenizer.pad_token_id, context.device) \
         if context.is_main else None
     model = setup.model
@@ -123,19 +123,19 @@ def _set_up(plan: Plan, context: dist.Context) -> _Loop:
     window = MetricWindow()
     if resume is not None:  # a resumed run that is already done still reports its metrics
         window.last = json.loads((resume.folder / PRETRAIN_META).read_text()).get("metrics", {})
-    return _Loop(plan, context, setup, model, stream, progress, window, probe_batch)
+    return _Loop(plan, context, setup, model, stream, counters, window, probe_batch)
 
 
 def _step(loop: _Loop) -> float:
     """One optimiser step at the rate the budget spent so far gives, counted; returns that rate."""
-    config, setup, progress = loop.plan.config, loop.setup, loop.progress
+    config, setup, counters = loop.plan.config, loop.setup, loop.counters
     # Stage switch (two-stage only): discriminator starts as a copy of the trained generator.
-    scheduled = schedule_fraction(config, progress)  # wall time only if it is the sole budget
-    if config.objective == "two-stage" and progress.stage == 1 and scheduled >= config.two_stage_switch:
+    scheduled = schedule_fraction(config, counters)  # wall time only if it is the sole budget
+    if config.objective == "two-stage" and counters.stage == 1 and scheduled >= config.two_stage_switch:
         setup.model.start_second_stage()
-        progress.stage = 2
+        counters.stage = 2
     # Learning rate from the fraction of the budget used.
-    lr = learning_rate(config, stage_fraction(config, scheduled, progress.stage))
+    lr = learning_rate(config, stage_fraction(config, scheduled, counters.stage))
     for group in setup.optimizer.param_groups:  # checkpoints from before lr_scale have none: 1
         group["lr"] = lr * group.get("lr_scale", 1.0)
     # Batch, then forward, backward, clip, step.
@@ -144,11 +144,11 @@ def _step(loop: _Loop) -> float:
     if device.type == "cuda":  # a copy from pinned memory does not block the host
         batch = {k: v.pin_memory() for k, v in batch.items()}
     batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-    loss, stats, grad_norm = train_step(setup, loop.model, batch, progress.stage)
+    loss, stats, grad_norm = train_step(setup, loop.model, batch, counters.stage)
     # Count.
-    progress.step += 1
-    progress.tokens += batch_tokens
-    progress.flops += step_flops(config.objective, progress.stage, setup.discriminator_shape,
+    counters.step += 1
+    counters.tokens += batch_tokens
+    counters.flops += step_flops(config.objective, counters.stage, setup.discriminator_shape,
                                  setup.generator_shape, config.batch_size, batch["input_ids"].shape[1])
     loop.window.add(loss, stats, batch_tokens, grad_norm)
     return lr
@@ -157,7 +157,7 @@ def _step(loop: _Loop) -> float:
 def _log(loop: _Loop, lr: float, fraction: float, on_log: LogCallback) -> None:
     """The window's metrics (every process must call this), with the probes', to rank 0's `on_log`."""
     context = loop.context
-    metrics = loop.window.flush(context, loop.progress, lr, fraction)
+    metrics = loop.window.flush(context, loop.counters, lr, fraction)
     # The probes run two forward passes and read the device: at most every PROBE_SPACING of the
     # budget (every log of a short run, every ~40th step of a 4,000-step GPU run), and at the end.
     if context.is_main and (fraction >= 1.0 or fraction - loop.probed_at >= probe.PROBE_SPACING):
@@ -168,7 +168,7 @@ def _log(loop: _Loop, lr: float, fraction: float, on_log: LogCallback) -> None:
         # has the encoder collapsed? (all positions alike)
         metrics[probe.POSITION_COSINE] = probe.collapse(loop.setup, loop.probe_batch)
     if context.is_main:
-        on_log(loop.progress.step, metrics)
+        on_log(loop.counters.step, metrics)
 
 
 def train_step(setup: TrainingSetup, model: torch.nn.Module, batch: dict[str, torch.Tensor], stage: int = 1):
@@ -212,17 +212,17 @@ def _forward_backward(setup: TrainingSetup, model: torch.nn.Module, batch: dict[
 
 def _save(loop: _Loop, final: bool = False) -> dict:
     """Checkpoint (and, when final, publish) from rank 0; every process must call it."""
-    config, context, setup, progress = loop.plan.config, loop.context, loop.setup, loop.progress
+    config, context, setup, counters = loop.plan.config, loop.context, loop.setup, loop.counters
     rng_states = dist.gather(context, ckpt.rng_state())
     _check_replicas_agree(setup, context)
-    meta = setup.meta(progress, final_metrics(loop.window.last), context.world_size)
-    if context.is_main:
+    meta = setup.meta(counters, final_metrics(loop.window.last), context.world_size)
+    if context.is_main:  # "progress" holds the BudgetCounters: the key older checkpoints have
         state = {"config": asdict(config), "model": setup.model.state_dict(),
-                 "optimizer": setup.optimizer.state_dict(), "progress": progress.state_dict(),
+                 "optimizer": setup.optimizer.state_dict(), "progress": counters.state_dict(),
                  "data": loop.stream.state_dict(), "rng": rng_states, "world_size": context.world_size}
         if setup.scaler.is_enabled():  # fp16's loss scale, so a resumed run steps as an unbroken one
             state["scaler"] = setup.scaler.state_dict()
-        folder = ckpt.write_checkpoint(loop.plan.output, progress.step, state, setup.export, meta,
+        folder = ckpt.write_checkpoint(loop.plan.output, counters.step, state, setup.export, meta,
                                        config.keep_checkpoints)
         if final:
             ckpt.publish(loop.plan.output, folder)
@@ -230,7 +230,8 @@ def _save(loop: _Loop, final: bool = False) -> dict:
     return meta
 
 
-def _restore(folder: Path, setup: TrainingSetup, stream: BatchStream, context: dist.Context) -> Progress:
+def _restore(folder: Path, setup: TrainingSetup, stream: BatchStream,
+             context: dist.Context) -> BudgetCounters:
     state = ckpt.load_state(folder)
     setup.model.load_state_dict(state["model"])
     setup.optimizer.load_state_dict(state["optimizer"])
@@ -241,7 +242,7 @@ def _restore(folder: Path, setup: TrainingSetup, stream: BatchStream, context: d
         ckpt.restore_rng(state["rng"][context.rank])
     else:  # another process count: the data order still resumes exactly, the random draws cannot
         torch.manual_seed(state["progress"]["step"] * 7919 + context.rank)
-    return Progress(**state["progress"])
+    return BudgetCounters(**state["progress"])
 
 
 def _check_replicas_agree(setup: TrainingSetup, context: dist.Context) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pretrain.budget import Progress, budget_fraction, learning_rate
+from pretrain.budget import BudgetCounters, budget_fraction, learning_rate
 from pretrain.config import PretrainConfig, config_differences, resolve
 from pretrain.infra.errors import UserError
 from pretrain.models.presets import PRESETS
@@ -55,8 +55,8 @@ def test_a_corpus_named_by_another_path_to_it_is_the_same_setting(tmp_path, monk
 
 def test_the_first_budget_reached_stops():
     config = PretrainConfig(max_steps=100, max_tokens=1000, max_time_s=60.0, max_flops=1e12)
-    assert budget_fraction(config, Progress(step=10, tokens=500, elapsed_s=6, flops=2e11)) == 0.5
-    later = Progress(step=10, tokens=100, elapsed_s=6, flops=3e11)
+    assert budget_fraction(config, BudgetCounters(step=10, tokens=500, elapsed_s=6, flops=2e11)) == 0.5
+    later = BudgetCounters(step=10, tokens=100, elapsed_s=6, flops=3e11)
     assert budget_fraction(config, later) == pytest.approx(0.3)
 
 
