@@ -35,7 +35,7 @@ def seed_mean_only(per_seed: stats.Statistic) -> stats.Statistic:
 def difference(a, b, draw: int, double_count: bool) -> stats.Estimate:
     """A - B as harness compare computes it; double_count: the dev-set term as before the fix."""
     ones = np.ones(N, dtype=int)
-    per_seed = [stats.seed_statistic(metrics.batched_accuracy, run, ones) for run in (a, b)]
+    per_seed = [stats.seed_statistic(metrics.batched_accuracy, answers, ones) for answers in (a, b)]
     if double_count:  # one "seed" holding the seed mean: nothing is taken out of the bootstrap variance
         per_seed = [seed_mean_only(statistic) for statistic in per_seed]
     dev_var = stats.dev_variance(per_seed, N, (1, -1), n_resamples=300, seed=draw)

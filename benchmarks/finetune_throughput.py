@@ -92,13 +92,14 @@ def trainer(data, tokenizer, shape: str, steps: int, device, bf16: bool, compile
             output_dir=output_dir, per_device_train_batch_size=32, per_device_eval_batch_size=8,
             max_steps=steps, report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
             seed=0, use_cpu=device.type == "cpu", bf16=bf16, torch_compile=compiled)
-        run = transformers.Trainer(model=fresh_model(shape, tokenizer, "sdpa", device), args=arguments,
-                                   train_dataset=train, data_collator=transformers.default_data_collator)
+        hf_trainer = transformers.Trainer(model=fresh_model(shape, tokenizer, "sdpa", device),
+                                          args=arguments, train_dataset=train,
+                                          data_collator=transformers.default_data_collator)
         started = time.perf_counter()
-        run.train()
+        hf_trainer.train()
         train_s = time.perf_counter() - started
         started = time.perf_counter()
-        run.predict(dev)
+        hf_trainer.predict(dev)
         return train_s, time.perf_counter() - started
 
 
@@ -149,7 +150,7 @@ def main() -> None:
     tokenizer = transformers.AutoTokenizer.from_pretrained(vocabulary)
     data = load_glue(MRPC, args.shared / "data" / "glue")
     data = {"train": training_examples(data["train"], 32 * args.steps), "validation": data["validation"]}
-    chosen = {name: run for name, run in setups(device).items()
+    chosen = {name: setup for name, setup in setups(device).items()
               if not args.only or any(name.startswith(p) for p in args.only.split(","))}
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     for shape in args.shapes.split(","):
@@ -157,12 +158,12 @@ def main() -> None:
               f"{len(data['validation'])} pairs; {device_name}, {torch.get_num_threads()} threads, "
               f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}")
         best: dict[str, tuple[float, float]] = {}
-        for run, compiles in chosen.values():
+        for measure, compiles in chosen.values():
             if compiles:  # compilation here, outside the timed turns
-                run(data, tokenizer, shape, args.steps)
+                measure(data, tokenizer, shape, args.steps)
         for _ in range(args.repeats):
-            for name, (run, _compiles) in chosen.items():
-                train_s, eval_s = run(data, tokenizer, shape, args.steps)
+            for name, (measure, _compiles) in chosen.items():
+                train_s, eval_s = measure(data, tokenizer, shape, args.steps)
                 old = best.get(name, (float("inf"), float("inf")))
                 best[name] = (min(old[0], train_s), min(old[1], eval_s))
         report(best, 32 * args.steps, len(data["validation"]))

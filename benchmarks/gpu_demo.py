@@ -15,7 +15,7 @@ import dataclasses
 import sys
 
 from harness.cli import main
-from harness.experiments import demo_run
+from harness.experiments import demo
 from pretrain.models.presets import PRESETS, ModelPreset
 from pretrain.models.shapes import TransformerShape
 
@@ -25,7 +25,7 @@ MICRO = ModelPreset("check-micro", "electra", "small",
                     pretrain_learning_rate=2e-3, max_position_embeddings=64)
 
 
-def micro_plan(plan: demo_run.Plan) -> demo_run.Plan:
+def micro_plan(plan: demo.DemoPlan) -> demo.DemoPlan:
     """`plan` with the micro model and sizes; its tasks, seeds and the rest of its settings kept."""
     return dataclasses.replace(
         plan, machine=f"{plan.machine} (micro rehearsal)", preset=MICRO.name, budget_flops=3e8,
@@ -35,15 +35,15 @@ def micro_plan(plan: demo_run.Plan) -> demo_run.Plan:
                            "max_length=64"))  # the micro model has 64 positions
 
 
-def run(plan_name: str, output: str, *extra: str) -> int:
+def run_demo(plan_name: str, output: str, *extra: str) -> int:
     args = ["demo", "--device", "cuda", "--output", output, "--tracking-uri", "none", *extra]
     if plan_name == "micro":  # the GPU plan's command and stages, on whatever device torch has
         PRESETS[MICRO.name] = MICRO
-        demo_run.GPU = micro_plan(demo_run.GPU)
+        demo.GPU = micro_plan(demo.GPU)
     return main(args)
 
 
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in ("gpu", "micro"):
         sys.exit(f"usage: {sys.argv[0]} gpu|micro OUTPUT [harness demo arguments]")
-    sys.exit(run(*sys.argv[1:]))
+    sys.exit(run_demo(*sys.argv[1:]))

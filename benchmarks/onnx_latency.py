@@ -89,16 +89,16 @@ def inputs_for(batch_size: int, vocab_size: int) -> dict[str, np.ndarray]:
     return {name: array.astype(np.int64) for name, array in zip(INPUT_NAMES, arrays, strict=True)}
 
 
-def measure(runners: dict, inputs: dict, seconds: float, min_rounds: int) -> dict[str, list[float]]:
+def measure(calls: dict, inputs: dict, seconds: float, min_rounds: int) -> dict[str, list[float]]:
     """Per engine, the latency of each call in seconds; engines alternate call by call."""
-    for run in runners.values():  # warm-up: first calls allocate and pick kernels
-        run(inputs)
-    times = {name: [] for name in runners}
+    for infer in calls.values():  # warm-up: first calls allocate and pick kernels
+        infer(inputs)
+    times = {name: [] for name in calls}
     started = time.perf_counter()
     while len(times[next(iter(times))]) < min_rounds or time.perf_counter() - started < seconds:
-        for name, run in runners.items():
+        for name, infer in calls.items():
             begin = time.perf_counter()
-            run(inputs)
+            infer(inputs)
             times[name].append(time.perf_counter() - begin)
     return times
 
@@ -130,11 +130,11 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         checkpoint = classifier_checkpoint(args.model, Path(scratch) / "checkpoint")
-        runners = engines(checkpoint, Path(scratch), args.threads)
+        calls = engines(checkpoint, Path(scratch), args.threads)
         vocab_size = transformers.AutoConfig.from_pretrained(checkpoint).vocab_size
         rows = []
         for batch_size in BATCH_SIZES:
-            times = measure(runners, inputs_for(batch_size, vocab_size), args.seconds, args.min_rounds)
+            times = measure(calls, inputs_for(batch_size, vocab_size), args.seconds, args.min_rounds)
             stats = {name: summarize(values, batch_size) for name, values in times.items()}
             baseline = stats["pytorch eager fp32"]["p50_ms"]
             rows += [{"engine": name, "batch_size": batch_size, **values,

@@ -21,7 +21,7 @@ from pretrain_step import StandInTokenizer
 
 from pretrain.config import PretrainConfig, resolve
 from pretrain.distributed import Context
-from pretrain.prepare import build_run
+from pretrain.prepare import build_setup
 from pretrain.training.placement import pick_device
 
 
@@ -38,16 +38,16 @@ def main() -> None:
     for mode in ("eager", "compiled"):
         config = resolve(PretrainConfig(preset=args.preset, device=str(device), precision="fp32",
                                         compile_optimizer=mode == "compiled"))
-        run = build_run(config, Context(0, 1, device), tokenizer)
+        setup = build_setup(config, Context(0, 1, device), tokenizer)
         torch.manual_seed(0)
-        for p in run.model.parameters():
+        for p in setup.model.parameters():
             p.grad = torch.randn_like(p) * 1e-3
-        for group in run.optimizer.param_groups:
+        for group in setup.optimizer.param_groups:
             group["lr"] = 1e-4
-        seconds = timed(device, run.optimizer.step, 1, warmup=0)  # moments made, and compilation
+        seconds = timed(device, setup.optimizer.step, 1, warmup=0)  # moments made, and compilation
         if mode == "compiled":
             compile_s = seconds
-        optimizers[mode] = run.optimizer
+        optimizers[mode] = setup.optimizer
     params = sum(p.numel() for group in optimizers["eager"].param_groups for p in group["params"])
     times: dict[str, list[float]] = {mode: [] for mode in optimizers}
     for round_ in range(args.rounds):

@@ -29,7 +29,7 @@ from pretrain.budget import step_flops
 from pretrain.config import PretrainConfig, resolve
 from pretrain.distributed import Context
 from pretrain.models.presets import PRESETS
-from pretrain.prepare import build_run
+from pretrain.prepare import build_setup
 from pretrain.train import train_step
 from pretrain.training import placement
 from pretrain.training.placement import pick_device, resolve_precision
@@ -56,12 +56,12 @@ def random_batch(batch_size: int, seq_len: int, vocab_size: int, device) -> dict
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def counted_step_flops(run, batch) -> float:
+def counted_step_flops(setup, batch) -> float:
     """Matmul FLOPs of one training step (forward and backward) as FlopCounterMode counts them."""
     from torch.utils.flop_counter import FlopCounterMode
 
     with FlopCounterMode(display=False) as counter:
-        train_step(run, run.model, batch)
+        train_step(setup, setup.model, batch)
     return float(counter.get_total_flops())
 
 
@@ -70,7 +70,7 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_config(args, objective: str, precision: str, compile_setting: str) -> PretrainConfig:
+def pretrain_config(args, objective: str, precision: str, compile_setting: str) -> PretrainConfig:
     return resolve(PretrainConfig(preset=args.preset, objective=objective, batch_size=args.batch_size,
                                   seq_len=args.seq_len, precision=precision, device=args.device,
                                   compile=compile_setting))
@@ -102,24 +102,26 @@ def main() -> None:
     setups, paper_flops, executed_flops, compile_s = {}, {}, {}, {}
     for objective in ("electra", "mlm"):
         for mode in modes:
-            run = build_run(run_config(args, objective, precision, mode), Context(0, 1, device), tokenizer)
-            model = placement.compiled(run.model, device) if run.compiled else run.model
-            name = f"{objective} {'compiled' if run.compiled else 'eager'}"
-            setups[name] = (run, model)
-            paper_flops[name] = step_flops(objective, 1, run.discriminator_shape, run.generator_shape,
+            config = pretrain_config(args, objective, precision, mode)
+            setup = build_setup(config, Context(0, 1, device), tokenizer)
+            model = placement.compiled(setup.model, device) if setup.compiled else setup.model
+            name = f"{objective} {'compiled' if setup.compiled else 'eager'}"
+            setups[name] = (setup, model)
+            paper_flops[name] = step_flops(objective, 1, setup.discriminator_shape, setup.generator_shape,
                                            args.batch_size, args.seq_len)
-            if not run.compiled:
-                executed_flops[objective] = counted_step_flops(run, batch)
+            if not setup.compiled:
+                executed_flops[objective] = counted_step_flops(setup, batch)
             _sync(device)
             start = time.perf_counter()
             for _ in range(3):  # compiles (and records CUDA graphs) on the first steps
-                train_step(run, model, batch)
+                train_step(setup, model, batch)
             _sync(device)
             compile_s[name] = time.perf_counter() - start
     if not executed_flops:  # compiled only: count on an eager twin
         for objective in ("electra", "mlm"):
-            run = build_run(run_config(args, objective, precision, "off"), Context(0, 1, device), tokenizer)
-            executed_flops[objective] = counted_step_flops(run, batch)
+            config = pretrain_config(args, objective, precision, "off")
+            setup = build_setup(config, Context(0, 1, device), tokenizer)
+            executed_flops[objective] = counted_step_flops(setup, batch)
     # The MFU's denominator, timed with CUDA events on a GPU (gpu_ceilings.py), at the size that
     # reaches the device's peak there
     peak = matmul_peak(device, torch.bfloat16 if precision == "bf16" else torch.float32,
@@ -127,11 +129,11 @@ def main() -> None:
 
     times: dict[str, list[float]] = {name: [] for name in setups}
     for round_index in range(args.rounds + 1):  # round 0 warms up (allocator, oneDNN kernels)
-        for name, (run, model) in setups.items():
+        for name, (setup, model) in setups.items():
             _sync(device)
             start = time.perf_counter()
             for _ in range(args.steps):
-                train_step(run, model, batch)
+                train_step(setup, model, batch)
             _sync(device)
             if round_index:
                 times[name].append((time.perf_counter() - start) / args.steps)
@@ -159,11 +161,11 @@ def main() -> None:
             print(f"{objective} compiled/eager speed-up: {speedup:.2f}x")
 
     if args.profile:
-        for name, (run, model) in setups.items():
-            profile(name, run, model, batch, args.profile, device)
+        for name, (setup, model) in setups.items():
+            profile(name, setup, model, batch, args.profile, device)
 
 
-def profile(name: str, run, model, batch, steps: int, device) -> None:
+def profile(name: str, setup, model, batch, steps: int, device) -> None:
     """Where a step's time goes: the device's kernel time against the wall time, and the top operators.
 
     A step whose kernels fill much less than its wall time waits on the host (launches, Python,
@@ -178,7 +180,7 @@ def profile(name: str, run, model, batch, steps: int, device) -> None:
     with profiler(activities=activities) as prof:
         start = time.perf_counter()
         for _ in range(steps):
-            train_step(run, model, batch)
+            train_step(setup, model, batch)
         _sync(device)
         wall = time.perf_counter() - start
     events = prof.key_averages()

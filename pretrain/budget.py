@@ -21,7 +21,7 @@ from pretrain.training.optimization import scheduled_rate
 
 
 @dataclass
-class Progress:
+class BudgetCounters:
     """What the budgets count; saved in every checkpoint."""
 
     step: int = 0
@@ -34,32 +34,32 @@ class Progress:
         return asdict(self)
 
 
-def budget_fraction(config: PretrainConfig, progress: Progress) -> float:
+def budget_fraction(config: PretrainConfig, counters: BudgetCounters) -> float:
     """Fraction of the budget used: the largest over the budgets that are set."""
-    used = [progress.step / config.max_steps if config.max_steps else 0.0,
-            progress.tokens / config.max_tokens if config.max_tokens else 0.0,
-            progress.elapsed_s / config.max_time_s if config.max_time_s else 0.0,
-            progress.flops / config.max_flops if config.max_flops else 0.0]
+    used = [counters.step / config.max_steps if config.max_steps else 0.0,
+            counters.tokens / config.max_tokens if config.max_tokens else 0.0,
+            counters.elapsed_s / config.max_time_s if config.max_time_s else 0.0,
+            counters.flops / config.max_flops if config.max_flops else 0.0]
     return max(used)
 
 
-def schedule_fraction(config: PretrainConfig, progress: Progress) -> float:
+def schedule_fraction(config: PretrainConfig, counters: BudgetCounters) -> float:
     """Fraction the schedule follows: the largest over the budgets other than time, or time alone."""
-    work = [progress.step / config.max_steps if config.max_steps else None,
-            progress.tokens / config.max_tokens if config.max_tokens else None,
-            progress.flops / config.max_flops if config.max_flops else None]
+    work = [counters.step / config.max_steps if config.max_steps else None,
+            counters.tokens / config.max_tokens if config.max_tokens else None,
+            counters.flops / config.max_flops if config.max_flops else None]
     work = [used for used in work if used is not None]
     if work:
         return max(work)
-    return progress.elapsed_s / config.max_time_s if config.max_time_s else 0.0
+    return counters.elapsed_s / config.max_time_s if config.max_time_s else 0.0
 
 
-def stopped_by(config: PretrainConfig, progress: Progress) -> str | None:
+def stopped_by(config: PretrainConfig, counters: BudgetCounters) -> str | None:
     """The budget that ended the run (the first spent, in BUDGETS order), or None while it goes on."""
-    used = {"max_steps": progress.step / config.max_steps if config.max_steps else 0.0,
-            "max_tokens": progress.tokens / config.max_tokens if config.max_tokens else 0.0,
-            "max_time_s": progress.elapsed_s / config.max_time_s if config.max_time_s else 0.0,
-            "max_flops": progress.flops / config.max_flops if config.max_flops else 0.0}
+    used = {"max_steps": counters.step / config.max_steps if config.max_steps else 0.0,
+            "max_tokens": counters.tokens / config.max_tokens if config.max_tokens else 0.0,
+            "max_time_s": counters.elapsed_s / config.max_time_s if config.max_time_s else 0.0,
+            "max_flops": counters.flops / config.max_flops if config.max_flops else 0.0}
     spent = [key for key in BUDGETS if used[key] >= 1.0]
     if "max_time_s" in spent and len(spent) > 1:  # the work budget was met; the clock did not cut it
         spent.remove("max_time_s")

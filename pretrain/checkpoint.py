@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from pretrain.budget import Progress, budget_fraction, learning_rate, schedule_fraction, stage_fraction
+from pretrain.budget import BudgetCounters, budget_fraction, learning_rate, schedule_fraction, stage_fraction
 from pretrain.config import BUDGETS, PretrainConfig, config_differences
 from pretrain.infra.atomic import atomic_dir, save_pretrained, write_bytes
 from pretrain.infra.errors import UserError
@@ -92,27 +92,27 @@ def budget_change(checkpoint: Path, config: PretrainConfig) -> BudgetChange | No
     changed = [key for key in BUDGETS if old[key] != getattr(config, key)]
     if not changed:
         return None
-    progress = Progress(step=meta["steps"], tokens=meta["tokens_seen"], flops=meta["train_flops"],
-                        elapsed_s=meta["wall_time_s"], stage=meta.get("stage", 1))
+    counters = BudgetCounters(step=meta["steps"], tokens=meta["tokens_seen"], flops=meta["train_flops"],
+                              elapsed_s=meta["wall_time_s"], stage=meta.get("stage", 1))
     out = str(checkpoint.parent.parent)
     spent = [f"{key}={budget_value(getattr(config, key))}" for key in BUDGETS
-             if getattr(config, key) is not None and budget_fraction(_only(config, key), progress) >= 1]
+             if getattr(config, key) is not None and budget_fraction(_only(config, key), counters) >= 1]
     if spent:
         one = len(spent) == 1
-        raise UserError(f"{out!r} holds a run at step {progress.step}, where {' and '.join(spent)} "
+        raise UserError(f"{out!r} holds a run at step {counters.step}, where {' and '.join(spent)} "
                         f"{'is' if one else 'are'} already spent; raise {'it' if one else 'them'} to "
                         "continue that run, or choose a new --output")
-    fraction = schedule_fraction(config, progress)
-    if config.objective == "two-stage" and progress.stage == 2 and fraction < config.two_stage_switch:
+    fraction = schedule_fraction(config, counters)
+    if config.objective == "two-stage" and counters.stage == 2 and fraction < config.two_stage_switch:
         raise UserError(f"{out!r} holds a two-stage run past its switch to the discriminator (step "
-                        f"{progress.step}); the new budget would put the switch (two_stage_switch="
+                        f"{counters.step}); the new budget would put the switch (two_stage_switch="
                         f"{config.two_stage_switch} of it) after that step; choose a smaller budget or a "
                         "new --output")
     before = dataclasses.replace(config, **old)
-    return BudgetChange({"at_step": progress.step, "from": {key: old[key] for key in changed},
+    return BudgetChange({"at_step": counters.step, "from": {key: old[key] for key in changed},
                          "to": {key: getattr(config, key) for key in changed},
-                         "learning_rate_before": _rate(before, progress),
-                         "learning_rate_after": _rate(config, progress)})
+                         "learning_rate_before": _rate(before, counters),
+                         "learning_rate_after": _rate(config, counters)})
 
 
 def extensions(resume: ResumePoint) -> list[BudgetChange]:
@@ -130,9 +130,9 @@ def _only(config: PretrainConfig, budget: str) -> PretrainConfig:
     return dataclasses.replace(config, **{key: None for key in BUDGETS if key != budget})
 
 
-def _rate(config: PretrainConfig, progress: Progress) -> float:
+def _rate(config: PretrainConfig, counters: BudgetCounters) -> float:
     """The learning rate of the next step under config's budgets."""
-    return learning_rate(config, stage_fraction(config, schedule_fraction(config, progress), progress.stage))
+    return learning_rate(config, stage_fraction(config, schedule_fraction(config, counters), counters.stage))
 
 
 def finished_meta(out: Path, config: PretrainConfig) -> PretrainMeta | None:

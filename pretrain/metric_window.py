@@ -39,7 +39,7 @@ class MetricWindow:
         self.steps += 1
         self.tokens += tokens
 
-    def flush(self, context: dist.Context, progress, lr: float, fraction: float) -> dict[str, float]:
+    def flush(self, context: dist.Context, counters, lr: float, fraction: float) -> dict[str, float]:
         """Metrics of the window (every process must call this), then start a new window."""
         keys = sorted(self.sums)
         totals = dist.sum_across(context, torch.stack([self.sums[k] for k in keys])) if keys else []
@@ -48,9 +48,9 @@ class MetricWindow:
         metrics = {name: summed[name] / (self.steps * context.world_size) for name in MEANS if name in summed}
         metrics.update({name: summed[num] / summed[den] for name, num, den in RATIOS
                         if num in summed and summed.get(den)})
-        metrics.update({"learning_rate": lr, "tokens": progress.tokens, "train_flops": progress.flops,
+        metrics.update({"learning_rate": lr, "tokens": counters.tokens, "train_flops": counters.flops,
                         "tokens_per_s": self.tokens / seconds if seconds else 0.0,
-                        "elapsed_s": progress.elapsed_s, "progress": fraction})
+                        "elapsed_s": counters.elapsed_s, "progress": fraction})
         self._reset()
         self.last = metrics
         return metrics

@@ -67,7 +67,7 @@ def _prepare(config: PretrainConfig, files: list[Path]):
 
 
 @dataclass
-class Run:
+class TrainingSetup:
     """The model, optimiser and fixed facts of a run."""
 
     config: PretrainConfig
@@ -102,7 +102,7 @@ class Run:
                 else model.generator
             export_models(folder, export_discriminator(model.discriminator), generator, self.tokenizer)
 
-    def meta(self, progress, metrics: dict, world_size: int) -> PretrainMeta:
+    def meta(self, counters, metrics: dict, world_size: int) -> PretrainMeta:
         """pretrain_meta.json (pretrain/models/pretrain_meta.py): what reports and a reader need to know."""
         model, config = self.model, self.config
         return PretrainMeta(
@@ -113,8 +113,8 @@ class Run:
             generator_shape=asdict(self.generator_shape) if self.generator_shape else None,
             parameters=Parameters(discriminator=distinct_params(model.discriminator),
                                   generator=distinct_params(model.generator), total=distinct_params(model)),
-            steps=progress.step, tokens_seen=progress.tokens, train_flops=progress.flops,
-            wall_time_s=progress.elapsed_s, stage=progress.stage,
+            steps=counters.step, tokens_seen=counters.tokens, train_flops=counters.flops,
+            wall_time_s=counters.elapsed_s, stage=counters.stage,
             batch_size=config.batch_size, seq_len=config.seq_len, world_size=world_size,
             precision=self.precision, attention=self.attention, device=self.device.type,
             compiled=self.compiled,
@@ -124,12 +124,12 @@ class Run:
             metrics=metrics, config=asdict(config), extended=self.extended, corpus=self.corpus,
             # Which budget ended the run (None in a mid-run checkpoint), and how far the schedule got:
             # below 1 when max_time_s cut a steps, tokens or FLOPs budget short (rate not decayed to 0).
-            stopped_by=stopped_by(config, progress),
-            schedule_completed=min(1.0, schedule_fraction(config, progress)),
+            stopped_by=stopped_by(config, counters),
+            schedule_completed=min(1.0, schedule_fraction(config, counters)),
         )
 
 
-def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
+def build_setup(config: PretrainConfig, context: dist.Context, tokenizer) -> TrainingSetup:
     """Networks (identically initialised in every process), the objective and the optimiser."""
     preset = PRESETS[config.preset]
     device = context.device
@@ -157,8 +157,9 @@ def build_run(config: PretrainConfig, context: dist.Context, tokenizer) -> Run:
                              config.disc_weight, config.temperature).to(device)
     model.train()
     torch.manual_seed(config.seed + 7919 * (context.rank + 1))  # masking and dropout differ per process
-    return Run(config, model, make_optimizer(model, config, device), tokenizer, disc_shape, gen_shape,
-               device, precision, attention, placement.resolve_compile(config.compile, device))
+    return TrainingSetup(config, model, make_optimizer(model, config, device), tokenizer, disc_shape,
+                         gen_shape, device, precision, attention,
+                         placement.resolve_compile(config.compile, device))
 
 
 def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch.device):

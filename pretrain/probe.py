@@ -40,11 +40,11 @@ def fixed_batch(examples, config, pad_token_id: int, device: torch.device) -> di
 
 
 @torch.no_grad()
-def unigram_auc(run, batch: dict[str, torch.Tensor], seed: int = 0) -> float | None:
-    """Replaced-token AUC of run's discriminator on `batch` corrupted with unigram draws; None without
+def unigram_auc(setup, batch: dict[str, torch.Tensor], seed: int = 0) -> float | None:
+    """Replaced-token AUC of setup's discriminator on `batch` corrupted with unigram draws; None without
     a detector head."""
-    model = run.model
-    if run.config.objective not in DETECTORS:
+    model = setup.model
+    if setup.config.objective not in DETECTORS:
         return None
     input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
     generator = torch.Generator(device=input_ids.device).manual_seed(seed)
@@ -54,17 +54,17 @@ def unigram_auc(run, batch: dict[str, torch.Tensor], seed: int = 0) -> float | N
         return None
     picks = torch.randint(0, pool.numel(), positions.shape, generator=generator, device=input_ids.device)
     corrupted, replaced = obj.corrupt(input_ids, positions, weights, pool[picks])
-    with _evaluating(model.discriminator) as discriminator, run.autocast():
+    with _evaluating(model.discriminator) as discriminator, setup.autocast():
         hidden = model.encode(discriminator, corrupted, attention_mask, batch["token_type_ids"])
         logits = discriminator.discriminator_predictions(hidden)
     return float(obj.detection_auc(logits, replaced, attention_mask))
 
 
 @torch.no_grad()
-def collapse(run, batch: dict[str, torch.Tensor]) -> float:
+def collapse(setup, batch: dict[str, torch.Tensor]) -> float:
     """`position_cosine` of the discriminator's last layer on `batch` (uncorrupted)."""
-    model = run.model
-    with _evaluating(model.discriminator) as discriminator, run.autocast():
+    model = setup.model
+    with _evaluating(model.discriminator) as discriminator, setup.autocast():
         hidden = model.encode(discriminator, batch["input_ids"], batch["attention_mask"],
                               batch["token_type_ids"]).float()
     return position_cosine(hidden, batch["attention_mask"])

@@ -42,7 +42,7 @@ class ModelBlock(TypedDict):
     recipe: NotRequired[str]  # the fine-tuning recipe row, electra-small|base|large; absent in older files
 
 
-class RunRecord(TypedDict, total=False):
+class SeedRecord(TypedDict, total=False):
     """One finished (task, seed), keys in the file's order."""
 
     task: str
@@ -175,7 +175,7 @@ class ResultsBody(TypedDict, total=False):
     search: SearchOrigin  # with --params-from
     tasks: list[str]  # every invocation's tasks (GLUE: AX rides with MNLI)
     seeds: int  # seeds per task, from config's seed
-    runs: list[RunRecord]
+    runs: list[SeedRecord]
     flops: Flops | None  # None until the run's end
     device: str  # the host CPU (platform.processor, else machine)
     versions: dict[str, str]  # torch and transformers
@@ -197,10 +197,10 @@ def body(results_format: str, model: ModelBlock, config: dict[str, Any], tasks: 
             "seeds": seeds, "runs": [], "flops": None, "device": device, "versions": versions}
 
 
-def run_record(task: str, seed: int, metrics: dict[str, dict[str, float]], score: float,
-               history: list[dict[str, float]], num_train_steps: int, num_train_examples: int,
-               train_time_s: float, train_examples_per_s: float, train_examples_seen: int,
-               train_tokens_per_s: float, resolved_config: dict[str, Any], **extra: Any) -> RunRecord:
+def seed_record(task: str, seed: int, metrics: dict[str, dict[str, float]], score: float,
+                history: list[dict[str, float]], num_train_steps: int, num_train_examples: int,
+                train_time_s: float, train_examples_per_s: float, train_examples_seen: int,
+                train_tokens_per_s: float, resolved_config: dict[str, Any], **extra: Any) -> SeedRecord:
     """One (task, seed) row of `runs`; `extra` (double_unordered, resumed) sits before resolved_config."""
     return {"task": task, "seed": seed, "metrics": metrics, "score": score, "history": history,
             "num_train_steps": num_train_steps, "num_train_examples": num_train_examples,
@@ -230,14 +230,14 @@ def glue_section(glue_median: float, found: Estimate | None, tasks: Sequence[str
     return block
 
 
-def runs_of(results: ResultsBody, task: str) -> list[RunRecord]:
+def seed_records_of(results: ResultsBody, task: str) -> list[SeedRecord]:
     """The task's finished runs, in the file's order."""
     return [r for r in results["runs"] if r["task"] == task]
 
 
 def seeds_of(results: ResultsBody, task: str) -> list[int]:
     """The task's finished seeds, sorted."""
-    return sorted(r["seed"] for r in runs_of(results, task))
+    return sorted(r["seed"] for r in seed_records_of(results, task))
 
 
 def is_done(results: ResultsBody, task: str, seed: int) -> bool:

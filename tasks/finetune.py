@@ -50,7 +50,7 @@ class FinetuneResult:
 LOG_EVERY_STEPS = 20  # the progress loss, and the divergence check, read the device this often
 
 
-class _Progress:
+class _ProgressDisplay:
     """The loop's progress (console.progress_mode): a tqdm bar, plain lines, or nothing."""
 
     def __init__(self, label: str, num_steps: int, num_epochs: int, progress: bool | None):
@@ -134,7 +134,7 @@ class _SeedLoop:
         self.step, self.examples, self.tokens = at.step, at.examples, at.tokens
         self.train_time_s = at.train_time_s
         self.outputs: dict[str, list[np.ndarray]] = {}
-        self.shown = _Progress(io.label, self.num_steps, math.ceil(config.num_epochs), io.progress)
+        self.shown = _ProgressDisplay(io.label, self.num_steps, math.ceil(config.num_epochs), io.progress)
         self.shown.bar.update(self.step)
 
     def here(self, epoch: int, epoch_steps: int, loss_sum: torch.Tensor | float,

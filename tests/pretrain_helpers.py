@@ -40,12 +40,12 @@ def micro_config(tmp_path: Path, corpus: Path, name: str = "out", **settings) ->
     return PretrainConfig(**values)
 
 
-def micro_run(**settings):
-    """`build_run` of the micro preset on the CPU, with a 60-word stand-in tokenizer (no corpus)."""
+def micro_setup(**settings):
+    """`build_setup` of the micro preset on the CPU, with a 60-word stand-in tokenizer (no corpus)."""
     from types import SimpleNamespace
 
     from pretrain.distributed import Context
-    from pretrain.prepare import build_run
+    from pretrain.prepare import build_setup
 
     class Tokenizer(SimpleNamespace):
         def __len__(self):
@@ -53,7 +53,7 @@ def micro_run(**settings):
 
     tokenizer = Tokenizer(pad_token_id=0, cls_token_id=2, sep_token_id=3, mask_token_id=4)
     config = PretrainConfig(preset=MICRO.name, max_steps=1, precision="fp32", device="cpu", **settings)
-    return build_run(resolve(config), Context(0, 1, torch.device("cpu")), tokenizer)
+    return build_setup(resolve(config), Context(0, 1, torch.device("cpu")), tokenizer)
 
 
 def final_weights(out: Path) -> dict[str, torch.Tensor]:

@@ -17,7 +17,7 @@ def write_results(directory, results_format, runs) -> None:
     tasks = list(dict.fromkeys(task for task, _ in runs))
     model = results_schema.ModelBlock(name=str(directory), path=str(directory))
     body = results_schema.body(results_format, model, {}, tasks, len(runs) // len(tasks), device="cpu", versions={})
-    body["runs"] = [results_schema.run_record(task, seed, {"validation": {}}, 0.0, [], 0, N, 0.0, 0.0, 0, 0.0, {})
+    body["runs"] = [results_schema.seed_record(task, seed, {"validation": {}}, 0.0, [], 0, N, 0.0, 0.0, 0, 0.0, {})
                     for task, seed in runs]
     body["summary"] = {task: {"score": results_schema.MetricSummary(median=0.0)} for task in tasks}
     results_schema.write(directory / results_schema.FILE, body)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from harness.cli import main
-from harness.experiments import demo_run
+from harness.experiments import demo
 from pretrain.infra.errors import UserError
 from tests.conftest import MICRO, write_corpus
 
@@ -16,11 +16,11 @@ from tests.conftest import MICRO, write_corpus
 @pytest.fixture
 def micro_plan(micro, monkeypatch, tmp_path):
     plan = dataclasses.replace(
-        demo_run.CPU, preset=MICRO.name, budget_flops=2e8, seeds=2, tasks="stsb,rte", train_examples=12,
+        demo.CPU, preset=MICRO.name, budget_flops=2e8, seeds=2, tasks="stsb,rte", train_examples=12,
         pretrain_settings=("tokenizer=train", "train_vocab_size=200", "precision=fp32",
                            f"cache_dir={tmp_path / 'cache'}"),
         finetune_settings=("predict_test=false", "num_epochs=1", "batch_size=8", "precision=fp32"))
-    monkeypatch.setattr(demo_run, "CPU", plan)
+    monkeypatch.setattr(demo, "CPU", plan)
     return plan
 
 
@@ -86,12 +86,12 @@ def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, cap
 
 
 def test_plan_follows_the_device_and_missing_inputs_are_one_error(tmp_path, monkeypatch, capsys):
-    assert demo_run.choose_plan("cuda") is demo_run.GPU and demo_run.choose_plan("cpu") is demo_run.CPU
-    assert demo_run.GPU.preset == "electra-small" and demo_run.CPU.preset == "electra-tiny"
+    assert demo.choose_plan("cuda") is demo.GPU and demo.choose_plan("cpu") is demo.CPU
+    assert demo.GPU.preset == "electra-small" and demo.CPU.preset == "electra-tiny"
     monkeypatch.setenv("SHARED_DIR", str(tmp_path / "nowhere"))
     monkeypatch.delenv("GLUE_DIR", raising=False)
     with pytest.raises(UserError, match=r"--data-dir '.*nowhere/data/glue' and --corpus '.*gutenberg' not found"):
-        demo_run.default_inputs(None, None)
+        demo.default_inputs(None, None)
     # From the command line: one line, exit 2, nothing written.
     assert main(["demo", "--device", "cpu", "--output", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
@@ -101,9 +101,9 @@ def test_plan_follows_the_device_and_missing_inputs_are_one_error(tmp_path, monk
 
 def test_clock_rescales_the_eta_by_the_finished_stages(monkeypatch, capsys):
     now = [0.0]
-    monkeypatch.setattr(demo_run.time, "monotonic", lambda: now[0])
-    plan = dataclasses.replace(demo_run.CPU, stage_s=(100.0, 200.0, 300.0, 400.0))
-    clock = demo_run.Clock(plan)
+    monkeypatch.setattr(demo.time, "monotonic", lambda: now[0])
+    plan = dataclasses.replace(demo.CPU, stage_s=(100.0, 200.0, 300.0, 400.0))
+    clock = demo.Clock(plan)
     clock("first")  # nothing finished: the plan's 1000 s
     now[0] = 200.0  # the first stage took twice its 100 s: the other 900 s will take 1800
     clock("second")
@@ -113,9 +113,9 @@ def test_clock_rescales_the_eta_by_the_finished_stages(monkeypatch, capsys):
 
 def test_clock_leaves_stages_kept_from_an_earlier_run_out_of_the_eta(monkeypatch, capsys):
     now = [0.0]
-    monkeypatch.setattr(demo_run.time, "monotonic", lambda: now[0])
-    plan = dataclasses.replace(demo_run.CPU, stage_s=(100.0, 200.0, 300.0, 400.0))
-    clock = demo_run.Clock(plan)
+    monkeypatch.setattr(demo.time, "monotonic", lambda: now[0])
+    plan = dataclasses.replace(demo.CPU, stage_s=(100.0, 200.0, 300.0, 400.0))
+    clock = demo.Clock(plan)
     clock("first")
     now[0] = 2.0  # pre-training kept from the run before: not a machine 50x faster than planned
     clock("second")

@@ -195,7 +195,7 @@ def test_reinit_layers_draws_the_top_layers_afresh_and_nothing_else(tiny_model, 
 
 def test_glue_benchmark_keeps_nothing_and_builds_from_a_plan_alone(tiny_model, glue_data, tmp_path):
     from harness.finetuning import model_setup
-    from harness.finetuning.glue_run import GlueBenchmark, GlueInvocation
+    from harness.finetuning.glue_benchmark import GlueBenchmark, GlueInvocation
 
     invocation = GlueInvocation(model=str(tiny_model), tasks=(GLUE_TASKS["rte"], GLUE_TASKS["stsb"]),
                                 output_dir=tmp_path / "out", config=FinetuneConfig(max_length=32),

@@ -105,15 +105,15 @@ def _pretraining_step(objective: str, slices: int):
     masked slot shown as [MASK], a near-zero sampling temperature (the generator's argmax) and no dropout,
     the step has no random draw left, so the batch whole and in slices must train alike."""
     from pretrain.train import train_step
-    from tests.pretrain_helpers import micro_run
+    from tests.pretrain_helpers import micro_setup
 
-    run = micro_run(objective=objective, gradient_accumulation_steps=slices, mask_token_fraction=1.0,
-                    temperature=1e-6)
-    run.model.eval()  # dropout off
+    setup = micro_setup(objective=objective, gradient_accumulation_steps=slices, mask_token_fraction=1.0,
+                        temperature=1e-6)
+    setup.model.eval()  # dropout off
     ids = torch.tensor([[2, token, 3, 0, 0, 0] for token in (11, 23, 37, 41)])  # [CLS] token [SEP] padding
     batch = {"input_ids": ids, "attention_mask": (ids != 0).long(), "token_type_ids": torch.zeros_like(ids)}
-    loss, stats, grad_norm = train_step(run, run.model, batch)
-    return loss, stats, grad_norm, {name: p.detach().clone() for name, p in run.model.named_parameters()}
+    loss, stats, grad_norm = train_step(setup, setup.model, batch)
+    return loss, stats, grad_norm, {name: p.detach().clone() for name, p in setup.model.named_parameters()}
 
 
 @pytest.mark.parametrize("objective", ["electra", "mlm"])

@@ -217,8 +217,8 @@ def test_a_forbidden_edge_and_a_cycle_are_caught(tmp_path):
     assert found[("tasks", "pretrain")] == {"tasks.probe imports pretrain.train"}
     assert found[("training", "pretrain")] == {"pretrain.training.newcomer imports pretrain.train"}
     # MLflow bookkeeping reaching up into a fine-tuning run is a feature edge that is not allowed.
-    (tmp_path / "harness" / "tracking" / "upward.py").write_text("from harness.finetuning import glue_run\n")
-    assert feature_violations(tmp_path) == ["harness.tracking.upward imports harness.finetuning.glue_run"]
+    (tmp_path / "harness" / "tracking" / "upward.py").write_text("from harness.finetuning import glue_benchmark\n")
+    assert feature_violations(tmp_path) == ["harness.tracking.upward imports harness.finetuning.glue_benchmark"]
     assert "pretrain" not in ALLOWED["tasks"] and "models" not in ALLOWED["tasks"]
     with pytest.raises(graphlib.CycleError):
         list(graphlib.TopologicalSorter(module_graph(tmp_path)).static_order())

@@ -104,7 +104,7 @@ def count_calls(monkeypatch, calls: collections.Counter, function) -> None:
 
 def test_each_invocation_makes_its_plan_once(tmp_path, micro, corpus, monkeypatch, capsys):
     """Settings resolved, corpus sniffed, resume point (and budget change) found once per invocation."""
-    import harness.pretraining.pretrain_run  # noqa: F401  (its modules loaded: their names are counted too)
+    import harness.pretraining.orchestration  # noqa: F401  (its modules loaded: their names are counted too)
     from pretrain import checkpoint, config
     from pretrain.corpus import check_text
 

@@ -14,7 +14,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tests.conftest import REPO, write_corpus
-from tests.pretrain_helpers import micro_config, micro_run
+from tests.pretrain_helpers import micro_config, micro_setup
 
 # Tensor methods that copy a value to the host, so the host waits for the device's queue to drain.
 HOST_SYNCS = {torch.Tensor.item, torch.Tensor.__bool__, torch.Tensor.__float__, torch.Tensor.__int__,
@@ -66,17 +66,17 @@ def test_the_step_compiles_to_one_graph_and_never_recompiles_once_warm(micro, mo
 
     compile_ = torch.compile
     monkeypatch.setattr(torch, "compile", lambda fn, **how: compile_(fn, fullgraph=True, backend="aot_eager"))
-    run = micro_run(compile_optimizer=True)
-    model = torch.compile(run.model)
+    setup = micro_setup(compile_optimizer=True)
+    model = torch.compile(setup.model)
     torch._dynamo.reset()
     counters.clear()
-    train_step(run, model, _batch(0))  # compiles
+    train_step(setup, model, _batch(0))  # compiles
     with torch._dynamo.config.patch(error_on_recompile=True):
         for step in range(1, 4):
-            for group in run.optimizer.param_groups:
+            for group in setup.optimizer.param_groups:
                 group["lr"] = 1e-3 / step
-            loss, _, _ = train_step(run, model, _batch(step))
-    assert run.optimizer.compiled and counters["stats"]["unique_graphs"] == 2
+            loss, _, _ = train_step(setup, model, _batch(step))
+    assert setup.optimizer.compiled and counters["stats"]["unique_graphs"] == 2
     assert torch.isfinite(loss)
 
 

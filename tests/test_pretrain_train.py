@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pretrain.budget import Progress, budget_fraction, learning_rate
+from pretrain.budget import BudgetCounters, budget_fraction, learning_rate
 from pretrain.config import PretrainConfig, config_differences, resolve
 from pretrain.infra.errors import UserError
 from pretrain.models import pretrain_meta
@@ -18,7 +18,7 @@ from pretrain.models.presets import PRESETS
 from pretrain.models.pretrain_meta import PretrainMeta
 from pretrain.train import pretrain
 from tests.conftest import MICRO
-from tests.pretrain_helpers import Killed, final_weights, killed_at, micro_config, micro_run
+from tests.pretrain_helpers import Killed, final_weights, killed_at, micro_config, micro_setup
 
 
 def test_learning_rate_schedule_pinned():
@@ -57,8 +57,8 @@ def test_a_corpus_named_by_another_path_to_it_is_the_same_setting(tmp_path, monk
 
 def test_the_first_budget_reached_stops():
     config = PretrainConfig(max_steps=100, max_tokens=1000, max_time_s=60.0, max_flops=1e12)
-    assert budget_fraction(config, Progress(step=10, tokens=500, elapsed_s=6, flops=2e11)) == 0.5
-    later = Progress(step=10, tokens=100, elapsed_s=6, flops=3e11)
+    assert budget_fraction(config, BudgetCounters(step=10, tokens=500, elapsed_s=6, flops=2e11)) == 0.5
+    later = BudgetCounters(step=10, tokens=100, elapsed_s=6, flops=3e11)
     assert budget_fraction(config, later) == pytest.approx(0.3)
 
 
@@ -147,10 +147,10 @@ def test_disc_layers_lr_scale_holds_the_discriminators_layers_and_trains_the_res
 def test_disc_bias_prior_starts_the_detector_at_that_replaced_rate(micro, prior):
     """Before any step, an untrained detector says "replaced" with probability near the prior (0.5
     without one: the paper's zero bias)."""
-    run = micro_run(disc_bias_prior=prior)
+    setup = micro_setup(disc_bias_prior=prior)
     ids = torch.randint(10, 60, (8, 32))
     with torch.no_grad():
-        logits = run.model.discriminator(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+        logits = setup.model.discriminator(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
     assert torch.sigmoid(logits).mean().item() == pytest.approx(prior or 0.5, abs=0.02)
 
 
@@ -231,7 +231,7 @@ def test_a_time_stop_beside_a_step_budget_does_not_change_the_model(tmp_path, mi
 
 
 def test_a_time_stop_that_cuts_the_budget_short_is_said_and_recorded(tmp_path, micro, corpus, monkeypatch):
-    from harness.pretraining.pretrain_run import time_stop_note
+    from harness.pretraining.orchestration import time_stop_note
 
     slow_clock(monkeypatch, range(10_000))  # 1 s per step
     config = micro_config(tmp_path, corpus, max_steps=10, max_time_s=4.0, log_every_steps=1)
@@ -401,7 +401,7 @@ def test_the_unigram_probe_scores_replaced_tokens_and_leaves_the_rng_alone(micro
 
     from pretrain import probe
 
-    run = micro_run()
+    setup = micro_setup()
     ids = torch.randint(10, 60, (8, 32))
     ids[:, 0], ids[:, -1] = 2, 3
     batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
@@ -419,14 +419,14 @@ def test_the_unigram_probe_scores_replaced_tokens_and_leaves_the_rng_alone(micro
             return self.sign * (2 * hidden[..., 0] - 1)
 
     def detector(sign):
-        run.model.discriminator.electra = Changed()
-        run.model.discriminator.discriminator_predictions = Head(sign)
+        setup.model.discriminator.electra = Changed()
+        setup.model.discriminator.discriminator_predictions = Head(sign)
 
     rng = torch.get_rng_state()
     detector(1.0)
-    assert probe.unigram_auc(run, batch) == 1.0
+    assert probe.unigram_auc(setup, batch) == 1.0
     detector(-1.0)
-    assert probe.unigram_auc(run, batch) == 0.0
+    assert probe.unigram_auc(setup, batch) == 0.0
     assert torch.equal(torch.get_rng_state(), rng)
-    run.config = dataclasses.replace(run.config, objective="mlm")
-    assert probe.unigram_auc(run, batch) is None  # no detector head to probe
+    setup.config = dataclasses.replace(setup.config, objective="mlm")
+    assert probe.unigram_auc(setup, batch) is None  # no detector head to probe

@@ -9,7 +9,7 @@ import re
 import transformers
 
 from harness.cli import main
-from harness.pretraining.pretrain_run import run_pretrain
+from harness.pretraining.orchestration import run_pretrain
 from pretrain.training import console
 from tasks import batching, glue
 from tasks.config import FinetuneConfig

@@ -160,10 +160,10 @@ def test_fixed_settings_reach_every_trial(tmp, mlflow_db):
 def test_params_from_file_and_study_with_overrides_winning(tmp, mlflow_db, capsys, monkeypatch):
     search(tmp, mlflow_db, trials=3)
     saved = json.loads((tmp / "out" / "best_params.json").read_text())
-    import harness.finetuning.glue_run
+    import harness.finetuning.glue_benchmark
 
     seen = []
-    monkeypatch.setattr(harness.finetuning.glue_run, "run_glue", lambda glue_run: seen.append(glue_run) or {})
+    monkeypatch.setattr(harness.finetuning.glue_benchmark, "run_glue", lambda invocation: seen.append(invocation) or {})
     monkeypatch.setattr("harness.finetuning.table.glue_table", lambda results: "table")
     base = ["run", "glue", "--model", "m", "--tasks", "rte", "--seeds", "3",
             "--output-dir", str(tmp / "g")]
@@ -250,7 +250,7 @@ def test_cli_builds_the_search_run(tmp, capsys, monkeypatch):
     import harness.search.trials
 
     seen = []
-    monkeypatch.setattr(harness.search.trials, "run_search", lambda run, make: seen.append(run) or {
+    monkeypatch.setattr(harness.search.trials, "run_search", lambda invocation, make: seen.append(invocation) or {
         "trials": {"COMPLETE": 4, "PRUNED": 2, "FAIL": 1, "RUNNING": 0},
         "pruning": {"epochs_skipped": 5.0, "time_saved_s": 120.0}})
     (tmp / "space.toml").write_text("num_epochs = [1, 4]\nbatch_size = [8]\n")
@@ -416,10 +416,10 @@ def test_old_studies_are_refused_or_read_with_a_note(tmp, capsys, monkeypatch):
                        capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"study 'old' in '{storage}' was made before trials measured fixed seeds" in err
-    import harness.finetuning.glue_run
+    import harness.finetuning.glue_benchmark
 
     seen = []
-    monkeypatch.setattr(harness.finetuning.glue_run, "run_glue", lambda glue_run: seen.append(glue_run) or {})
+    monkeypatch.setattr(harness.finetuning.glue_benchmark, "run_glue", lambda invocation: seen.append(invocation) or {})
     monkeypatch.setattr("harness.finetuning.table.glue_table", lambda results: "table")
     base = ["run", "glue", "--model", "m", "--tasks", "rte", "--output-dir", str(tmp / "g"),
             "--params-from", f"{storage}#old"]
@@ -428,9 +428,9 @@ def test_old_studies_are_refused_or_read_with_a_note(tmp, capsys, monkeypatch):
     assert ("note: study 'old' was made before trials measured fixed seeds: its trials drew the seed as a "
             "parameter, so its scores are each one seed's, the best likely a lucky one; its best trial's seed 3 "
             "is dropped and its score 0.7000 is that seed's") in out
-    (glue_run,) = seen
-    assert glue_run.config.seed == 6 and glue_run.config.learning_rate == 1e-3  # past seeds 3 and 5
-    assert glue_run.search["trial_seeds"] == [3] and glue_run.search["search_seeds"] == [3, 5]
+    (invocation,) = seen
+    assert invocation.config.seed == 6 and invocation.config.learning_rate == 1e-3  # past seeds 3 and 5
+    assert invocation.search["trial_seeds"] == [3] and invocation.search["search_seeds"] == [3, 5]
     code, _, err = run([*base, "--seeds", "2", "seed=4"], capsys)  # seeds 4, 5: the search trained seed 5
     assert code == 2 and len(err.strip().splitlines()) == 1 and (
         "seed=4 with --seeds 2 trains seed 5, which the search 'old' trained on; its configuration is "

@@ -250,7 +250,7 @@ def test_the_batcher_takes_what_queued_during_a_batch_up_to_max_batch():
 
     async def scenario():
         batcher = MicroBatcher(predict, max_batch=4, max_pending=9)
-        worker = asyncio.create_task(batcher.run())
+        worker = asyncio.create_task(batcher.work())
         first = asyncio.create_task(batcher.submit(["a"]))
         while not calls:  # the first batch is running (and held)
             await asyncio.sleep(0.01)
@@ -280,7 +280,7 @@ def test_the_batcher_waits_for_company_only_when_asked():
 
     async def scenario(wait_s):
         batcher = MicroBatcher(predict, max_batch=2, max_wait_s=wait_s)  # two requests fill a batch
-        worker = asyncio.create_task(batcher.run())
+        worker = asyncio.create_task(batcher.work())
         first = asyncio.create_task(batcher.submit(["a"]))
         await asyncio.sleep(0.1)
         second = asyncio.create_task(batcher.submit(["b"]))

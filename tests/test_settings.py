@@ -14,8 +14,8 @@ import pytest
 from harness.cli import build_parser, main
 from harness.config import add_flags, flag_help, flag_values, settings_help
 from harness.deploy.serve_config import ServeConfig
-from harness.experiments import efficiency_run
-from harness.finetuning import glue_run, records, results_file
+from harness.experiments import efficiency
+from harness.finetuning import glue_benchmark, records, results_file
 from pretrain.config import BUDGETS, PretrainConfig, config_differences, resolve
 from pretrain.infra import atomic
 from pretrain.infra.errors import UserError
@@ -105,7 +105,7 @@ def test_choices_come_from_the_literal_types():
 
 
 def _results(config: FinetuneConfig, model: str = "/m/a") -> results_schema.ResultsBody:
-    return records.fresh_results(glue_run.RESULTS_FORMAT, results_schema.ModelBlock(name="a", path=model), config,
+    return records.fresh_results(glue_benchmark.RESULTS_FORMAT, results_schema.ModelBlock(name="a", path=model), config,
                                  ["rte"], 1)
 
 
@@ -179,24 +179,24 @@ def test_glue_resume_with_compile_changed_goes_on_and_trains_the_missing_seed(ti
     assert err.count("\n") == 1 and "with other settings (num_epochs: 1.0 -> 2.0); resume" in err
 
 
-def _experiment(tmp_path, finetune: FinetuneConfig) -> efficiency_run.Efficiency:
-    return efficiency_run.Efficiency(preset="electra-tiny", corpus=(str(tmp_path / "corpus.txt"),), budgets=(1e8,),
+def _experiment(tmp_path, finetune: FinetuneConfig) -> efficiency.Efficiency:
+    return efficiency.Efficiency(preset="electra-tiny", corpus=(str(tmp_path / "corpus.txt"),), budgets=(1e8,),
                                      objectives=("electra",), tasks=(GLUE_TASKS["rte"],), output_dir=tmp_path,
                                      finetune=finetune)
 
 
 def test_an_experiment_manifest_from_before_a_setting_compares_by_the_same_rule(tmp_path):
-    efficiency_run._check_manifest(_experiment(tmp_path, FinetuneConfig()))
-    manifest = json.loads((tmp_path / efficiency_run.MANIFEST).read_text())
+    efficiency._check_manifest(_experiment(tmp_path, FinetuneConfig()))
+    manifest = json.loads((tmp_path / efficiency.MANIFEST).read_text())
     for key in ("trust_remote_code", "gradient_accumulation_steps", "reinit_layers"):
         del manifest["fixed"]["finetune"][key]
     manifest["fixed"]["finetune"]["compile"] = "on"
-    atomic.write_json(tmp_path / efficiency_run.MANIFEST, manifest)
-    efficiency_run._check_manifest(_experiment(tmp_path, FinetuneConfig()))  # accepted, and rewritten
+    atomic.write_json(tmp_path / efficiency.MANIFEST, manifest)
+    efficiency._check_manifest(_experiment(tmp_path, FinetuneConfig()))  # accepted, and rewritten
     del manifest["fixed"]["finetune"]["optimizer"]  # before optimizer existed: torch's AdamW
-    atomic.write_json(tmp_path / efficiency_run.MANIFEST, manifest)
+    atomic.write_json(tmp_path / efficiency.MANIFEST, manifest)
     with pytest.raises(UserError) as refused:
-        efficiency_run._check_manifest(_experiment(tmp_path, FinetuneConfig()))
+        efficiency._check_manifest(_experiment(tmp_path, FinetuneConfig()))
     assert str(refused.value) == (f"{str(tmp_path)!r} holds an experiment with other finetune (optimizer: "
                                   "'adamw' -> 'electra'); rerun it with the same settings or pass a new --output")
 

@@ -100,7 +100,7 @@ def test_v2_with_train_file_writes_null_odds(tiny_model, tmp_path, capsys):
 
 def test_squad_benchmark_keeps_nothing_and_its_plan_holds_the_resolved_settings(tiny_model, tmp_path):
     from harness.finetuning import model_setup
-    from harness.finetuning.squad_run import SquadBenchmark, SquadInvocation
+    from harness.finetuning.squad_benchmark import SquadBenchmark, SquadInvocation
 
     data = tmp_path / "squad"
     write_squad(data / "dev-v2.0.json", "2.0")
@@ -147,25 +147,25 @@ def test_squad_heads_save_and_load(joint, tiny_model, tmp_path):
 
 
 def test_settings_go_to_their_configs(tiny_model, tmp_path, capsys, monkeypatch):
-    import harness.finetuning.squad_run
+    import harness.finetuning.squad_benchmark
 
     seen = {}
 
-    def fake_run(run, progress=None):
-        seen["run"] = run
+    def fake_run(invocation, progress=None):
+        seen["invocation"] = invocation
         return {"summary": {}, "runs": []}
 
-    monkeypatch.setattr(harness.finetuning.squad_run, "run_squad", fake_run)
+    monkeypatch.setattr(harness.finetuning.squad_benchmark, "run_squad", fake_run)
     config_file = tmp_path / "squad.toml"
     config_file.write_text("batch_size = 16\nanswerability_head = false\nholdout_fraction = 0.5\n")
     args = squad_args(tiny_model, tmp_path, "--version", "2.0", "--data-dir", "d", "--config",
                       str(config_file), "doc_stride=64", "batch_size=8", "max_length=512")
     code, _, err = run_cli(args, capsys)
     assert code == 0, err
-    squad_run = seen["run"]
-    assert squad_run.task == SQUAD_TASKS["2.0"] and squad_run.source == SquadSource(data_dir="d")
-    assert squad_run.config == FinetuneConfig(batch_size=8, max_length=512)
-    assert squad_run.squad_config == SquadConfig(doc_stride=64, answerability_head=False, holdout_fraction=0.5)
+    invocation = seen["invocation"]
+    assert invocation.task == SQUAD_TASKS["2.0"] and invocation.source == SquadSource(data_dir="d")
+    assert invocation.config == FinetuneConfig(batch_size=8, max_length=512)
+    assert invocation.squad_config == SquadConfig(doc_stride=64, answerability_head=False, holdout_fraction=0.5)
 
 
 def test_max_length_defaults_to_electras_512(tiny_model, tmp_path, capsys):

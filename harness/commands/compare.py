@@ -37,20 +37,20 @@ def add_parser(subparsers) -> None:
                         help="difference in points (x100 for GLUE) to size seed counts for "
                              "(default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handle)
 
 
-def run(args: argparse.Namespace) -> int:
-    from harness.experiments.compare_runs import compare, load_run, table, to_json
+def handle(args: argparse.Namespace) -> int:
+    from harness.experiments.comparison import compare, load_results_folder, table, to_json
     from pretrain.infra.errors import UserError
 
     if not 0 < args.target < float("inf"):  # nan too
         raise UserError(f"--target must be a positive, finite number of points (got {args.target})")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    run_a, run_b = load_run(args.run_a), load_run(args.run_b)
-    if run_a.path.resolve() == run_b.path.resolve():  # legal, and a check of the tool, but rarely meant
-        print(f"harness: warning: RUN_A and RUN_B are the same run ({run_a.path}): every difference is 0 "
+    folder_a, folder_b = load_results_folder(args.run_a), load_results_folder(args.run_b)
+    if folder_a.path.resolve() == folder_b.path.resolve():  # legal, and a check of the tool, but rarely meant
+        print(f"harness: warning: RUN_A and RUN_B are the same run ({folder_a.path}): every difference is 0 "
               "and 'detectable' is only the noise floor; pass two different run directories", file=sys.stderr)
-    result = compare(run_a, run_b, tasks, args.target)
+    result = compare(folder_a, folder_b, tasks, args.target)
     print(to_json(result) if args.json else table(result))
     return 0

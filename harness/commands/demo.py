@@ -42,11 +42,11 @@ def add_parser(subparsers) -> None:
                                            "$SHARED_DIR/data/glue, else ../shared/data/glue)")
     parser.add_argument("--corpus", help="pre-training text (default: the shared data/corpus/gutenberg)")
     parser.add_argument("--tracking-uri", help=mlflow_runs.TRACKING_HELP)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handle)
 
 
-def run(args: argparse.Namespace) -> int:
-    from harness.experiments.demo_run import Demo, choose_plan, default_inputs, run_demo
+def handle(args: argparse.Namespace) -> int:
+    from harness.experiments.demo import Demo, choose_plan, default_inputs, run_demo
     from pretrain.infra.errors import UserError
 
     data_dir, corpus = default_inputs(args.data_dir, args.corpus)

@@ -56,12 +56,12 @@ def add_parser(subparsers) -> None:
     eff.add_argument("--tracking-uri", help=mlflow_runs.TRACKING_HELP)
     eff.add_argument("overrides", nargs="*", metavar="key=value",
                      help="pretrain.KEY=VALUE or finetune.KEY=VALUE settings")
-    eff.set_defaults(handler=run_efficiency_command)
+    eff.set_defaults(handler=handle_efficiency)
 
 
-def run_efficiency_command(args: argparse.Namespace) -> int:
+def handle_efficiency(args: argparse.Namespace) -> int:
     from harness.config import load_config
-    from harness.experiments.efficiency_run import Efficiency, diverged_error, run_efficiency
+    from harness.experiments.efficiency import Efficiency, diverged_error, run_efficiency
     from pretrain.infra.errors import UserError
     from tasks.config import FinetuneConfig
     from tasks.registry import parse_tasks
@@ -98,7 +98,7 @@ def _budgets(spec: str) -> tuple[float, ...]:
         budgets = tuple(float(item) for item in spec.split(",") if item.strip())
     except ValueError:
         raise UserError(f"--budget-flops {spec!r} is not a comma list of numbers; e.g. 1e14,4e14") from None
-    return budgets  # harness.experiments.efficiency_run.pretrain_configs checks they are positive
+    return budgets  # harness.experiments.efficiency.pretrain_configs checks they are positive
 
 
 def _objectives(spec: str) -> tuple[str, ...]:

@@ -42,11 +42,11 @@ def add_parser(subparsers) -> None:
     onnx.add_argument("--max-eval-examples", type=int, default=1000,
                       help="dev examples (first N, file order) scored per precision (default: %(default)s)")
     onnx.add_argument("--tracking-uri", help=mlflow_runs.TRACKING_HELP)
-    onnx.set_defaults(handler=run)
+    onnx.set_defaults(handler=handle)
 
 
-def run(args) -> int:
-    from harness.deploy.onnx_run import ExportJob, export, summary
+def handle(args) -> int:
+    from harness.deploy.bundle_export import ExportJob, export, summary
 
     manifest = export(ExportJob(task=args.task, run_dir=args.run, model_dir=args.model, seed=args.seed,
                                 output=args.output, quantize=args.quantize, data_dir=args.data_dir,

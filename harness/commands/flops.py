@@ -30,10 +30,10 @@ def add_parser(subparsers) -> None:
                              "(default: the checkpoint's generator, else the registry's fraction)")
     parser.add_argument("--no-measure", dest="measure", action="store_false",
                         help="skip the FlopCounterMode forward pass")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handle)
 
 
-def run(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     _check_numbers(args)
     shapes = flop_counts.model_shapes(args.model, args.generator_fraction)
     # measured first: it may refuse the length, before anything is printed

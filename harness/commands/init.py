@@ -19,10 +19,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep-existing", action="store_true",
                         help="succeed without writing when --output already holds a checkpoint")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handle)
 
 
-def run(args) -> int:
+def handle(args) -> int:
     import transformers
 
     from pretrain.infra.errors import UserError

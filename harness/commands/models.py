@@ -17,10 +17,10 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("models", help="list the model registry and the families that run",
                                    description="List named models (released discriminators and presets) "
                                                "and what else --model takes.")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handle)
 
 
-def run(args) -> int:
+def handle(args) -> int:
     from pretrain.models.presets import PRESETS
 
     print(f"{'name':14} {'hidden':>6} {'layers':>6} {'heads':>5} {'ffn':>5} {'embed':>5}  weights")

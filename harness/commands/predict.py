@@ -33,7 +33,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--precision", choices=["auto", "fp32", "int8"], default="auto",
                         help="model to run (default: int8 when the bundle has it)")
     parser.add_argument("--batch-size", type=int, default=32, help="requests per onnxruntime call")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handle)
 
 
 def utf8_lines(data: bytes, source: str) -> list[str]:
@@ -48,7 +48,7 @@ def utf8_lines(data: bytes, source: str) -> list[str]:
                         "send the requests as UTF-8") from None
 
 
-def run(args) -> int:
+def handle(args) -> int:
     import json
 
     from harness.deploy.onnx_predictor import Predictor, Request, read_requests

@@ -46,7 +46,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--experiment", default="pretrain", help="MLflow experiment (default: %(default)s)")
     parser.add_argument("--tracking-uri", help=mlflow_runs.TRACKING_HELP)
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="setting overrides")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handle)
 
 
 def config_from_args(args: argparse.Namespace) -> PretrainConfig:
@@ -56,9 +56,9 @@ def config_from_args(args: argparse.Namespace) -> PretrainConfig:
     return load_config(PretrainConfig, args.config, args.overrides, **flag_values(args, PretrainConfig))
 
 
-def run(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    from harness.pretraining.pretrain_run import run_pretrain, summary
+    from harness.pretraining.orchestration import run_pretrain, summary
 
     meta = run_pretrain(config, args.experiment, args.tracking_uri, data_dir=args.data_dir)
     if meta is not None:

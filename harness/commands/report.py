@@ -23,10 +23,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--output", type=Path, default=Path("runs/report"),
                         help="directory for the four files (default: %(default)s)")
     parser.add_argument("--tracking-uri", help=TRACKING_HELP)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handle)
 
 
-def run(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     from harness.tracking.leaderboard_report import write_report
 
     write_report(args.runs, args.output, args.tracking_uri)

@@ -34,7 +34,7 @@ def add_parser(subparsers) -> None:
                            "full server zip) (default: %(default)s)")
     glue.add_argument("--data-dir", help="classic glue_data directory (default: $GLUE_DIR, else the Hub)")
     params_from_argument(glue)
-    glue.set_defaults(handler=run_glue_command)
+    glue.set_defaults(handler=handle_glue)
     add_squad_parser(benchmarks)
 
 
@@ -60,7 +60,7 @@ def common_arguments(parser, benchmark: str) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="setting overrides")
 
 
-def run_glue_command(args) -> int:
+def handle_glue(args) -> int:
     from harness.config import load_config
     from tasks.registry import parse_tasks
 
@@ -68,7 +68,7 @@ def run_glue_command(args) -> int:
     config = _fresh_seeds(load_config(FinetuneConfig, args.config, params + args.overrides), args, origin)
     tasks = tuple(parse_tasks(args.tasks))
     # torch and transformers load only now: a typo in the settings is reported in well under a second
-    from harness.finetuning.glue_run import GlueInvocation, run_glue
+    from harness.finetuning.glue_benchmark import GlueInvocation, run_glue
     from harness.finetuning.table import glue_table
 
     output_dir = args.output_dir or Path("runs/glue") / (
@@ -150,10 +150,10 @@ def add_squad_parser(benchmarks) -> None:
                        help="folder of train-vX.json/dev-vX.json (default: $SQUAD_DIR, else the Hub)")
     squad.add_argument("--train-file", help="official-format training JSON (with --dev-file)")
     squad.add_argument("--dev-file", help="official-format dev JSON; alone, its articles are split")
-    squad.set_defaults(handler=run_squad_command)
+    squad.set_defaults(handler=handle_squad)
 
 
-def run_squad_command(args) -> int:
+def handle_squad(args) -> int:
     from harness.config import load_squad_settings
     from tasks.registry import squad_task
 
@@ -161,7 +161,7 @@ def run_squad_command(args) -> int:
     params, origin = _searched(args, "squad")
     config, squad_config = load_squad_settings(args.config, params + args.overrides)
     config = _fresh_seeds(config, args, origin)
-    from harness.finetuning.squad_run import (  # torch: after the settings check
+    from harness.finetuning.squad_benchmark import (  # torch: after the settings check
         SquadInvocation,
         run_squad,
         summary_table,

@@ -59,7 +59,7 @@ def add_parser(subparsers) -> None:
                       help=f"one of {', '.join(n for n, t in GLUE_TASKS.items() if t.predicted_by is None)}")
     glue.add_argument("--data-dir", help="classic glue_data directory (default: $GLUE_DIR, else the Hub)")
     _common(glue)
-    glue.set_defaults(handler=run_glue_search)
+    glue.set_defaults(handler=handle_glue)
     squad = benchmarks.add_parser(
         "squad", help="search SQuAD hyperparameters (dev F1)", epilog=SQUAD_EXAMPLES + EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -72,7 +72,7 @@ def add_parser(subparsers) -> None:
     squad.add_argument("--train-file", help="official-format training JSON (with --dev-file)")
     squad.add_argument("--dev-file", help="official-format dev JSON; alone, its articles are split")
     _common(squad)
-    squad.set_defaults(handler=run_squad_search)
+    squad.set_defaults(handler=handle_squad)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -102,7 +102,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="fixed setting overrides")
 
 
-def run_glue_search(args) -> int:
+def handle_glue(args) -> int:
     from harness.config import load_config
     from harness.search.targets import glue_target
     from tasks.config import FinetuneConfig
@@ -112,7 +112,7 @@ def run_glue_search(args) -> int:
                    lambda: glue_target(args.model, args.task, args.data_dir, config))
 
 
-def run_squad_search(args) -> int:
+def handle_squad(args) -> int:
     from harness.config import load_squad_settings
     from harness.search.targets import squad_target
     from tasks.registry import squad_task
@@ -136,22 +136,23 @@ def _search(args, task: str, config, make_target) -> int:
         raise UserError(f"--heartbeat-s must be at least 1 (got {args.heartbeat_s})")
     space = load_space(args.space, [f"trial_seeds={args.trial_seeds}"] if args.trial_seeds else [])
     study_name = args.study_name or default_study_name(args.benchmark, task, args.model)
-    run = SearchInvocation(benchmark=args.benchmark, task=task, model=args.model, trials=args.trials,
-                           output_dir=args.output_dir or Path("runs/search") / study_name, space=space,
-                           config=config, storage=args.storage, study_name=study_name, pruner=args.pruner,
-                           seed=args.seed, heartbeat_s=args.heartbeat_s, tracking_uri=args.tracking_uri)
-    record = run_search(run, make_target)
-    print(summary(record, run))
+    invocation = SearchInvocation(benchmark=args.benchmark, task=task, model=args.model, trials=args.trials,
+                                  output_dir=args.output_dir or Path("runs/search") / study_name,
+                                  space=space, config=config, storage=args.storage, study_name=study_name,
+                                  pruner=args.pruner, seed=args.seed, heartbeat_s=args.heartbeat_s,
+                                  tracking_uri=args.tracking_uri)
+    record = run_search(invocation, make_target)
+    print(summary(record, invocation))
     if "gave_up" in record:
         print(f"harness search: this worker stopped: {record['gave_up']}", file=sys.stderr)
         return 1
     return 0
 
 
-def summary(record: dict, run) -> str:
+def summary(record: dict, invocation) -> str:
     """A few lines on the study: trials by state, pruning savings, the best trial."""
     counts, pruning = record["trials"], record["pruning"]
-    lines = [f"study {run.study_name}: {counts['COMPLETE']} complete, {counts['PRUNED']} pruned, "
+    lines = [f"study {invocation.study_name}: {counts['COMPLETE']} complete, {counts['PRUNED']} pruned, "
              f"{counts['FAIL']} failed, {counts['RUNNING']} running",
              f"pruning skipped {pruning['epochs_skipped']:.0f} epochs, about "
              f"{pruning['time_saved_s'] / 60:.1f} min at the pruned trials' own speed"]
@@ -161,7 +162,7 @@ def summary(record: dict, run) -> str:
         seeds = ", ".join(map(str, record["trial_seeds"]))
         lines += [f"best: trial {record['trial']}, dev score {record['value']:.4f} (mean of seeds {seeds}; "
                   f"the highest of {counts['COMPLETE']} complete trials, so likely optimistic): {params}",
-                  f"best parameters: {run.output_dir / 'best_params.json'}",
-                  f"re-measure it on fresh seeds: harness run {run.benchmark} --params-from "
-                  f"{run.output_dir / 'best_params.json'} --seeds 5 (with --model, data and tasks)"]
+                  f"best parameters: {invocation.output_dir / 'best_params.json'}",
+                  f"re-measure it on fresh seeds: harness run {invocation.benchmark} --params-from "
+                  f"{invocation.output_dir / 'best_params.json'} --seeds 5 (with --model, data and tasks)"]
     return "\n".join(lines)

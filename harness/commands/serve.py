@@ -37,7 +37,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--precision", choices=["auto", "fp32", "int8"], default="auto",
                         help="model to run (default: int8 when the bundle has it)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="settings (see below)")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handle)
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -63,7 +63,7 @@ def listen(host: str, port: int) -> socket.socket:
                         "--port") from None
 
 
-def run(args) -> int:
+def handle(args) -> int:
     from harness.config import load_config
     from harness.deploy.onnx_predictor import Predictor
     from pretrain.infra.errors import UserError

@@ -24,10 +24,10 @@ def add_parser(subparsers) -> None:
                     "run may change it, what it does and the flag that also sets it.")
     parser.add_argument("run", choices=sorted(CONFIGS), help="the kind of run")
     parser.add_argument("names", nargs="*", metavar="NAME", help="only these settings (default: all)")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handle)
 
 
-def run(args) -> int:
+def handle(args) -> int:
     from harness.config import shown
     from pretrain.infra import settings
     from pretrain.infra.errors import UserError

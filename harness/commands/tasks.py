@@ -5,10 +5,10 @@ from __future__ import annotations
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("tasks", help="list the tasks", description="List GLUE and SQuAD tasks.")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handle)
 
 
-def run(args) -> int:
+def handle(args) -> int:
     from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
     print(f"{'task':8} {'metrics':30} {'labels':32} {'epochs':6} note")

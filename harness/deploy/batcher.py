@@ -63,8 +63,8 @@ class MicroBatcher:
         self._arrived.set()
         return await job.future
 
-    async def run(self) -> None:
-        """Take batches off the queue and run them, until cancelled."""
+    async def work(self) -> None:
+        """Take batches off the queue and predict them, until cancelled."""
         try:
             while True:
                 while not self._queue:
@@ -72,7 +72,7 @@ class MicroBatcher:
                     await self._arrived.wait()
                 batch = await self._gather()
                 self._pending -= sum(len(job.requests) for job in batch)
-                await self._run(batch)
+                await self._predict_batch(batch)
         finally:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
@@ -97,14 +97,14 @@ class MicroBatcher:
                 break
         return batch
 
-    async def _run(self, batch: list[Job]) -> None:
+    async def _predict_batch(self, batch: list[Job]) -> None:
         requests = [request for job in batch for request in job.requests]
         try:
             results = await asyncio.get_running_loop().run_in_executor(self._executor, self.predict, requests)
         except Exception as error:
             if len(batch) > 1:  # find the culprit: each job alone
                 for job in batch:
-                    await self._run([job])
+                    await self._predict_batch([job])
             elif not batch[0].future.done():  # done: the client went away and its handler was cancelled
                 batch[0].future.set_exception(error)
             return

@@ -96,7 +96,7 @@ class Predictor:
     def predict(self, requests: Sequence[Request]) -> list[dict]:
         """One result dict per request, in order; a "note" key says what was truncated."""
         encoded = self.encode(requests)
-        outputs = self.run(encoded.encodings)
+        outputs = self.infer(encoded.encodings)
         by_request: list[list[int]] = [[] for _ in requests]
         for k, owner in enumerate(encoded.owners):
             by_request[owner].append(k)
@@ -186,7 +186,7 @@ class Predictor:
             yield batch, pad_batch([encodings[i] for i in batch], int(self.manifest["pad_token_id"]),
                                    self.input_names)
 
-    def run(self, encodings: Sequence[Encoding]) -> list[list[np.ndarray]]:
+    def infer(self, encodings: Sequence[Encoding]) -> list[list[np.ndarray]]:
         """Each model output, one array per encoding; per-token outputs cut to the encoding's length."""
         outputs: list[list] = [[None] * len(encodings) for _ in self.session.get_outputs()]
         per_token = [o.name in PER_TOKEN_OUTPUTS for o in self.session.get_outputs()]

@@ -46,7 +46,7 @@ def create_app(predictor: Predictor, config: ServeConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        worker = asyncio.create_task(batcher.run())
+        worker = asyncio.create_task(batcher.work())
         yield
         worker.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -15,7 +15,8 @@ from tasks.finetune import FinetuneResult
 def parent_params(config: FinetuneConfig, resolved: Mapping[str, FinetuneConfig],
                   used: Mapping[str, str]) -> dict:
     """The invocation's settings as used, for its parent MLflow run: a value all tasks share under its own
-    key, one that differs per task (num_epochs: 3 or 10) as `{task}.{key}`; `used` (as_run) overrides."""
+    key, one that differs per task (num_epochs: 3 or 10) as `{task}.{key}`; `used`
+    (model_setup.resolved_device_settings) overrides."""
     per_task = {task: as_dict(found) for task, found in resolved.items()}
     params = {}
     for key, value in as_dict(config).items():

@@ -135,7 +135,7 @@ def accelerator(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
-def as_run(setup: ModelSetup, config: FinetuneConfig) -> dict[str, str]:
+def resolved_device_settings(setup: ModelSetup, config: FinetuneConfig) -> dict[str, str]:
     """The device-dependent settings as this run resolves them: precision and compile, never "auto"."""
     return {"precision": setup.precision,
             "compile": "on" if placement.resolve_compile(config.compile, setup.device) else "off"}

@@ -4,8 +4,9 @@ Set up the model and device; let the benchmark read and validate its data into a
 here, in seconds); start or resume results.json; check every output is writable; open the MLflow run;
 train each task's missing seeds through the one loop (tasks/finetune.py); then, with the records of
 seeds run side by side merged in, count FLOPs, summarise, and record the run on the leaderboard. What
-differs between benchmarks is a `Benchmark` (glue_run.GlueBenchmark, squad_run.SquadBenchmark), which
-keeps nothing between calls: what `prepare` reads and resolves is the `Plan` every later call takes.
+differs between benchmarks is a `Benchmark` (glue_benchmark.GlueBenchmark,
+squad_benchmark.SquadBenchmark), which keeps nothing between calls: what `prepare` reads and
+resolves is the `BenchmarkPlan` every later call takes.
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ class Invocation(Protocol):
 
 
 @dataclass(frozen=True)
-class Plan:
+class BenchmarkPlan:
     """A benchmark's data read and checked, and its tasks' settings resolved, before anything is written.
 
-    A benchmark's own plan (glue_run.GluePlan, squad_run.SquadPlan) adds the data it read."""
+    A benchmark's own plan (glue_benchmark.GluePlan, squad_benchmark.SquadPlan) adds the data it read."""
 
     name: str  # the parent MLflow run is "{model} {name}"
     tasks: tuple[str, ...]  # results.json's tasks (GLUE: AX rides with MNLI)
@@ -55,7 +56,7 @@ class Plan:
     params: dict[str, Any] = field(default_factory=dict)  # MLflow params beside the config's (SQuAD's)
 
 
-P = TypeVar("P", bound=Plan)
+P = TypeVar("P", bound=BenchmarkPlan)
 LoadModel = Callable[[FinetuneTask, FinetuneConfig, ModelSetup], torch.nn.Module]
 
 
@@ -105,7 +106,7 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any],
                                   **plan.results)
     results = results_file.resume(invocation.output_dir, fresh, benchmark.same)
     store = results_file.ResultsFile(invocation.output_dir, started, benchmark.same)
-    used = model_setup.as_run(setup, invocation.config)
+    used = model_setup.resolved_device_settings(setup, invocation.config)
     results |= results_schema.Compute(precision=used["precision"], compile=used["compile"],
                                       accelerator=model_setup.accelerator(setup.device))
     # every output writable, checked before any training
@@ -142,8 +143,9 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any],
     return results
 
 
-def _train_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: Plan, built: FinetuneTask, task: str,
-                config: FinetuneConfig, setup: ModelSetup, progress: bool | None) -> results_schema.RunRecord:
+def _train_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: BenchmarkPlan, built: FinetuneTask,
+                task: str, config: FinetuneConfig, setup: ModelSetup, progress: bool | None
+                ) -> results_schema.SeedRecord:
     """One seed in its own nested MLflow run: its outputs written, its results.json record returned.
 
     A seed killed or stopped mid-way goes on from its saved state (tasks/finetune_state.py); its record
@@ -154,7 +156,7 @@ def _train_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: Plan, b
         point = state.resumes[-1]
         print(f"resume {task} seed {config.seed}: from epoch {point['epoch'] + 1} step {point['step']} "
               f"({state.path})")
-    params = plan.params | model_setup.as_run(setup, config)
+    params = plan.params | model_setup.resolved_device_settings(setup, config)
     with mlflow_logging.nested_run(task, config, invocation.model, params, state.resumes):
         for row in state.point.history:  # the epochs trained before a stop, in this seed's new run
             mlflow_logging.log_epoch(int(row["epoch"]), row)
@@ -168,7 +170,7 @@ def _train_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: Plan, b
         records.save_model(benchmark.saved_model(model, built), setup.tokenizer,
                            invocation.output_dir / "models" / f"{task}-seed{config.seed}")
     resumed = {"resumed": state.resumes} if state.resumes else {}
-    return records.run_record(task, config, result, score, **fields, **resumed)
+    return records.seed_record(task, config, result, score, **fields, **resumed)
 
 
 def train_seed(load_model: LoadModel, built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup,

@@ -65,10 +65,10 @@ def diverged_error(diverged: Sequence[results_schema.DivergedRecord], recorded_i
                      f"of {left_out_of}; {fix}")
 
 
-def run_record(task: str, config: FinetuneConfig, result: FinetuneResult, score: float,
-               num_train_examples: int, **extra) -> results_schema.RunRecord:
+def seed_record(task: str, config: FinetuneConfig, result: FinetuneResult, score: float,
+                num_train_examples: int, **extra) -> results_schema.SeedRecord:
     """One (task, seed) row of results.json."""
-    return results_schema.run_record(
+    return results_schema.seed_record(
         task, config.seed, result.metrics, score, result.history, result.num_train_steps, num_train_examples,
         result.train_time_s, result.train_examples_per_s, result.train_examples_seen,
         result.train_tokens_per_s, as_dict(config), **extra)

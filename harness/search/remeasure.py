@@ -43,7 +43,7 @@ def report(results: dict[str, Any], origin: dict[str, Any]) -> str:
     score = results.get("summary", {}).get(task, {}).get("score")
     if not isinstance(score, dict):
         return "\n".join(lines + [f"no fresh-seed score: this run holds no finished {task} seed"])
-    fresh = sorted(run["seed"] for run in results["runs"] if run["task"] == task)
+    fresh = sorted(record["seed"] for record in results["runs"] if record["task"] == task)
     line = f"fresh seeds {_listed(fresh)}: mean {score['mean']:.4f}"
     if "ci_low" in score:
         line += f", 95% interval [{score['ci_low']:.4f}, {score['ci_high']:.4f}] ({score['ci_covers']})"

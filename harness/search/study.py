@@ -189,10 +189,10 @@ def pruning_savings(study: optuna.Study) -> dict[str, float]:
     """Epochs the pruner skipped, and their time at each pruned trial's own measured time per epoch."""
     epochs = seconds = 0.0
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.PRUNED,)):
-        run, planned = trial.user_attrs.get("epochs_run"), trial.user_attrs.get("epochs_planned")
-        if run and planned:
-            epochs += planned - run
-            seconds += (planned - run) * trial.user_attrs.get("wall_time_s", 0.0) / run
+        trained, planned = trial.user_attrs.get("epochs_run"), trial.user_attrs.get("epochs_planned")
+        if trained and planned:
+            epochs += planned - trained
+            seconds += (planned - trained) * trial.user_attrs.get("wall_time_s", 0.0) / trained
     return {"epochs_skipped": epochs, "time_saved_s": seconds}
 
 

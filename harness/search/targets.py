@@ -9,7 +9,7 @@ import dataclasses
 import statistics
 
 from harness.config import as_dict
-from harness.finetuning import glue_run, model_setup, squad_run
+from harness.finetuning import glue_benchmark, model_setup, squad_benchmark
 from harness.finetuning.orchestration import train_seed
 from harness.search.trials import SearchTarget
 from pretrain.infra.errors import UserError
@@ -37,7 +37,8 @@ def glue_target(model: str, task_name: str, data_dir: str | None, config: Finetu
 
     def train(config: FinetuneConfig, on_epoch):
         config = model_setup.for_model(dataclasses.replace(config, max_length=max_length), setup)
-        return train_seed(glue_run.load_model, built, config, setup, LoopIO(on_epoch, progress=False))[1]
+        return train_seed(glue_benchmark.load_model, built, config, setup,
+                          LoopIO(on_epoch, progress=False))[1]
 
     return SearchTarget("glue", task.name, model, setup.size, task.num_epochs, train, dev_score)
 
@@ -58,7 +59,8 @@ def squad_target(model: str, version: str, source: squad.SquadSource, config: Fi
 
     def train(config: FinetuneConfig, on_epoch):
         config = dataclasses.replace(config, max_length=max_length)
-        return train_seed(squad_run.load_model, built, config, setup, LoopIO(on_epoch, progress=False))[1]
+        return train_seed(squad_benchmark.load_model, built, config, setup,
+                          LoopIO(on_epoch, progress=False))[1]
 
     defaults = as_dict(SquadConfig())
     fixed = {key: value for key, value in as_dict(squad_config).items() if value != defaults[key]}

@@ -81,37 +81,39 @@ def default_study_name(benchmark: str, task: str, model: str) -> str:
     return f"{benchmark}-{task}-{Path(model).name}"
 
 
-def run_search(run: SearchInvocation, make_target: Callable[[], SearchTarget]) -> dict[str, Any]:
-    """Run trials of the study until it holds run.trials finished ones; returns best_params.json's record.
+def run_search(invocation: SearchInvocation, make_target: Callable[[], SearchTarget]) -> dict[str, Any]:
+    """Run trials of the study until it holds invocation.trials finished ones; returns best_params.json's
+    record.
 
     The storage is opened before `make_target` loads the model and data, so a bad URL fails at once.
     """
-    settings = fixed_settings(run.config)
-    name = run.study_name or default_study_name(run.benchmark, run.task, run.model)
-    storage = studies.open_storage(run.storage, run.heartbeat_s, on_stale=_close_stale_run)
+    settings = fixed_settings(invocation.config)
+    name = invocation.study_name or default_study_name(invocation.benchmark, invocation.task,
+                                                       invocation.model)
+    storage = studies.open_storage(invocation.storage, invocation.heartbeat_s, on_stale=_close_stale_run)
     target = make_target()
-    space = run.space.resolved(target.size, target.task_epochs)
-    attrs = {"benchmark": run.benchmark, "task": target.task, "model": Path(run.model).name,
+    space = invocation.space.resolved(target.size, target.task_epochs)
+    attrs = {"benchmark": invocation.benchmark, "task": target.task, "model": Path(invocation.model).name,
              "space": space.ranges(), "trial_seeds": list(space.trial_seeds),
              "settings": settings | target.fixed}
     study = studies.open_study(
         storage, name, attrs,
-        studies.TrialSeededTPE(run.seed, n_startup_trials=max(3, min(10, run.trials // 3))),
-        studies.make_pruner(run.pruner, space.num_epochs[1]))
-    best_path = run.output_dir / "best_params.json"
-    stopper = _Stopper(run.trials)
-    _setup_tracking(f"search {name}", run.tracking_uri)
+        studies.TrialSeededTPE(invocation.seed, n_startup_trials=max(3, min(10, invocation.trials // 3))),
+        studies.make_pruner(invocation.pruner, space.num_epochs[1]))
+    best_path = invocation.output_dir / "best_params.json"
+    stopper = _Stopper(invocation.trials)
+    _setup_tracking(f"search {name}", invocation.tracking_uri)
     worker = f"{socket.gethostname()}:{os.getpid()}"
-    params = {"trials": run.trials, "pruner": run.pruner, "seed": run.seed, "space": attrs["space"],
-              "trial_seeds": attrs["trial_seeds"], "settings": attrs["settings"]}
+    params = {"trials": invocation.trials, "pruner": invocation.pruner, "seed": invocation.seed,
+              "space": attrs["space"], "trial_seeds": attrs["trial_seeds"], "settings": attrs["settings"]}
     with mlflow_runs.run(f"{name} worker {worker}", params=params,
-                      tags={"optuna_study": name, "optuna_storage": studies.redact(run.storage),
-                            "task": run.task, "model": run.model, "worker": worker}):
+                      tags={"optuna_study": name, "optuna_storage": studies.redact(invocation.storage),
+                            "task": invocation.task, "model": invocation.model, "worker": worker}):
         if not stopper.done(study):
-            objective = _objective(target, space, run.config, name, worker)
+            objective = _objective(target, space, invocation.config, name, worker)
             study.optimize(objective, catch=(Exception,),
-                           callbacks=[_free_memory, stopper, _best_writer(best_path, run)])
-        record = studies.best_record(study, run.storage)
+                           callbacks=[_free_memory, stopper, _best_writer(best_path, invocation)])
+        record = studies.best_record(study, invocation.storage)
         if record is not None:
             studies.write_best(best_path, record)
             mlflow_runs.log_metrics({"best_value": record["value"]})
@@ -161,10 +163,10 @@ class _Stopper:
             study.stop()
 
 
-def _best_writer(path: Path, run: SearchInvocation) -> Callable:
+def _best_writer(path: Path, invocation: SearchInvocation) -> Callable:
     def write(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         if trial.state == optuna.trial.TrialState.COMPLETE:
-            studies.write_best(path, studies.best_record(study, run.storage))
+            studies.write_best(path, studies.best_record(study, invocation.storage))
     return write
 
 

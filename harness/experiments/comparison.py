@@ -25,15 +25,15 @@ GLUE_ROW = "GLUE"
 
 
 @dataclass(frozen=True)
-class Run:
-    """A finished run directory with every task's per-seed dev outputs."""
+class ResultsFolder:
+    """A finished `harness run` output directory with every task's per-seed dev outputs."""
 
     path: Path
     kind: str  # glue or squad (the results format)
     outputs: dict[str, dict[str, SplitOutputs]]  # task -> split -> outputs
 
 
-def load_run(path: Path) -> Run:
+def load_results_folder(path: Path) -> ResultsFolder:
     """A run directory (or its results.json); UserError when it cannot be compared."""
     if not path.exists():
         raise UserError(f"run directory {str(path)!r} does not exist; pass a `harness run` --output-dir")
@@ -48,7 +48,7 @@ def load_run(path: Path) -> Run:
                             f"{task}-seedN/{dev_outputs.FILE}, written since this harness version); re-run "
                             "the same `harness run` in a fresh --output-dir")
         outputs[task] = found
-    return Run(file.parent, kind, outputs)
+    return ResultsFolder(file.parent, kind, outputs)
 
 
 def _metrics(task: str, splits: dict[str, SplitOutputs]) -> list[tuple[str, str]]:
@@ -86,12 +86,13 @@ def _row(task: str, metric: str, a: stats.Estimate, b: stats.Estimate, differenc
             "seeds_needed": seeds, "covers": difference.covers}
 
 
-def compare(a: Run, b: Run, tasks: Sequence[str] | None = None, target: float = 1.0) -> dict:
+def compare(a: ResultsFolder, b: ResultsFolder, tasks: Sequence[str] | None = None,
+            target: float = 1.0) -> dict:
     """Per task and for the GLUE average: A - B with interval, p-value, verdict; JSON-ready."""
     if a.kind != b.kind:
         raise UserError(f"A is a {a.kind} run and B a {b.kind} run; compare runs of the same benchmark")
     chosen = list(tasks or a.outputs)
-    missing = {name: [t for t in chosen if t not in run.outputs] for name, run in (("A", a), ("B", b))}
+    missing = {name: [t for t in chosen if t not in folder.outputs] for name, folder in (("A", a), ("B", b))}
     if any(missing.values()):
         common = [t for t in a.outputs if t in b.outputs]
         lacking = "; ".join(f"{name} lacks {', '.join(ts)}" for name, ts in missing.items() if ts)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.config import load_config
-from harness.experiments.efficiency_run import (
+from harness.experiments.efficiency import (
     Efficiency,
     arm_name,
     diverged_error,
@@ -43,7 +43,7 @@ DETECTOR_FIGURES = ("disc_auc", "disc_auc_unigram", "position_cosine")
 
 
 @dataclass(frozen=True)
-class Plan:
+class DemoPlan:
     """What the demo runs on one kind of machine, and how long each stage took when measured."""
 
     machine: str
@@ -83,9 +83,9 @@ class Plan:
 # steps) does not. Measured with ELECTRA's here: replaced-token AUC 0.48, and the model fine-tuned
 # worse than the untrained control (GLUE 34.8 vs 43.5, harness compare p = 0.007); AdamW at this
 # budget gained over the control in reports/results (STS-B 21.5 vs 12.4).
-CPU = Plan("cpu", "electra-tiny", 1e14, "sst2,stsb,rte", 3, (400.0, 470.0, 520.0, 20.0),
-           "two idle cores of an AMD EPYC", train_examples=1500,
-           pretrain_settings=("optimizer=adamw", "max_time_s=900"))
+CPU = DemoPlan("cpu", "electra-tiny", 1e14, "sst2,stsb,rte", 3, (400.0, 470.0, 520.0, 20.0),
+               "two idle cores of an AMD EPYC", train_examples=1500,
+               pretrain_settings=("optimizer=adamw", "max_time_s=900"))
 # A GPU, sized to one command of the project's 15-minute GPU window (benchmarks/gpu_check.sh demo,
 # ~6 minutes): ELECTRA-Small, the paper's shape, pre-trained for about three minutes (5e15 FLOPs,
 # 1/280 of the paper's 1.4e18, ~3,900 steps of 128 x 128 tokens: under three minutes from ~350k
@@ -93,16 +93,16 @@ CPU = Plan("cpu", "electra-tiny", 1e14, "sst2,stsb,rte", 3, (400.0, 470.0, 520.0
 # so), then STS-B, RTE and MRPC (where a short pre-training showed first; CoLA stayed at MCC 0) on 1,000
 # training examples each for 3 epochs, 3 seeds per arm: 18 fine-tunings in about two minutes. Not yet
 # timed on a GPU.
-GPU = Plan("gpu", "electra-small", 5e15, "stsb,rte,mrpc", 3, (170.0, 60.0, 60.0, 30.0),
-           "an estimate (unmeasured on a GPU)", train_examples=1000,
-           pretrain_settings=("optimizer=adamw", "max_time_s=150"),  # 1% warmup is 39 steps: as above
-           finetune_settings=("predict_test=false", "num_epochs=3"), time_frame="the GPU window")
+GPU = DemoPlan("gpu", "electra-small", 5e15, "stsb,rte,mrpc", 3, (170.0, 60.0, 60.0, 30.0),
+               "an estimate (unmeasured on a GPU)", train_examples=1000,
+               pretrain_settings=("optimizer=adamw", "max_time_s=150"),  # 1% warmup is 39 steps: as above
+               finetune_settings=("predict_test=false", "num_epochs=3"), time_frame="the GPU window")
 
 
 @dataclass(frozen=True)
 class Demo:
     output_dir: Path
-    plan: Plan
+    plan: DemoPlan
     corpus: Path
     data_dir: str
     tracking_uri: str | None = None
@@ -121,7 +121,7 @@ def default_inputs(data_dir: str | None, corpus: str | None) -> tuple[str, Path]
     return str(glue), text
 
 
-def choose_plan(device: str) -> Plan:
+def choose_plan(device: str) -> DemoPlan:
     """The GPU plan where torch sees a CUDA device (or `device` says cuda), else the CPU plan."""
     if device == "auto":
         import torch
@@ -136,7 +136,7 @@ class Clock:
 
     KEPT = 0.05  # a stage done in under 5% of its planned time was kept from an earlier run, not run
 
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: DemoPlan):
         self.plan, self.started, self.stage, self.stage_started = plan, time.monotonic(), -1, 0.0
         self.done_expected = self.done_actual = 0.0
 
@@ -200,15 +200,15 @@ def run_demo(demo: Demo) -> dict:
 
 def _compare(a: Path, b: Path) -> tuple[dict, str]:
     """harness compare's GLUE row and its whole table."""
-    from harness.experiments.compare_runs import GLUE_ROW, compare, load_run, table
+    from harness.experiments.comparison import GLUE_ROW, compare, load_results_folder, table
 
-    result = compare(load_run(a), load_run(b))
+    result = compare(load_results_folder(a), load_results_folder(b))
     return next((r for r in result["rows"] if r["task"] == GLUE_ROW), {}), table(result)
 
 
 def _export(run_dir: Path, task: str, demo: Demo) -> Path:
     """The best-dev seed of `task` as an ONNX bundle; kept when a previous run already wrote it."""
-    from harness.deploy.onnx_run import ExportJob, export, summary
+    from harness.deploy.bundle_export import ExportJob, export, summary
 
     bundle = demo.output_dir / "onnx" / f"{run_dir.name}-{task}"
     if (bundle / "manifest.json").is_file():

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness.config import as_dict, load_config
 from harness.finetuning import records, results_file
-from harness.finetuning.glue_run import GlueInvocation, run_glue
+from harness.finetuning.glue_benchmark import GlueInvocation, run_glue
 from pretrain.config import PretrainConfig, resolve
 from pretrain.infra import atomic
 from pretrain.infra.errors import UserError
@@ -136,7 +136,7 @@ def diverged_error(arms: list[Arm]) -> UserError | None:
 def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
                 announce: Callable[[str], None], progress: bool | None) -> PretrainMeta:
     """The finished run's meta: kept if OUT already holds it, else trained (or resumed) now."""
-    from harness.pretraining.pretrain_run import run_pretrain, time_stop_note
+    from harness.pretraining.orchestration import run_pretrain, time_stop_note
     from pretrain.checkpoint import finished_meta
 
     out = Path(config.output_dir)
@@ -213,7 +213,7 @@ def _write_tables(exp: Efficiency, arms: list[Arm]) -> None:
 def _comparisons(exp: Efficiency, arms: list[Arm]) -> list[dict]:
     """At each budget, the leading objective (electra, else the first) against every other arm there
     and against the control, by `harness compare` on their run directories."""
-    from harness.experiments.compare_runs import GLUE_ROW, compare, load_run
+    from harness.experiments.comparison import GLUE_ROW, compare, load_results_folder
 
     leader = "electra" if "electra" in exp.objectives else exp.objectives[0]
     named = list(zip(_glue_dirs(arms), arms, strict=True))  # Arm holds dicts: not hashable
@@ -224,8 +224,8 @@ def _comparisons(exp: Efficiency, arms: list[Arm]) -> list[dict]:
         for other in others:
             entry = {"a": name, "b": other, "budget_flops": arm.budget_flops}
             try:
-                result = compare(load_run(exp.output_dir / "glue" / name),
-                                 load_run(exp.output_dir / "glue" / other))
+                result = compare(load_results_folder(exp.output_dir / "glue" / name),
+                                 load_results_folder(exp.output_dir / "glue" / other))
                 entry["row"] = next(r for r in result["rows"] if r["task"] == GLUE_ROW)
             except UserError as error:  # e.g. runs fine-tuned before per-seed dev outputs were written
                 entry["error"] = str(error)

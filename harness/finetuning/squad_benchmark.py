@@ -13,7 +13,7 @@ import transformers
 from harness.config import as_dict
 from harness.finetuning import model_setup
 from harness.finetuning.model_setup import ModelSetup
-from harness.finetuning.orchestration import Plan, run_finetuning
+from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
 from pretrain.infra import atomic
 from pretrain.infra.errors import UserError
 from reports import dev_outputs, results_schema, seed_summary
@@ -48,7 +48,7 @@ def run_squad(invocation: SquadInvocation, progress: bool | None = None) -> resu
 
 
 @dataclass(frozen=True, kw_only=True)
-class SquadPlan(Plan):
+class SquadPlan(BenchmarkPlan):
     """SQuAD's plan: beside the resolved settings, the task's windows, built before any output."""
 
     squad_config: SquadConfig  # head and null threshold resolved for the version

@@ -11,7 +11,7 @@ from datasets import Dataset
 
 from harness.finetuning import mlflow_logging, model_setup
 from harness.finetuning.model_setup import ModelSetup
-from harness.finetuning.orchestration import Plan, run_finetuning
+from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
 from harness.tracking import mlflow_runs
 from pretrain.infra import atomic
 from reports import dev_outputs, intervals, results_schema, seed_summary
@@ -46,7 +46,7 @@ def run_glue(invocation: GlueInvocation, progress: bool | None = None) -> result
 
 
 @dataclass(frozen=True, kw_only=True)
-class GluePlan(Plan):
+class GluePlan(BenchmarkPlan):
     """GLUE's plan: beside the resolved settings, every task's splits, read and validated."""
 
     data: dict[str, dict[str, Dataset]]  # task -> split -> rows
