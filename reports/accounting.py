@@ -18,7 +18,7 @@ from pretrain.models.hub import parse_hub_id
 from pretrain.models.layout import PRETRAIN_META
 from pretrain.models.presets import PRESETS
 from pretrain.models.shapes import shape_of
-from reports.results_schema import Flops, RunRecord
+from reports.results_schema import Flops, SeedRecord
 
 CONVENTION = "ELECTRA paper (flops_computation.py): backward = forward, one-hot embeddings"
 INFERENCE_SEQ_LEN = 128
@@ -64,7 +64,7 @@ def _formula_params(config: dict) -> int:
     return flops.non_embedding_params(shape) + shape.embedding_size * tables
 
 
-def run_flops(model_name: str, model_path: str, runs: list[RunRecord]) -> Flops:
+def run_flops(model_name: str, model_path: str, runs: list[SeedRecord]) -> Flops:
     """The `flops` section for a results file: pre-training, fine-tuning and inference FLOPs.
 
     `runs` are results.json run records; each needs `task`, `resolved_config` (max_length,
@@ -88,7 +88,7 @@ def run_flops(model_name: str, model_path: str, runs: list[RunRecord]) -> Flops:
                  finetune_flops=finetune, finetune_flops_total=sum(finetune.values()))
 
 
-def examples_trained(record: RunRecord) -> int:
+def examples_trained(record: SeedRecord) -> int:
     """Examples the loop stepped over, as it counted them.
 
     Files written before the count was recorded give it back as rate x time (the rate was count / time).

@@ -147,7 +147,7 @@ class SearchOrigin(TypedDict, total=False):
 
 
 class SquadData(TypedDict, total=False):
-    """SQuAD's data: tasks/squad.py load_splits' info, then what the windows kept (squad_run)."""
+    """SQuAD's data: tasks/squad.py load_splits' info, then what the windows kept (squad_benchmark)."""
 
     source: str  # "files" or "hub"
     dev_file: str

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reports import dev_outputs, intervals, results_schema, stats
-from reports.results_schema import DivergedRecord, ResultsBody, RunRecord, TaskSummary
+from reports.results_schema import DivergedRecord, ResultsBody, SeedRecord, TaskSummary
 from tasks import metrics
 
 
@@ -17,7 +17,7 @@ def task_score(split_metrics: dict[str, dict[str, float]]) -> float:
     return statistics.fmean(values["score"] for values in split_metrics.values())
 
 
-def summarize(runs: list[RunRecord], task_metrics: Mapping[str, Sequence[str]],
+def summarize(runs: list[SeedRecord], task_metrics: Mapping[str, Sequence[str]],
               diverged: Sequence[DivergedRecord] = ()) -> dict[str, TaskSummary]:
     """Per task: median/mean/std/best over the finished seeds of the score and of each named metric,
     and `diverged_seeds`, how many seeds diverged (those are in `diverged`, never in `runs`)."""

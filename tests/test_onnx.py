@@ -419,7 +419,7 @@ def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, joint, wo
     if version == "1.1":
         results_schema.write(tmp_path / "run" / results_schema.FILE, results_schema.ResultsBody(
             model=results_schema.ModelBlock(name="tiny", path="tiny"), settings=settings,
-            runs=[results_schema.RunRecord(task=task, seed=1, score=10.0, resolved_config={"max_length": 64})]))
+            runs=[results_schema.SeedRecord(task=task, seed=1, score=10.0, resolved_config={"max_length": 64})]))
     origin = ["--run", tmp_path / "run"] if version == "1.1" else ["--model", source]
     code, out, err = run_cli(["export", "onnx", *origin, "--task", task, "--quantize", "int8", "--data-dir",
                           tmp_path / "squad", "--output", tmp_path / "bundle",

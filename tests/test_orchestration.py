@@ -53,7 +53,7 @@ def assert_follows_schema(results: dict) -> None:
     assert in_declared_order({k: v for k, v in results.items() if k != "diverged"}, schema.ResultsBody)
     assert "diverged" in schema.ResultsBody.__annotations__
     assert list(results["model"]) == list(schema.ModelBlock.__annotations__)
-    assert all(in_declared_order(record, schema.RunRecord) for record in results["runs"])
+    assert all(in_declared_order(record, schema.SeedRecord) for record in results["runs"])
     assert all(list(record) == list(schema.DivergedRecord.__annotations__) for record in results["diverged"])
     assert list(results["flops"]) == list(schema.Flops.__annotations__)
     for summary in results["summary"].values():
