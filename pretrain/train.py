@@ -71,7 +71,7 @@ class _Loop:
     probed_at: float = -1.0  # the budget fraction at the last probe
 
 
-def _train(plan: Plan, context: dist.Context, on_log: LogCallback) -> dict:
+def _train(plan: Plan, context: dist.Context, on_log: LogCallback) -> PretrainMeta:
     loop = _set_up(plan, context)
     config, counters = plan.config, loop.counters
     # elapsed_s goes on from the checkpoint, so wall time adds up over resumes. A killed invocation's
@@ -211,7 +211,7 @@ def _forward_backward(setup: TrainingSetup, model: torch.nn.Module, batch: dict[
     return (loss, stats) if len(slices) == 1 else merge_slices(parts)
 
 
-def _save(loop: _Loop, final: bool = False) -> dict:
+def _save(loop: _Loop, final: bool = False) -> PretrainMeta:
     """Checkpoint (and, when final, publish) from rank 0; every process must call it."""
     config, context, setup, counters = loop.plan.config, loop.context, loop.setup, loop.counters
     rng_states = dist.gather(context, ckpt.rng_state())

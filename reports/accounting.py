@@ -67,7 +67,7 @@ def _formula_params(config: dict) -> int:
 def run_flops(model_name: str, model_path: str, runs: list[SeedRecord]) -> Flops:
     """The `flops` section for a results file: pre-training, fine-tuning and inference FLOPs.
 
-    `runs` are results.json run records; each needs `task`, `resolved_config` (max_length,
+    `runs` are results.json seed records; each needs `task`, `resolved_config` (max_length,
     num_epochs) and `train_examples_seen` or, in files written before it was recorded,
     `num_train_examples`.
     """

@@ -54,7 +54,7 @@ class Point:
 
 
 def paper_score(record: dict) -> float:
-    """A results.json run record's score in the paper's metric (0-1), first dev split (MNLI: matched)."""
+    """A results.json seed record's score in the paper's metric (0-1), first dev split (MNLI: matched)."""
     return metrics.paper_value(record["task"], record["metrics"])
 
 

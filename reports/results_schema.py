@@ -231,7 +231,7 @@ def glue_section(glue_median: float, found: Estimate | None, tasks: Sequence[str
 
 
 def seed_records_of(results: ResultsBody, task: str) -> list[SeedRecord]:
-    """The task's finished runs, in the file's order."""
+    """The task's finished seeds' records, in the file's order."""
     return [r for r in results["runs"] if r["task"] == task]
 
 

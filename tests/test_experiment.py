@@ -17,7 +17,7 @@ from tests.conftest import MICRO, write_corpus
 
 
 def _results(scores: dict[tuple[str, int], float]) -> dict:
-    """Run records whose paper metric (RTE and MRPC: accuracy) is `score`; their mean-of-metrics
+    """Seed records whose paper metric (RTE and MRPC: accuracy) is `score`; their mean-of-metrics
     `score` (MRPC averages in F1) must not be what the table uses."""
     return {"runs": [{"task": task, "seed": seed, "score": -1.0,
                       "metrics": {"validation": {"accuracy": score, "f1": -1.0}}}

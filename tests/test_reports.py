@@ -35,7 +35,7 @@ def stats(median):
 
 
 def write_results(path, model_name, model_path, summary, costs=None, fmt=results_schema.GLUE_FORMAT):
-    """A finished run's results.json with no run records: its summary and FLOPs are what the rows read."""
+    """A finished run's results.json with no seed records: its summary and FLOPs are what the rows read."""
     path.mkdir(parents=True, exist_ok=True)
     body = results_schema.body(fmt, results_schema.ModelBlock(name=model_name, path=str(model_path)), {},
                                list(summary), 1, device="cpu", versions={})

@@ -1,6 +1,6 @@
-"""`harness settings`: every setting of a kind of run, as its field declares it (pretrain/infra/settings.py):
-kind, default, allowed values, whether a resume may change it, its value for results written before it
-existed, what it does and the flag that also sets it."""
+"""`harness settings`: every setting of a command (or the search space), as its field declares it
+(pretrain/infra/settings.py): kind, default, allowed values, whether a resume may change it, its value for
+results written before it existed, what it does and the flag that also sets it."""
 
 from __future__ import annotations
 
@@ -15,14 +15,15 @@ CONFIGS = {"glue": "tasks.config:FinetuneConfig", "squad": "tasks.config:Finetun
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "settings", help="explain every key=value setting of a kind of run",
+        "settings", help="explain every key=value setting of a command or the search space",
         description="Explain every key=value setting of `harness run glue`, `harness run squad`, "
                     "`harness pretrain`, `harness serve` or the search space of `harness search`: its kind "
                     "(recipe: what a run trains and measures, and a recipe setting changed from ELECTRA's is "
                     "a departure on the leaderboard; runtime: how this machine computes it; output: what is "
                     "written; budget: when a run stops), its default, its allowed values, whether resuming a "
                     "run may change it, what it does and the flag that also sets it.")
-    parser.add_argument("run", choices=sorted(CONFIGS), help="the kind of run")
+    parser.add_argument("command", choices=sorted(CONFIGS),
+                        help="whose settings: harness run glue|squad, pretrain, serve, or the search space")
     parser.add_argument("names", nargs="*", metavar="NAME", help="only these settings (default: all)")
     parser.set_defaults(handler=handle)
 
@@ -33,7 +34,7 @@ def handle(args) -> int:
     from pretrain.infra.errors import UserError
 
     rows = []
-    for cls in _classes(CONFIGS[args.run]):
+    for cls in _classes(CONFIGS[args.command]):
         hints = typing.get_type_hints(cls)
         for field in dataclasses.fields(cls):
             meaning = settings.described(field)
@@ -48,8 +49,8 @@ def handle(args) -> int:
             rows.append((field.name, "; ".join(facts), meaning.help + flag))
     unknown = [name for name in args.names if name not in {row[0] for row in rows}]
     if unknown:
-        raise UserError(f"{args.run} has no setting {', '.join(map(repr, unknown))}; "
-                        f"`harness settings {args.run}` lists them all")
+        raise UserError(f"{args.command} has no setting {', '.join(map(repr, unknown))}; "
+                        f"`harness settings {args.command}` lists them all")
     for name, facts, help_text in rows:
         if not args.names or name in args.names:
             print(f"{name}  ({facts})")

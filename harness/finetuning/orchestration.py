@@ -79,7 +79,7 @@ class Benchmark(Protocol[P]):
 
     def write_predictions(self, plan: P, built: FinetuneTask, config: FinetuneConfig, result: FinetuneResult,
                           stem: Path) -> dict[str, Any]:
-        """Prediction files under `stem`; returns the run record's fields (num_train_examples, ...)."""
+        """Prediction files under `stem`; returns the seed record's fields (num_train_examples, ...)."""
 
     def saved_model(self, model: torch.nn.Module, built: FinetuneTask) -> torch.nn.Module:
         """What save_models writes for a fine-tuned model."""

@@ -3,7 +3,7 @@ snapshot folder by huggingface_hub's own `snapshot_download`, which is what `fro
 (HF_HUB_OFFLINE=1) it reads the cache in its hub layout (`models--org--name/refs/<revision>`,
 `snapshots/<commit>/`), exactly as `from_pretrained` would.
 
-Part of the lowest layer: imports only pretrain.infra.errors, and huggingface_hub or transformers inside
+Model identity: imports only pretrain.infra.errors, and huggingface_hub or transformers inside
 the functions that need them.
 """
 

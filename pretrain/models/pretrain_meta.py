@@ -1,6 +1,6 @@
 """pretrain_meta.json, a pre-training run's record: its one schema.
 
-`harness pretrain` writes one into every checkpoint (pretrain/prepare.py Run.meta builds it) and
+`harness pretrain` writes one into every checkpoint (pretrain/prepare.py TrainingSetup.meta builds it) and
 publishes the last beside discriminator/ (layout.PRETRAIN_META); `harness init` writes a short one for
 an untrained control. The loop's resume reads it back (pretrain/checkpoint.py), reports read its FLOPs
 and corpus (reports/accounting.py), experiments its counts. It lives with model identity because both

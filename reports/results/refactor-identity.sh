@@ -34,7 +34,10 @@ $H run glue --model "$OUT/inputs/tiny" --tasks rte,stsb,cola --seeds 2 --data-di
    --output-dir "$OUT/glue" --tracking-uri "sqlite:///$OUT/mlflow.db" num_epochs=2 precision=fp32 > "$OUT/glue.log" 2>&1
 # the micro preset is the test suite's: registered by a launcher, as tests/pretrain_helpers.py does
 PRE=(-c "import sys
-from pretrain.models.presets import PRESETS
+try:  # the registry's home before and after issue 45
+    from pretrain.models.presets import PRESETS
+except ImportError:
+    from pretrain.common.models import PRESETS
 try:
     from tests.test_pretrain_train import MICRO
 except ImportError:
