@@ -43,6 +43,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     from pretrain.infra.errors import UserError
+    from pretrain.infra.secrets import redact_argv
     from pretrain.training.stop import Stopped
 
     argv = sys.argv[1:] if argv is None else argv
@@ -53,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"harness: error: {error}", file=sys.stderr)
         return 2
     except Stopped as stopped:  # SIGTERM or Ctrl-C, the state saved: the same command goes on from it
-        print(f"harness: {stopped}; resume with: harness {shlex.join(argv)}", file=sys.stderr)
+        shown = redact_argv(argv)  # an echoed command line carries no password
+        hidden = " (put the passwords shown as *** back)" if shown != list(argv) else ""
+        print(f"harness: {stopped}; resume with: harness {shlex.join(shown)}{hidden}", file=sys.stderr)
         return stopped.exit_status
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)

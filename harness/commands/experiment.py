@@ -80,7 +80,7 @@ def handle_efficiency(args: argparse.Namespace) -> int:
         output_dir=args.output, seeds=args.seeds, pretrain_settings=tuple(groups["pretrain"]),
         finetune=load_config(FinetuneConfig, None, groups["finetune"]), data_dir=args.data_dir,
         control=not args.no_control, tracking_uri=args.tracking_uri,
-        command=shlex.join(["harness", *sys.argv[1:]]) if sys.argv[1:2] == ["experiment"] else "")
+        command=recorded_command(sys.argv[1:]))
     arms = run_efficiency(exp)
     print()
     print((args.output / "efficiency.md").read_text(), end="")
@@ -89,6 +89,14 @@ def handle_efficiency(args: argparse.Namespace) -> int:
     if error is not None:
         raise error
     return 0
+
+
+def recorded_command(argv: list[str]) -> str:
+    """The command line as typed, for experiment.json and efficiency.json, its passwords as ***; empty
+    when called other than as `harness experiment` (by `harness demo`, or a test)."""
+    from pretrain.infra.secrets import redact_argv
+
+    return shlex.join(["harness", *redact_argv(argv)]) if argv[:1] == ["experiment"] else ""
 
 
 def _budgets(spec: str) -> tuple[float, ...]:

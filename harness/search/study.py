@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import time
 import warnings
 from collections.abc import Callable
@@ -28,6 +27,7 @@ import optuna
 
 from pretrain.infra import atomic
 from pretrain.infra.errors import UserError
+from pretrain.infra.secrets import redact_uri
 from reports.results_schema import SearchOrigin
 
 DEFAULT_STORAGE = "sqlite:///runs/optuna.db"
@@ -38,8 +38,8 @@ PRUNERS = ("median", "hyperband", "none")
 
 
 def redact(url: str) -> str:
-    """A storage URL fit for logs and files: the password replaced by ***."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+    """A storage URL fit for logs and files: its passwords and tokens as *** (pretrain/infra/secrets.py)."""
+    return redact_uri(url)
 
 
 def open_storage(url: str, heartbeat_s: int | None = None,
@@ -55,7 +55,7 @@ def open_storage(url: str, heartbeat_s: int | None = None,
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise UserError(f"cannot create {str(folder)!r} for Optuna storage {url!r} "
+            raise UserError(f"cannot create {str(folder)!r} for Optuna storage {redact(url)!r} "
                             f"({error.strerror}); pass a writable sqlite:///FILE or a server URL") from error
     for attempt in range(3):
         try:
@@ -74,8 +74,8 @@ def open_storage(url: str, heartbeat_s: int | None = None,
             # Workers that start together race to create the tables: the loser retries.
             if attempt == 2 or not _is_creation_race(error):
                 reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
-                raise UserError(f"cannot open Optuna storage {redact(url)!r} ({reason}); check the URL "
-                                "(sqlite:///FILE or postgresql://USER:PASSWORD@HOST:PORT/DB) and that "
+                raise UserError(f"cannot open Optuna storage {redact(url)!r} ({redact(reason)}); check the "
+                                "URL (sqlite:///FILE or postgresql://USER:PASSWORD@HOST:PORT/DB) and that "
                                 "its server is up and reachable") from error
             time.sleep(0.5 + random.random())
     raise AssertionError("unreachable")
@@ -234,7 +234,7 @@ def params_from(source: str, benchmark: str = "glue") -> tuple[list[str], str, S
     record = _best_from_file(source) if Path(source).suffix == ".json" or Path(source).is_file() \
         else _best_from_study(source)
     if record.get("benchmark") != benchmark:
-        raise UserError(f"--params-from {source!r} holds a {record.get('benchmark')} search, not a "
+        raise UserError(f"--params-from {redact(source)!r} holds a {record.get('benchmark')} search, not a "
                         f"{benchmark} one; pass a {benchmark} study or its best_params.json")
     seeds = record["trial_seeds"]
     named = f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}"
@@ -275,7 +275,7 @@ def _best_from_file(source: str) -> dict[str, Any]:
 def _best_from_study(source: str) -> dict[str, Any]:
     url, _, name = source.rpartition("#") if "#" in source else (DEFAULT_STORAGE, "", source)
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).expanduser().is_file():
-        raise UserError(f"--params-from {source!r}: no Optuna storage file {url!r}; pass "
+        raise UserError(f"--params-from {redact(source)!r}: no Optuna storage file {redact(url)!r}; pass "
                         "STORAGE_URL#STUDY or a best_params.json")
     storage = open_storage(url)
     names = optuna.study.get_all_study_names(storage)

@@ -313,7 +313,10 @@ def _free_memory(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
 
 
 def _setup_tracking(experiment: str, uri: str | None) -> None:
-    # Workers that start together race to create the experiment; the loser finds it on a retry.
+    # Workers that start together race to create the experiment; the loser finds it on a retry. A
+    # server that is down is said at once, not retried.
+    if not mlflow_runs.is_off(uri):
+        mlflow_runs.check_server(mlflow_runs.tracking_uri(uri))
     for attempt in range(3):
         try:
             mlflow_runs.use_experiment(experiment, uri)

@@ -7,6 +7,7 @@ from pathlib import Path
 from harness.tracking import mlflow_leaderboard, mlflow_runs
 from pretrain.infra import atomic
 from pretrain.infra.errors import UserError
+from pretrain.infra.secrets import redact_uri
 from reports import plot, render
 from reports.leaderboard import MEASURED, published_rows, rows_from_results
 
@@ -37,7 +38,7 @@ def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None
     run_id = _log_artifacts(output, uri, measured, len(rows) - measured)
     print(f"wrote {', '.join(str(output / name) for name in FILES)}")
     print(f"{measured} measured and {len(rows) - measured} published rows; artefacts in MLflow experiment "
-          f"{REPORTS_EXPERIMENT!r}, run {run_id} ({uri})")
+          f"{REPORTS_EXPERIMENT!r}, run {run_id} ({redact_uri(uri)})")
     if not measured:
         print("no measured rows yet: run `harness run glue`, or pass --runs RUN_DIR")
     print(f"browse the leaderboard: {mlflow_leaderboard.browse_hint(uri)}")

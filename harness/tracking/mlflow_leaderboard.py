@@ -17,9 +17,7 @@ import contextlib
 import hashlib
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from harness.tracking import mlflow_runs, mlflow_view
@@ -48,31 +46,13 @@ MAX_TAG_CHARS = 5000  # MLflow caps tag values at 8000 characters
 
 def check_reachable(uri: str | None) -> str:
     """The resolved URI; a server that does not answer /health in 5 s is a one-line UserError."""
-    resolved = mlflow_runs.tracking_uri(uri)
-    if resolved.startswith(("http://", "https://")):
-        try:
-            with urllib.request.urlopen(resolved.rstrip("/") + "/health", timeout=5):
-                pass
-        except (urllib.error.URLError, OSError) as error:
-            reason = getattr(error, "reason", None) or getattr(error, "code", None) or error
-            raise UserError(f"MLflow tracking server {resolved} is unreachable ({reason}); start it with "
-                            "`mlflow ui --backend-store-uri sqlite:///runs/mlflow.db --host 127.0.0.1 --port "
-                            "5000` or pass --tracking-uri sqlite:///runs/mlflow.db") from error
-    return resolved
+    return mlflow_runs.check_server(mlflow_runs.tracking_uri(uri))
 
 
-@contextlib.contextmanager
-def tracking_errors(uri: str, doing: str) -> Iterator[None]:
-    """MLflow and HTTP failures as one line naming the store and what was being done."""
-    from mlflow.exceptions import MlflowException
-    from requests.exceptions import RequestException
-
-    try:
-        yield
-    except (MlflowException, RequestException, OSError) as error:
-        message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise UserError(f"MLflow store {uri} failed while {doing} ({message[:200]}); check that it is "
-                        "reachable and writable") from error
+def tracking_errors(uri: str, doing: str) -> contextlib.AbstractContextManager:
+    """MLflow and HTTP failures as one line naming the store (its password hidden) and what was being
+    done."""
+    return mlflow_runs.store_errors(uri, doing)
 
 
 def _open(uri: str | None):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pretrain.infra.errors import UserError
+from pretrain.infra.secrets import redact_uri
 
 DEFAULT_TRACKING_URI = "sqlite:///runs/mlflow.db"
 TRACKING_HELP = f"MLflow tracking URI, or none: no MLflow (default: {DEFAULT_TRACKING_URI})"
@@ -78,7 +79,7 @@ def checked_uri(uri: str) -> str:
 
         try:
             url = make_url(uri)
-        except ArgumentError:
+        except (ArgumentError, ValueError):  # ValueError: a port that is not a number
             url = None
         if url is not None and (scheme != "sqlite" or url.database):  # sqlite:// alone is in memory
             return uri
@@ -87,8 +88,9 @@ def checked_uri(uri: str) -> str:
             return uri
     else:
         return uri
-    raise UserError(f"tracking URI {uri!r} is not a valid {scheme} URL; write e.g. sqlite:///runs/mlflow.db "
-                    "(three slashes, then the file's path) or http://HOST:PORT for a server")
+    raise UserError(f"tracking URI {redact_uri(uri)!r} is not a valid {scheme} URL; write e.g. "
+                    "sqlite:///runs/mlflow.db (three slashes, then the file's path) or http://HOST:PORT "
+                    "for a server")
 
 
 def use_experiment(experiment: str, uri: str | None = None) -> None:
@@ -98,16 +100,67 @@ def use_experiment(experiment: str, uri: str | None = None) -> None:
     if _store["off"]:
         return
     mlflow = import_mlflow()
-    resolved = tracking_uri(uri)
-    mlflow.set_tracking_uri(resolved)
-    with store_lock(resolved):
-        if mlflow.get_experiment_by_name(experiment) is None:
-            location = None
-            if resolved.startswith("sqlite:///"):
-                db_dir = Path(resolved.removeprefix("sqlite:///")).parent
-                location = (db_dir / "mlartifacts").resolve().as_uri()
-            mlflow.create_experiment(experiment, artifact_location=location)
-    mlflow.set_experiment(experiment)
+    resolved = check_server(tracking_uri(uri))
+    with store_errors(resolved, f"opening experiment {experiment!r}"):
+        mlflow.set_tracking_uri(resolved)
+        with store_lock(resolved):
+            if mlflow.get_experiment_by_name(experiment) is None:
+                location = None
+                if resolved.startswith("sqlite:///"):
+                    db_dir = Path(resolved.removeprefix("sqlite:///")).parent
+                    location = (db_dir / "mlartifacts").resolve().as_uri()
+                mlflow.create_experiment(experiment, artifact_location=location)
+        mlflow.set_experiment(experiment)
+
+
+def check_server(uri: str) -> str:
+    """`uri`; a server that does not answer /health in 5 s is a one-line UserError naming it, its
+    password hidden, and what to do. MLflow itself retries for minutes, then prints the URI, password
+    and all, in a traceback."""
+    if not uri.startswith(("http://", "https://")):
+        return uri
+    import base64
+    import urllib.error
+    import urllib.request
+    from urllib.parse import unquote, urlsplit
+
+    shown = redact_uri(uri)
+    fix = ("start it with `mlflow ui --backend-store-uri sqlite:///runs/mlflow.db --host 127.0.0.1 --port "
+           "5000` or pass --tracking-uri sqlite:///runs/mlflow.db (or none: no tracking)")
+    try:
+        parts = urlsplit(uri)
+        bare = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
+        request = urllib.request.Request(bare.geturl().rstrip("/") + "/health")
+        if parts.username is not None or parts.password is not None:  # urllib takes no user-info
+            login = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
+            request.add_header("Authorization", "Basic " + base64.b64encode(login).decode())
+    except (TypeError, ValueError) as error:  # no host, a port that is not a number
+        raise UserError(f"tracking URI {shown!r} is not a valid server URL; write http://HOST:PORT") \
+            from error
+    try:
+        with urllib.request.urlopen(request, timeout=5):
+            pass
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        reason = getattr(error, "reason", None) or getattr(error, "code", None) or error
+        raise UserError(f"MLflow tracking server {shown} is unreachable ({redact_uri(str(reason))}); "
+                        f"{fix}") from error
+    return uri
+
+
+@contextlib.contextmanager
+def store_errors(uri: str, doing: str) -> Iterator[None]:
+    """MLflow, HTTP and database failures as one line naming the store (its password hidden) and what
+    was being done."""
+    from mlflow.exceptions import MlflowException
+    from requests.exceptions import RequestException
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except (MlflowException, RequestException, SQLAlchemyError, OSError) as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserError(f"MLflow store {redact_uri(uri)} failed while {doing} ({redact_uri(message)[:200]}); "
+                        "check that it is reachable and writable, or pass --tracking-uri none") from error
 
 
 def store_lock(uri: str) -> contextlib.AbstractContextManager:

@@ -17,6 +17,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from pretrain.infra.secrets import redact_uri
+
 NOTE_TAG = "mlflow.note.content"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 VIEW_ID = "leaderboard"
@@ -90,7 +92,9 @@ def runs_url(base_url: str, experiment_id: str) -> str:
 
 
 def browse_hint(uri: str, experiment_id: str) -> str:
-    """Where to look at the leaderboard: the link on a server, or how to serve a SQLite store."""
+    """Where to look at the leaderboard: the link on a server, or how to serve a SQLite store; a
+    password in the URI shown as ***."""
+    uri = redact_uri(uri)
     if uri.startswith(("http://", "https://")):
         return runs_url(uri, experiment_id)
     return (f"{runs_url('http://127.0.0.1:5000', experiment_id)} after `MLFLOW_SERVER_ENABLE_JOB_EXECUTION="
