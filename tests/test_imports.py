@@ -16,7 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "tasks", "pretrain", "reports")
 # The foundation, what more than one package shares, is three places, each a layer named for what it holds:
-# every module under pretrain/infra/ (errors, atomic writes, settings), pretrain/training/ (the kit both
+# every module under pretrain/infra/ (errors, atomic writes, settings, secrets), pretrain/training/ (the kit both
 # training loops are made of) and pretrain/models/ (model identity: shapes, presets, checkpoints, FLOPs).
 FOUNDATION = {"pretrain.infra": "infra", "pretrain.training": "training", "pretrain.models": "models"}
 
