@@ -97,7 +97,8 @@ class FinetuneConfig:
         "exactly: tasks/glue_head.py; ELECTRA discriminators only); hf = the family's own transformers "
         "head (ELECTRA's: dense, GELU, dense); auto = electra for ELECTRA discriminators, hf for others"))
     trust_remote_code: bool = setting(False, kind="runtime", help=(
-        "let a Hub checkpoint whose family transformers lacks run its repository's own code; off: refused"))
+        "let a Hub checkpoint whose family transformers lacks run its repository's own code, pinned as "
+        "--model org/name@<commit>; off: refused"))
     double_unordered: bool = setting(True, kind="recipe", before=False, help=(
         "GLUE tasks whose registry row says double_unordered (mrpc, stsb) train on both sentence orders"))
     save_models: bool = setting(True, kind="output", help=(

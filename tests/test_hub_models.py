@@ -110,3 +110,94 @@ def test_hub_name_offline_says_what_to_do(tmp_path, capsys, monkeypatch):
     assert code == 2
     assert "'google/electra-small-discriminator' is not a local directory and could not be had" in err
     assert "pass a local checkpoint directory" in err and err.count("\n") == 1
+
+
+COMMIT = "ab" * 20
+
+
+def test_top_level_files_only():
+    from pretrain.models.hub import top_level_files
+
+    files = ["config.json", "vocab.txt", "model.safetensors", "modeling_my.py", "a[1].json", "README.md",
+             "onnx/model.safetensors", "sub/config.json", "sub/deeper/vocab.txt", "sub/modeling_my.py"]
+    assert top_level_files(files, ["*.json", "*.txt", "*.model", "*.safetensors"]) == \
+        ["config.json", "vocab.txt", "model.safetensors", "a[[]1].json"]
+    assert top_level_files(files, ["*.py"]) == ["modeling_my.py"]
+
+
+def test_an_online_snapshot_takes_no_sub_folder_files(tmp_path, tiny_model, monkeypatch):
+    """Online, snapshot_download is given the repo's top-level files by name: huggingface_hub's own
+    filter (where '*' matches '/') then downloads no sub-folder's weights, configs or code."""
+    import shutil
+
+    import huggingface_hub
+    from huggingface_hub import constants
+    from huggingface_hub.utils import filter_repo_objects
+
+    from pretrain.models.hub import hub_checkpoint
+
+    repo = tmp_path / "repo"
+    shutil.copytree(tiny_model, repo)
+    for sub in ("onnx", "other/deeper"):
+        (repo / sub).mkdir(parents=True)
+        shutil.copy(repo / "model.safetensors", repo / sub / "model.safetensors")
+        (repo / sub / "config.json").write_text("{}")
+        (repo / sub / "modeling_x.py").write_text("raise SystemExit('ran')\n")
+    (repo / "modeling_x.py").write_text("raise SystemExit('ran')\n")
+    files = sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file())
+
+    def snapshot_download(repo_id, revision=None, allow_patterns=None):
+        snapshot = tmp_path / "cache" / (revision or "main")
+        for name in filter_repo_objects(files, allow_patterns=allow_patterns):  # the Hub's own filter
+            (snapshot / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(repo / name, snapshot / name)
+        return str(snapshot)
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "list_repo_files", lambda repo_id, revision=None: files)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    for revision, code in ((None, False), (COMMIT, True)):
+        folder = hub_checkpoint("someone/tiny", revision, code=code)
+        got = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+        assert got and all("/" not in name for name in got), got
+        assert ("modeling_x.py" in got) == code and "model.safetensors" in got
+
+
+@pytest.fixture
+def offline_cache(tmp_path, tiny_model, monkeypatch):
+    """A hub-layout cache holding someone/custom at COMMIT (ref main), read offline in this process."""
+    from huggingface_hub import constants
+
+    from tests.families import write_hub_cache
+
+    cache = tmp_path / "hub-cache"
+    write_hub_cache(cache, "someone/custom", tiny_model, commit=COMMIT)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    return cache
+
+
+def test_remote_code_needs_a_pinned_commit(offline_cache):
+    from pretrain.infra.errors import UserError
+    from pretrain.models.resolve import resolve_model
+
+    with pytest.raises(UserError) as raised:
+        resolve_model("someone/custom", trust_remote_code=True)
+    assert str(raised.value) == ("trust_remote_code=true runs code from the Hub repo 'someone/custom', but no "
+                                 "revision is pinned; pass --model someone/custom@<commit> (the 40-hex commit "
+                                 "id of the code you have read)")
+    with pytest.raises(UserError, match=r"but 'main' is a branch or tag, which can move; pass --model "
+                                        r"someone/custom@<commit>"):
+        resolve_model("someone/custom@main", trust_remote_code=True)
+    with pytest.raises(UserError, match="Hub repo 'google/electra-small-discriminator', but no revision"):
+        resolve_model("electra-small", trust_remote_code=True)  # a preset's released id, unpinned
+    snapshot = offline_cache / "models--someone--custom" / "snapshots" / COMMIT
+    assert resolve_model(f"someone/custom@{COMMIT}", trust_remote_code=True) == str(snapshot)
+    assert resolve_model("someone/custom") == str(snapshot)  # no code: no pin needed
+
+
+def test_unpinned_remote_code_is_one_line_from_the_cli(offline_cache, glue_data, tmp_path, capsys):
+    args = glue_args("someone/custom", glue_data, tmp_path, "--tasks", "rte", "trust_remote_code=true")
+    code, _, err = run_cli(args, capsys)
+    assert code == 2 and err.count("\n") == 1 and "pass --model someone/custom@<commit>" in err, err
+    assert not (tmp_path / "out").exists()

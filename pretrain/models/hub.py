@@ -21,8 +21,10 @@ _HUB_ID = re.compile(r"^(?P<repo>(?:[\w][\w.-]{0,95}/)?[\w][\w.-]{0,95})(?:@(?P<
 WEIGHTS_SAFE = ("model.safetensors", "model.safetensors.index.json")
 WEIGHTS_ANY = (*WEIGHTS_SAFE, "pytorch_model.bin", "pytorch_model.bin.index.json")
 # What a checkpoint needs besides its weights: configs, vocabularies (WordPiece .txt, BPE merges .txt,
-# SentencePiece .model). Never *.py: code from the Hub runs only where the user allows it.
+# SentencePiece .model). Never *.py: code from the Hub runs only where the user allows it. Top-level files
+# only (_top_level): in huggingface_hub's filter '*' matches '/' too, so '*.json' took every sub-folder's.
 _FILES = ["*.json", "*.txt", "*.model"]
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 NOT_FOUND = "not found on the Hub or in its cache"
 
 
@@ -38,7 +40,12 @@ def parse_hub_id(value: str) -> tuple[str, str | None] | None:
 def hub_checkpoint(repo_id: str, revision: str | None = None, code: bool = False) -> Path:
     """The snapshot folder of a Hub checkpoint, safetensors preferred: the pickled .bin is fetched only for a
     repo without them (transformers reads it with torch.load(weights_only=True): tensors, never code).
-    code: also the repo's *.py files (for trust_remote_code)."""
+    code: also the repo's *.py files (for trust_remote_code), which needs `revision` to be a commit: code
+    that runs must not change under the same name."""
+    if code and not (revision and _COMMIT.match(revision)):
+        pinned = f"{revision!r} is a branch or tag, which can move" if revision else "no revision is pinned"
+        raise UserError(f"trust_remote_code=true runs code from the Hub repo {repo_id!r}, but {pinned}; pass "
+                        f"--model {repo_id}@<commit> (the 40-hex commit id of the code you have read)")
     extra = ["*.py"] if code else []
     folder = _snapshot(repo_id, revision, _FILES + extra + ["*.safetensors"])
     if not any((folder / name).is_file() for name in WEIGHTS_SAFE):
@@ -55,6 +62,8 @@ def _snapshot(repo_id: str, revision: str | None, allow_patterns: list[str]) -> 
     from huggingface_hub import constants
 
     try:
+        if not constants.HF_HUB_OFFLINE:  # offline: the cached snapshot, as from_pretrained reads it
+            allow_patterns = _top_level(repo_id, revision, allow_patterns)
         return Path(huggingface_hub.snapshot_download(repo_id, revision=revision,
                                                       allow_patterns=allow_patterns))
     except Exception as error:  # offline and not cached, unknown repo, gated, no network: one answer
@@ -64,6 +73,27 @@ def _snapshot(repo_id: str, revision: str | None, allow_patterns: list[str]) -> 
             f"Face Hub or its cache {constants.HF_HUB_CACHE!r} ({where}: {type(error).__name__}); download "
             f"it once with `hf download {repo_id}` where the Hub is reachable, point HF_HUB_CACHE at a cache "
             "that holds it, or pass a local checkpoint directory as --model") from error
+
+
+def _top_level(repo_id: str, revision: str | None, patterns: list[str]) -> list[str]:
+    """The repo's top-level files that match `patterns`, each as a pattern that matches only itself."""
+
+    import huggingface_hub
+
+    try:
+        files = huggingface_hub.list_repo_files(repo_id, revision=revision)
+    except Exception:  # noqa: BLE001 - unreachable: snapshot_download falls back to the cache or says why
+        return patterns
+    return top_level_files(files, patterns)
+
+
+def top_level_files(files: list[str], patterns: list[str]) -> list[str]:
+    """Of a repo's `files`, those in its top folder matching a pattern, escaped for fnmatch."""
+    import fnmatch
+    import glob
+
+    return [glob.escape(name) for name in files
+            if "/" not in name and any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)]
 
 
 def _shown(repo_id: str, revision: str | None) -> str:
