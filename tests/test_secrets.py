@@ -160,3 +160,20 @@ def test_an_unreachable_tracking_server_is_one_line_before_training(tiny_model, 
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_mlflow_prints_no_run_url_for_a_uri_with_a_password(monkeypatch):
+    """MLflow writes `View run NAME at: URI/#/...` to stdout as the URI was given; with a secret in it,
+    that print is off (and a plain URI keeps it)."""
+    import os
+
+    from harness.tracking import mlflow_runs
+    from pretrain.infra.errors import UserError
+
+    monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)
+    with pytest.raises(UserError):
+        mlflow_runs.use_experiment("x", f"http://127.0.0.1:{free_port()}")
+    assert "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT" not in os.environ
+    with pytest.raises(UserError) as raised:
+        mlflow_runs.use_experiment("x", f"http://me:{SECRET}@127.0.0.1:{free_port()}")
+    assert os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] == "true" and SECRET not in str(raised.value)

@@ -100,7 +100,10 @@ def use_experiment(experiment: str, uri: str | None = None) -> None:
     if _store["off"]:
         return
     mlflow = import_mlflow()
-    resolved = check_server(tracking_uri(uri))
+    resolved = tracking_uri(uri)
+    if redact_uri(resolved) != resolved:  # MLflow prints "View run ... at: URI/#/...", its password too
+        os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+    check_server(resolved)
     with store_errors(resolved, f"opening experiment {experiment!r}"):
         mlflow.set_tracking_uri(resolved)
         with store_lock(resolved):
