@@ -47,6 +47,21 @@ def glue_split(ids: Sequence, references: Sequence, predictions: Sequence, token
             "dev_set": fingerprint(list(ids), references), "tokenization": tokenization}
 
 
+def text_split(ids: Sequence, references: Sequence, predictions: Sequence, tokenization: str,
+               metrics: Sequence[str], headline: str) -> dict:
+    """One dev split of your own task (tasks/text.py): GLUE's block plus the metrics it is scored by and
+    its headline, so intervals and compare need no registry row. Multi-label rows are 0/1 lists."""
+    def plain(value):
+        if isinstance(value, Sequence | np.ndarray):
+            return [int(v) for v in value]
+        return _number(value)
+
+    references = [plain(r) for r in references]
+    return {"ids": list(ids), "references": references, "predictions": [plain(p) for p in predictions],
+            "dev_set": fingerprint(list(ids), references), "tokenization": tokenization,
+            "metrics": list(metrics), "headline": headline}
+
+
 def squad_split(ids: Sequence[str], scores: Mapping[str, Sequence[float]], gold: Sequence,
                 tokenization: str) -> dict:
     """One SQuAD dev split's block: per-question scores (percent) for each metric that is their mean."""
@@ -74,6 +89,8 @@ class SplitOutputs:
     predictions: np.ndarray | None = None  # (seeds, n), GLUE
     references: np.ndarray | None = None  # (n,), GLUE
     scores: dict[str, np.ndarray] = field(default_factory=dict)  # metric -> (seeds, n), SQuAD
+    metrics: tuple[str, ...] = ()  # your own task's metrics (text_split); GLUE's come from the registry
+    headline: str | None = None  # your own task's `score`
 
     @property
     def num_examples(self) -> int:
@@ -110,6 +127,7 @@ def _stack(run_dir: Path, task: str, seeds: tuple[int, ...], blocks: list[dict])
     if "predictions" in first:
         return SplitOutputs(first["ids"], first["dev_set"], first["tokenization"], seeds,
                             predictions=np.array([b["predictions"] for b in blocks]),
-                            references=np.array(first["references"]))
+                            references=np.array(first["references"]),
+                            metrics=tuple(first.get("metrics", ())), headline=first.get("headline"))
     scores = {name: np.array([b["scores"][name] for b in blocks], dtype=float) for name in first["scores"]}
     return SplitOutputs(first["ids"], first["dev_set"], first["tokenization"], seeds, scores=scores)

@@ -37,7 +37,8 @@ def _mean_scorer(scores: np.ndarray, references: np.ndarray) -> np.ndarray:
 
 def _scorer(split: SplitOutputs, metric: str) -> tuple[stats.Scorer, np.ndarray, np.ndarray]:
     if split.predictions is not None:
-        return metrics.BATCHED[metric], split.predictions, split.references
+        batched = metrics.BATCHED_MULTILABEL if split.predictions.ndim == 3 else metrics.BATCHED
+        return batched[metric], split.predictions, split.references
     return _mean_scorer, split.scores[metric], np.zeros(split.num_examples)
 
 
@@ -60,10 +61,12 @@ def estimate(parts: Sequence[Part], n_resamples: int = stats.N_RESAMPLES,
 
 
 def metric_names(task: str, splits: Mapping[str, SplitOutputs]) -> tuple[str, ...]:
-    """The metrics an interval can be computed for: a GLUE task's, or SQuAD's per-question ones."""
+    """The metrics an interval can be computed for: a GLUE task's, your own task's (its dev outputs name
+    them), or SQuAD's per-question ones."""
+    first = next(iter(splits.values()))
     if task in GLUE_TASKS:
         return GLUE_TASKS[task].metrics
-    return tuple(next(iter(splits.values())).scores)
+    return first.metrics or tuple(first.scores)
 
 
 def task_estimates(task: str, splits: Mapping[str, SplitOutputs], n_resamples: int = stats.N_RESAMPLES,
@@ -75,8 +78,11 @@ def task_estimates(task: str, splits: Mapping[str, SplitOutputs], n_resamples: i
         for name in names:
             label = name if len(splits) == 1 else f"{split_name}_{name}"
             found[label] = estimate([part(split, [name])], n_resamples, seed)
+    headline = next(iter(splits.values())).headline
     if task in GLUE_TASKS:
         found["score"] = estimate([part(split, names) for split in splits.values()], n_resamples, seed)
+    elif headline is not None:  # your own task's score is its headline metric
+        found["score"] = found[headline]
     elif "f1" in found:
         found["score"] = found["f1"]  # SQuAD's score is its F1
     return found

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 FILE = "results.json"
 GLUE_FORMAT = "electra-harness/glue-results/1"
 SQUAD_FORMAT = "electra-harness/squad-results/1"
+TEXT_FORMAT = "electra-harness/text-results/1"  # your own data (tasks/text.py)
 RECORDS = ("runs", "diverged")  # the (task, seed) record lists, merged across invocations
 
 
@@ -167,7 +168,7 @@ class SquadData(TypedDict, total=False):
 class ResultsBody(TypedDict, total=False):
     """The whole file, keys in its order (see the module docstring for `diverged`)."""
 
-    format: str  # GLUE_FORMAT or SQUAD_FORMAT
+    format: str  # GLUE_FORMAT, SQUAD_FORMAT or TEXT_FORMAT
     model: ModelBlock
     config: dict[str, Any]  # the invocation's FinetuneConfig, head=auto as the head it stands for
     settings: dict[str, Any]  # SQuAD: its SquadConfig, resolved for the version

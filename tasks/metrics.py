@@ -1,4 +1,5 @@
-"""GLUE metrics as pure functions of predictions and references (fractions in [0, 1], not x100)."""
+"""Task metrics as pure functions of predictions and references (fractions in [0, 1], not x100): GLUE's,
+and macro- and micro-F1 for your own classification and multi-label data (tasks/text.py)."""
 
 from __future__ import annotations
 
@@ -43,8 +44,24 @@ def spearman(predictions: Sequence[float], references: Sequence[float]) -> float
     return _correlation(stats.spearmanr, predictions, references)
 
 
+def macro_f1(predictions: Sequence, references: Sequence) -> float:
+    """The unweighted mean of per-class F1: over the classes that occur in predictions or references
+    (class ids), or over every label column (multi-label: rows of 0/1 indicators, a label that is never
+    predicted nor true scoring 0), as sklearn's f1_score(average="macro") does."""
+    return float(skm.f1_score(np.asarray(references), np.asarray(predictions), average="macro",
+                              zero_division=0.0))
+
+
+def micro_f1(predictions: Sequence, references: Sequence) -> float:
+    """F1 of all (example, label) decisions pooled (multi-label rows of 0/1 indicators); for single-label
+    classes it equals accuracy."""
+    return float(skm.f1_score(np.asarray(references), np.asarray(predictions), average="micro",
+                              zero_division=0.0))
+
+
 METRICS: dict[str, Callable[[Sequence, Sequence], float]] = {
-    "accuracy": accuracy, "f1": f1, "mcc": mcc, "pearson": pearson, "spearman": spearman}
+    "accuracy": accuracy, "f1": f1, "mcc": mcc, "pearson": pearson, "spearman": spearman,
+    "macro_f1": macro_f1, "micro_f1": micro_f1}
 
 
 def compute(names: Sequence[str], predictions: Sequence, references: Sequence) -> dict[str, float]:
@@ -117,6 +134,40 @@ def batched_spearman(predictions: np.ndarray, references: np.ndarray) -> np.ndar
     return batched_pearson(stats.rankdata(predictions, axis=-1), stats.rankdata(references, axis=-1))
 
 
+def _f1_parts(true_positive, predicted, actual) -> tuple[np.ndarray, np.ndarray]:
+    denominator = predicted + actual  # 2TP + FP + FN
+    return np.where(denominator > 0, 2 * true_positive / np.maximum(denominator, 1), 0.0), denominator
+
+
+def batched_macro_f1(predictions: np.ndarray, references: np.ndarray) -> np.ndarray:
+    """macro_f1 of class ids over the last axis ((..., n))."""
+    labels = np.union1d(np.unique(predictions), np.unique(references))
+    per_class, present = [], []
+    for k in labels:
+        true_positive = ((predictions == k) & (references == k)).sum(-1)
+        scores, denominator = _f1_parts(true_positive, *_counts(predictions, references, k))
+        per_class.append(scores)
+        present.append(denominator > 0)  # a class absent from a resample is not averaged, as sklearn
+    per_class, present = np.stack(per_class, -1), np.stack(present, -1)
+    return (per_class * present).sum(-1) / np.maximum(present.sum(-1), 1)
+
+
+def batched_multilabel_macro_f1(predictions: np.ndarray, references: np.ndarray) -> np.ndarray:
+    """macro_f1 of 0/1 indicators over the last two axes ((..., n, L)): every label column counts, one
+    never predicted nor true as 0 (zero_division=0)."""
+    true_positive = ((predictions == 1) & (references == 1)).sum(-2)
+    return _f1_parts(true_positive, (predictions == 1).sum(-2), (references == 1).sum(-2))[0].mean(-1)
+
+
+def batched_multilabel_micro_f1(predictions: np.ndarray, references: np.ndarray) -> np.ndarray:
+    """micro_f1 of 0/1 indicators over the last two axes ((..., n, L))."""
+    true_positive = ((predictions == 1) & (references == 1)).sum((-2, -1))
+    return _f1_parts(true_positive, (predictions == 1).sum((-2, -1)), (references == 1).sum((-2, -1)))[0]
+
+
 BATCHED: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "accuracy": batched_accuracy, "f1": batched_f1, "mcc": batched_mcc, "pearson": batched_pearson,
-    "spearman": batched_spearman}
+    "spearman": batched_spearman, "macro_f1": batched_macro_f1}
+# Multi-label outputs: (seeds, n, L) indicator arrays (reports/intervals.py picks these by shape).
+BATCHED_MULTILABEL: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "macro_f1": batched_multilabel_macro_f1, "micro_f1": batched_multilabel_micro_f1}

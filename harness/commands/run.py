@@ -36,6 +36,7 @@ def add_parser(subparsers) -> None:
     params_from_argument(glue)
     glue.set_defaults(handler=handle_glue)
     add_squad_parser(benchmarks)
+    add_text_parser(benchmarks)
 
 
 def params_from_argument(parser) -> None:
@@ -174,6 +175,70 @@ def handle_squad(args) -> int:
     results = run_squad(SquadInvocation(model=args.model, task=task, output_dir=output_dir, config=config,
                                         squad_config=squad_config, source=source, seeds=args.seeds,
                                         tracking_uri=args.tracking_uri, search=origin))
+    print(summary_table(results))
+    _remeasured(results, origin)
+    print(f"\nresults: {output_dir / 'results.json'}")
+    return _diverged(results)
+
+
+TEXT_EPILOG = """examples:
+  harness run text --model electra-small --train train.csv --dev dev.csv --text question \\
+      --label coarse_label --seeds 3
+  harness run text --model M --train reviews.jsonl --text title,body --label stars --kind regression
+  harness run text --model M --task-file tickets.toml num_epochs=5
+
+The task is described once, by flags or a TOML --task-file with the same keys (train, dev, test, text,
+label, kind, metric, ...; a task file's paths are relative to it; flags win over it). results.json
+records it with each file's sha256: a resume refuses a changed file, `harness compare` runs on other
+data. Without a dev file, dev_fraction of train is drawn with dev_seed, and recorded.
+
+""" + settings_help(FinetuneConfig, "settings (key=value or a TOML --config file; unset ones follow "
+                                  "ELECTRA's GLUE recipe for the model size):")
+
+
+def add_text_parser(benchmarks) -> None:
+    from harness.config import add_flags
+    from tasks.text_task import TextTaskConfig
+
+    parser = benchmarks.add_parser(
+        "text", help="your own labelled files: classification, regression or multi-label",
+        epilog=TEXT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Fine-tune on your own CSV, TSV, JSON Lines or Parquet files (or a datasets Hub id) "
+                    "with ELECTRA's recipe; writes results.json, named predictions per split, the models "
+                    "with their label names, logs to MLflow, prints the scores with intervals.")
+    common_arguments(parser, "text")
+    params_from_argument(parser)
+    parser.add_argument("--task-file", help="TOML file describing the task (the same keys as the flags)")
+    add_flags(parser, TextTaskConfig)
+    parser.set_defaults(handler=handle_text)
+
+
+def text_task_config(args):
+    """The task description (the task file's keys, then the flags given) and the folder its paths start
+    from."""
+    from harness.config import flag_values, load_config, shown
+    from tasks.text_task import TextTaskConfig
+
+    given = [f"{key}={shown(value) if isinstance(value, tuple) else value}"
+             for key, value in flag_values(args, TextTaskConfig).items()]
+    task = load_config(TextTaskConfig, args.task_file, given)
+    return task, Path(args.task_file).resolve().parent if args.task_file else None
+
+
+def handle_text(args) -> int:
+    from harness.config import load_config
+
+    task, base = text_task_config(args)
+    params, origin = _searched(args, "text")
+    config = _fresh_seeds(load_config(FinetuneConfig, args.config, params + args.overrides), args, origin)
+    from harness.finetuning.text_benchmark import TextInvocation, run_text, summary_table
+
+    stem = task.name or Path(task.train or task.dataset or "data").stem
+    output_dir = args.output_dir or Path("runs/text") / (
+        f"{Path(args.model).name}-{stem}-{datetime.now():%Y%m%d-%H%M%S}")
+    results = run_text(TextInvocation(model=args.model, task=task, output_dir=output_dir, config=config,
+                                      seeds=args.seeds, task_file_dir=base, tracking_uri=args.tracking_uri,
+                                      search=origin))
     print(summary_table(results))
     _remeasured(results, origin)
     print(f"\nresults: {output_dir / 'results.json'}")

@@ -29,8 +29,9 @@ class ResultsFolder:
     """A finished `harness run` output directory with every task's per-seed dev outputs."""
 
     path: Path
-    kind: str  # glue or squad (the results format)
+    kind: str  # glue, squad or text (the results format)
     outputs: dict[str, dict[str, SplitOutputs]]  # task -> split -> outputs
+    data: dict | None = None  # your own data's files and their sha256 (results.json `data`)
 
 
 def load_results_folder(path: Path) -> ResultsFolder:
@@ -48,7 +49,8 @@ def load_results_folder(path: Path) -> ResultsFolder:
                             f"{task}-seedN/{dev_outputs.FILE}, written since this harness version); re-run "
                             "the same `harness run` in a fresh --output-dir")
         outputs[task] = found
-    return ResultsFolder(file.parent, kind, outputs)
+    data = results.get("data") if kind == "text" else None
+    return ResultsFolder(file.parent, kind, outputs, data)
 
 
 def _metrics(task: str, splits: dict[str, SplitOutputs]) -> list[tuple[str, str]]:
@@ -57,7 +59,20 @@ def _metrics(task: str, splits: dict[str, SplitOutputs]) -> list[tuple[str, str]
         spec = GLUE_TASKS[task]
         return [(spec.dev_splits[0], spec.paper_metric)]
     split = next(iter(splits))
+    if splits[split].headline is not None:  # your own task: its headline metric
+        return [(split, splits[split].headline)]
     return [(split, name) for name in splits[split].scores]
+
+
+def _same_data(a: dict, b: dict) -> None:
+    """Runs on your own data pair only on the same files (by sha256), training data included."""
+    digests = [{split: info.get("sha256") for split, info in data.get("files", {}).items()
+                if split != "test"} for data in (a, b)]
+    if digests[0] != digests[1] or a.get("dev") != b.get("dev"):
+        differ = sorted(split for split in {*digests[0], *digests[1]}
+                        if digests[0].get(split) != digests[1].get(split)) or ["drawn dev split"]
+        raise UserError(f"runs A and B were trained or scored on different data ({', '.join(differ)} "
+                        "differ by sha256 or dev draw); compare runs on the same files")
 
 
 def _pair(a: SplitOutputs, b: SplitOutputs, task: str, split: str) -> list[str]:
@@ -91,6 +106,8 @@ def compare(a: ResultsFolder, b: ResultsFolder, tasks: Sequence[str] | None = No
     """Per task and for the GLUE average: A - B with interval, p-value, verdict; JSON-ready."""
     if a.kind != b.kind:
         raise UserError(f"A is a {a.kind} run and B a {b.kind} run; compare runs of the same benchmark")
+    if a.data is not None and b.data is not None:
+        _same_data(a.data, b.data)
     chosen = list(tasks or a.outputs)
     missing = {name: [t for t in chosen if t not in folder.outputs] for name, folder in (("A", a), ("B", b))}
     if any(missing.values()):
@@ -98,7 +115,7 @@ def compare(a: ResultsFolder, b: ResultsFolder, tasks: Sequence[str] | None = No
         lacking = "; ".join(f"{name} lacks {', '.join(ts)}" for name, ts in missing.items() if ts)
         hint = f"compare the common ones with --tasks {','.join(common)}" if common else "they share none"
         raise UserError(f"the runs are on different tasks ({lacking}); {hint}")
-    scale = 100.0 if a.kind == "glue" else 1.0
+    scale = 1.0 if a.kind == "squad" else 100.0  # SQuAD's scores are percent already
     rows, notes, glue_parts = [], [], []
     for task in chosen:
         for split, metric in _metrics(task, a.outputs[task]):

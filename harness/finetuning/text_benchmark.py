@@ -1,0 +1,145 @@
+"""`harness run text`: your own labelled files x seeds through the one orchestration, their part here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import transformers
+from datasets import Dataset
+
+from harness.finetuning import model_setup
+from harness.finetuning.model_setup import ModelSetup
+from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
+from pretrain.infra import atomic
+from pretrain.infra.errors import UserError
+from reports import dev_outputs, results_schema, seed_summary
+from tasks import glue_head, text, text_data
+from tasks.config import FinetuneConfig
+from tasks.finetune import FinetuneResult
+from tasks.text_task import TextTaskConfig
+
+RESULTS_FORMAT = results_schema.TEXT_FORMAT
+PREDICTIONS = "{split}.jsonl"
+
+
+@dataclass(frozen=True)
+class TextInvocation:
+    """One `harness run text`: which model, data and seeds, where the outputs live."""
+
+    model: str
+    task: TextTaskConfig
+    output_dir: Path
+    config: FinetuneConfig = FinetuneConfig()
+    seeds: int = 1
+    task_file_dir: Path | None = None  # a --task-file's folder: its relative paths start there
+    tracking_uri: str | None = None
+    leaderboard: bool = True
+    search: dict | None = None
+
+
+def run_text(invocation: TextInvocation, progress: bool | None = None) -> results_schema.ResultsBody:
+    """Fine-tune and evaluate; resumes seeds already in output_dir/results.json (on the same data)."""
+    return run_finetuning(invocation, TextBenchmark(invocation), progress)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TextPlan(BenchmarkPlan):
+    """The data read and validated, the task resolved from it."""
+
+    data: text_data.TextData
+
+
+def load_model(built: text.TextFinetuneTask, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
+    return text.load_model(setup.model_path, built.task, config.head, **setup.load_options)
+
+
+class TextBenchmark:
+    """Your own data's part of the one orchestration: read files, a classifier, named predictions."""
+
+    experiment = "text"
+    results_format = RESULTS_FORMAT
+    same = ("format", "config", "data")  # `data` holds each file's sha256: a changed file is refused
+    leaderboard = True
+
+    def __init__(self, invocation: TextInvocation):
+        self.invocation = invocation
+        self.leaderboard = invocation.leaderboard
+
+    def prepare(self, setup: ModelSetup) -> TextPlan:
+        model_setup.require(setup, transformers.AutoModelForSequenceClassification, "a text task")
+        data = text_data.read(self.invocation.task, self.invocation.task_file_dir)
+        task = data.task
+        config = self.invocation.config.resolved(setup.size, task.num_epochs, task.max_length, setup.head)
+        hidden = getattr(setup.model_config, "hidden_size", None)
+        if config.head == "electra" and hidden is not None and 2 * task.num_labels > hidden:
+            raise UserError(f"head=electra writes {task.num_labels} labels into a head of hidden size "
+                            f"{hidden}, which holds at most {hidden // 2}; pass head=hf")
+        drawn = data.record.get("dev")
+        if drawn:
+            print(f"note: no dev file, so {drawn['dev_rows']} of the training rows are the dev split "
+                  f"(dev_fraction={drawn['fraction']}, dev_seed={drawn['seed']}); results.json records it",
+                  file=sys.stderr)
+        searched = {"search": self.invocation.search} if self.invocation.search else {}
+        return TextPlan(task.name, (task.name,), {task.name: config},
+                        results={"data": data.record} | searched, data=data)
+
+    def build(self, plan: TextPlan, task: str, setup: ModelSetup) -> text.TextFinetuneTask:
+        config = plan.configs[task]
+        splits: dict[str, Dataset] = {s: d for s, d in plan.data.splits.items()
+                                      if config.predict_test or not s.startswith("test")}
+        return text.build_task(plan.data.task, splits, setup.tokenizer, config.max_length,
+                               config.max_train_examples)
+
+    load_model = staticmethod(load_model)
+
+    def write_predictions(self, plan: TextPlan, built: text.TextFinetuneTask, config: FinetuneConfig,
+                          result: FinetuneResult, stem: Path) -> dict:
+        """Per split, one JSON line per row: its row number and prediction by name; and the dev outputs."""
+        for split, outputs in result.outputs.items():
+            lines = [json.dumps({"id": index, "prediction": named}) for index, named in
+                     zip(built.indices[split], built.named(outputs), strict=True)]
+            atomic.write_text(stem / PREDICTIONS.format(split=split), "\n".join(lines) + "\n")
+        task = built.task
+        atomic.write_json(stem / dev_outputs.FILE, dev_outputs.record(task.name, config.seed, {
+            split: dev_outputs.text_split(built.indices[split], built.references[split],
+                                          built.predictions(result.outputs[split]).tolist(),
+                                          dev_outputs.token_fingerprint(built.evals[split]["input_ids"]),
+                                          task.metrics, task.headline)
+            for split in task.dev_splits}))
+        return {"num_train_examples": len(built.train)}
+
+    def saved_model(self, model: torch.nn.Module, built: text.TextFinetuneTask) -> torch.nn.Module:
+        return glue_head.to_standard_head(model)  # ELECTRA's head as transformers' own: a plain checkpoint
+
+    def summarize(self, results: results_schema.ResultsBody) -> None:
+        task = results["data"]["task"]
+        results["summary"] = seed_summary.summarize(results["runs"], {task["name"]: task["metrics"]},
+                                                    results.get("diverged", ()))
+        seed_summary.add_intervals(self.invocation.output_dir, results)
+
+
+def summary_table(results: results_schema.ResultsBody) -> str:
+    """The task's metrics over seeds (x100), the headline first, with intervals."""
+    from harness.finetuning.table import with_interval
+
+    task = results["data"]["task"]
+    header = ("task", "metric", "median", "mean [95% CI]", "std", "best", "seeds")
+    rows = []
+    for name, summary in results["summary"].items():
+        for metric in [task["headline"], *(m for m in task["metrics"] if m != task["headline"])]:
+            found = summary.get(metric)
+            if isinstance(found, dict):
+                rows.append((name if metric == task["headline"] else "", metric,
+                             f"{100 * found['median']:.1f}",
+                             with_interval(found["mean"], found), f"{100 * found['std']:.1f}",
+                             f"{100 * found['best']:.1f}", str(found["n"])))
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    lines = [" | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+             for row in (header, *rows)]
+    lines.insert(1, "-+-".join("-" * width for width in widths))
+    digests = ", ".join(f"{split} {info['sha256'][:12]}" for split, info in results["data"]["files"].items())
+    return "\n".join(lines + [f"data: {digests} (sha256); x100, 95% CI of the seed mean"])

@@ -1,0 +1,85 @@
+"""Your own text task through the one loop: features, model head, output reading and scoring.
+
+Classification and regression as GLUE's (tasks/glue.py: the same tokenisation and heads); multi-label
+with one sigmoid per label (transformers' multi_label_classification loss), a label predicted where its
+logit is above 0 (probability 0.5), as HF's run_classification.py does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from datasets import Dataset
+from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerBase
+
+from tasks import glue_head, metrics
+from tasks.glue import tokenize
+from tasks.loading import from_pretrained_quietly
+from tasks.text_task import TextTask
+
+
+@dataclass
+class TextFinetuneTask:
+    """A TextTask's tokenised splits and its scoring; satisfies tasks.finetune.FinetuneTask."""
+
+    task: TextTask
+    train: Dataset
+    evals: dict[str, Dataset]
+    references: dict[str, list]  # gold labels of the dev split: ids, scores or 0/1 rows
+    indices: dict[str, list[int]]  # each eval row's number in its file
+    double_unordered: bool = False
+    target_scale: float = 1.0
+
+    def example_outputs(self, output, batch) -> list[np.ndarray]:
+        return list(output.logits.float().cpu().numpy())
+
+    def predictions(self, outputs: list[np.ndarray]) -> np.ndarray:
+        """Class ids, scores (regression), or 0/1 rows (multi-label: logit above 0)."""
+        stacked = np.stack(outputs)
+        if self.task.is_regression:
+            return stacked[:, 0]
+        if self.task.is_multilabel:
+            return (stacked > 0).astype(np.int64)
+        return stacked.argmax(axis=-1)
+
+    def score(self, split: str, outputs: list[np.ndarray]) -> dict[str, float]:
+        """The kind's metrics, and `score`: the headline metric (what seeds, search and compare rank by)."""
+        predictions, references = self.predictions(outputs), np.asarray(self.references[split])
+        values = {name: metrics.METRICS[name](predictions, references) for name in self.task.metrics}
+        return values | {"score": values[self.task.headline]}
+
+    def named(self, outputs: list[np.ndarray]) -> list:
+        """Predictions with label names: a name, a score, or a list of names."""
+        values, names = self.predictions(outputs), self.task.label_names
+        if self.task.is_regression:
+            return [float(v) for v in values]
+        if self.task.is_multilabel:
+            return [[names[k] for k in np.flatnonzero(row)] for row in values]
+        return [names[int(v)] for v in values]
+
+
+def build_task(task: TextTask, splits: dict[str, Dataset], tokenizer: PreTrainedTokenizerBase,
+               max_length: int, max_train_examples: int | None = None) -> TextFinetuneTask:
+    """Tokenise the splits (text_a, [text_b], label, idx; tasks/text_data.py)."""
+    train = splits["train"]
+    if max_train_examples is not None and max_train_examples < len(train):
+        train = train.shuffle(seed=0).select(range(max_train_examples))
+    evals = {split: data for split, data in splits.items() if split != "train"}
+    return TextFinetuneTask(
+        task=task, train=tokenize(train, tokenizer, max_length, keep_labels=True),
+        evals={split: tokenize(data, tokenizer, max_length, keep_labels=False)
+               for split, data in evals.items()},
+        references={split: data["label"] for split, data in evals.items() if split.startswith("validation")},
+        indices={split: data["idx"] for split, data in evals.items()})
+
+
+def load_model(model_path: str, task: TextTask, head: str = "hf", **load_options) -> torch.nn.Module:
+    """The encoder with a fresh head for the task, its label names in the config (id2label)."""
+    labels = task.label_names or ("score",)
+    model = from_pretrained_quietly(
+        AutoModelForSequenceClassification, model_path, num_labels=task.num_labels, **load_options,
+        id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)},
+        problem_type=task.problem_type)
+    return glue_head.use_electra_head(model) if head == "electra" else model

@@ -1,0 +1,140 @@
+"""Your own labelled text as a task: its description (flags or a TOML task file, the same keys) and the
+task it resolves to once the data is read (kind, label names, metrics).
+
+Torch-free, so the CLI can build its help and check a description without loading torch. Reading and
+validating the files is tasks/text_data.py; features, head and scoring are tasks/text.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pretrain.infra.settings import Flag, setting
+
+Kind = Literal["auto", "classification", "regression", "multilabel"]
+
+# The metrics each kind reports, its default headline first (HF's run_classification.py scores
+# accuracy / mse / micro-F1; ELECTRA's paper reports Spearman for its regression task, STS-B).
+KIND_METRICS: dict[str, tuple[str, ...]] = {
+    "classification": ("accuracy", "macro_f1", "mcc"),
+    "regression": ("spearman", "pearson"),
+    "multilabel": ("micro_f1", "macro_f1"),
+}
+NUM_EPOCHS = 3  # ELECTRA's GLUE recipe (configure_finetuning.py: num_train_epochs)
+MAX_LENGTH = 128  # ELECTRA's GLUE max_seq_length
+FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+
+
+@dataclass(frozen=True)
+class TextTaskConfig:
+    """A task on your own files, described once: the same keys as flags or in a TOML --task-file."""
+
+    train: str = setting("", kind="recipe", flag=Flag("--train", "FILE"), help=(
+        "training file: .csv, .tsv, .jsonl or .parquet (a task file's paths are relative to it)"))
+    dev: str = setting("", kind="recipe", flag=Flag("--dev", "FILE"), help=(
+        "dev file scored each epoch; none: dev_fraction of train is drawn with dev_seed and recorded"))
+    test: str = setting("", kind="output", flag=Flag("--test", "FILE"), help=(
+        "unlabelled (or labelled) file to predict after training"))
+    dataset: str = setting("", kind="recipe", flag=Flag("--dataset", "ORG/NAME"), help=(
+        "a `datasets` Hub id (offline: from its cache) or a local dataset folder, instead of files"))
+    dataset_config: str = setting("", kind="recipe", flag=Flag("--dataset-config", "NAME"), help=(
+        "the Hub data set's config name"))
+    train_split: str = setting("train", kind="recipe", flag=Flag("--train-split", "SPLIT"), help=(
+        "with --dataset: the split to train on"))
+    dev_split: str = setting("", kind="recipe", flag=Flag("--dev-split", "SPLIT"), help=(
+        "with --dataset: the dev split (none: drawn from train)"))
+    text: tuple[str, ...] = setting((), kind="recipe", flag=Flag("--text", "COLUMN[,COLUMN]"), help=(
+        "the text column, or two for a sentence pair"))
+    label: str = setting("label", kind="recipe", flag=Flag("--label", "COLUMN"), help="the label column")
+    kind: Kind = setting("auto", kind="recipe", flag=Flag("--kind"), help=(
+        "auto: a list per row is multilabel, numbers with a fraction regression, anything else "
+        "classification (names kept)"))
+    label_separator: str = setting("", kind="recipe", flag=Flag("--label-separator", "SEP"), help=(
+        "multilabel in CSV/TSV: the labels of a row in one cell joined by SEP (e.g. '|')"))
+    metric: str = setting("", kind="recipe", flag=Flag("--metric", "NAME"), help=(
+        "headline metric; default: accuracy (classification), spearman (regression), micro_f1 "
+        "(multilabel)"))
+    name: str = setting("", kind="recipe", flag=Flag("--name", "NAME"), help=(
+        "the task's name in results, leaderboard and bundles; default: the train file's stem or the "
+        "data set's name"))
+    dev_fraction: float = setting(0.1, kind="recipe", flag=Flag("--dev-fraction", "F"), help=(
+        "without a dev file: the share of train drawn as dev"))
+    dev_seed: int = setting(0, kind="recipe", flag=Flag("--dev-seed", "N"), help=(
+        "without a dev file: which rows are drawn"))
+
+    def __post_init__(self):
+        problems = []
+        if not 0 < self.dev_fraction < 1:
+            problems.append(f"dev_fraction must be between 0 and 1, e.g. 0.1 (got {self.dev_fraction})")
+        if len(self.text) > 2:
+            problems.append(f"text names {len(self.text)} columns ({', '.join(self.text)}); name one, or "
+                            "two for a sentence pair")
+        if self.metric and self.metric not in {m for names in KIND_METRICS.values() for m in names}:
+            known = sorted({m for names in KIND_METRICS.values() for m in names})
+            problems.append(f"unknown metric {self.metric!r}; choose one of {', '.join(known)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class TextTask:
+    """A task read from your data: what the loop, the scorer, results and bundles need to know of it.
+
+    Its attributes beside GLUE's (tasks/registry.GlueTask) let the same tables, intervals and bundles
+    serve both: dev_splits, paper_metric (the headline), is_regression, num_labels."""
+
+    name: str
+    text_columns: tuple[str, ...]
+    label_column: str
+    kind: str  # classification, regression or multilabel
+    label_names: tuple[str, ...] | None  # None: regression
+    metrics: tuple[str, ...]
+    headline: str
+    num_epochs: float = NUM_EPOCHS
+    max_length: int = MAX_LENGTH
+    target_scale: float = 1.0
+    double_unordered: bool = False
+    predicted_by: None = None
+
+    @property
+    def is_regression(self) -> bool:
+        return self.kind == "regression"
+
+    @property
+    def is_multilabel(self) -> bool:
+        return self.kind == "multilabel"
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.label_names is None else len(self.label_names)
+
+    @property
+    def dev_splits(self) -> tuple[str, ...]:
+        return ("validation",)
+
+    @property
+    def paper_metric(self) -> str:
+        return self.headline
+
+    @property
+    def paper_label(self) -> str:
+        return self.headline
+
+    @property
+    def problem_type(self) -> str:
+        """transformers' problem_type for the head's loss."""
+        return {"classification": "single_label_classification", "regression": "regression",
+                "multilabel": "multi_label_classification"}[self.kind]
+
+    def record(self) -> dict:
+        """results.json's and the bundle's description of the task."""
+        return {"name": self.name, "kind": self.kind, "text_columns": list(self.text_columns),
+                "label_column": self.label_column, "label_names": list(self.label_names or []) or None,
+                "metrics": list(self.metrics), "headline": self.headline}
+
+    @classmethod
+    def from_record(cls, record: dict) -> TextTask:
+        names = record.get("label_names")
+        return cls(record["name"], tuple(record["text_columns"]), record["label_column"], record["kind"],
+                   tuple(names) if names else None, tuple(record["metrics"]), record["headline"])
