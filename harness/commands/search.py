@@ -23,6 +23,12 @@ SQUAD_EXAMPLES = """examples:
   harness run squad --version 1.1 --model M --params-from runs/search/squad-squad-M/best_params.json \\
       --seeds 3 --data-dir ../shared/data/squad
 """
+TEXT_EXAMPLES = """examples:
+  harness search text --model M --train train.csv --dev dev.csv --text question --label coarse_label \\
+      --trials 20
+  harness run text --model M --train train.csv --dev dev.csv --text question --label coarse_label \\
+      --params-from runs/search/text-train-M/best_params.json --seeds 5
+"""
 EPILOG = """
 semantics:
   --trials is the study's total: a worker starts trials until COMPLETE + PRUNED + RUNNING ones reach
@@ -73,6 +79,18 @@ def add_parser(subparsers) -> None:
     squad.add_argument("--dev-file", help="official-format dev JSON; alone, its articles are split")
     _common(squad)
     squad.set_defaults(handler=handle_squad)
+    text = benchmarks.add_parser(
+        "text", help="search your own data's hyperparameters (its headline metric)",
+        epilog=TEXT_EXAMPLES + EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run trials of an Optuna study on your own labelled files, described as for harness "
+                    "run text; each trial is scored by the mean headline metric over its trial seeds.")
+    from harness.config import add_flags
+    from tasks.text_task import TextTaskConfig
+
+    text.add_argument("--task-file", help="TOML file describing the task (the same keys as the flags)")
+    add_flags(text, TextTaskConfig)
+    _common(text)
+    text.set_defaults(handler=handle_text)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -104,25 +122,68 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def handle_glue(args) -> int:
     from harness.config import load_config
-    from harness.search.targets import glue_target
+    from pretrain.infra.errors import UserError
     from tasks.config import FinetuneConfig
 
+    task = GLUE_TASKS.get(args.task)
+    if task is None or task.predicted_by is not None:
+        choices = ", ".join(name for name, t in GLUE_TASKS.items() if t.predicted_by is None)
+        raise UserError(f"cannot search task {args.task!r}; choose one of {choices}")
     config = load_config(FinetuneConfig, args.config, args.overrides)
-    return _search(args, args.task, config,
-                   lambda: glue_target(args.model, args.task, args.data_dir, config))
+
+    def target():
+        from harness.finetuning.glue_benchmark import GlueBenchmark, GlueInvocation
+        from harness.search.targets import benchmark_target, search_config
+
+        return benchmark_target(GlueBenchmark(GlueInvocation(
+            model=args.model, tasks=(task,), output_dir=Path("."), config=search_config(config),
+            data_dir=args.data_dir, leaderboard=False)), args.model)
+
+    return _search(args, task.name, config, target)
 
 
 def handle_squad(args) -> int:
-    from harness.config import load_squad_settings
-    from harness.search.targets import squad_target
+    from harness.config import as_dict, load_squad_settings
+    from tasks.config import SquadConfig
     from tasks.registry import squad_task
     from tasks.squad import SquadSource
 
     task = squad_task(args.version)
     config, squad_config = load_squad_settings(args.config, args.overrides)
     source = SquadSource(data_dir=args.data_dir, train_file=args.train_file, dev_file=args.dev_file)
-    return _search(args, task.name, config,
-                   lambda: squad_target(args.model, args.version, source, config, squad_config))
+    defaults = as_dict(SquadConfig())
+    fixed = {key: value for key, value in as_dict(squad_config).items() if value != defaults[key]}
+
+    def target():
+        from harness.finetuning.squad_benchmark import SquadBenchmark, SquadInvocation
+        from harness.search.targets import benchmark_target, search_config
+
+        return benchmark_target(SquadBenchmark(SquadInvocation(
+            model=args.model, task=task, output_dir=Path("."), config=search_config(config),
+            squad_config=squad_config, source=source)), args.model, lambda plan: fixed)
+
+    return _search(args, task.name, config, target)
+
+
+def handle_text(args) -> int:
+    from harness.commands.run import text_task_config
+    from harness.config import load_config
+    from tasks.config import FinetuneConfig
+
+    description, base = text_task_config(args)
+    config = load_config(FinetuneConfig, args.config, args.overrides)
+    name = description.name or Path(description.train or description.dataset).stem
+
+    def target():
+        from harness.finetuning.text_benchmark import TextBenchmark, TextInvocation
+        from harness.search.targets import benchmark_target, search_config
+
+        benchmark = TextBenchmark(TextInvocation(model=args.model, task=description, output_dir=Path("."),
+                                                 config=search_config(config), task_file_dir=base,
+                                                 leaderboard=False))
+        return benchmark_target(benchmark, args.model)
+
+    return _search(args, name, config, target)
 
 
 def _search(args, task: str, config, make_target) -> int:

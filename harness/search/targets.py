@@ -1,70 +1,51 @@
-"""What `harness search` can tune: one function per benchmark, loading a task once, returning a SearchTarget.
+"""What `harness search` tunes: one task of any benchmark, built once by the benchmark itself.
 
-A benchmark joins the search with a function here and a subparser in harness/commands/search.py.
+A search trial reads, validates and tokenises its data through the same `Benchmark.prepare` and `build`
+as `harness run` (harness/finetuning/orchestration.py), and trains a fresh model per trial and seed
+through the same `train_seed`; a benchmark joins the search with a subparser in
+harness/commands/search.py and nothing here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Callable
+from typing import Any
 
-from harness.config import as_dict
-from harness.finetuning import glue_benchmark, model_setup, squad_benchmark
-from harness.finetuning.orchestration import train_seed
+from harness.finetuning import model_setup
+from harness.finetuning.orchestration import Benchmark, train_seed
 from harness.search.trials import SearchTarget
-from pretrain.infra.errors import UserError
-from tasks import glue, squad
-from tasks.config import FinetuneConfig, SquadConfig
 from tasks.finetune import LoopIO
-from tasks.glue_data import glue_dir, load_glue
-from tasks.registry import GLUE_TASKS, squad_task
 
 
-def glue_target(model: str, task_name: str, data_dir: str | None, config: FinetuneConfig) -> SearchTarget:
-    """One GLUE task: its train and dev splits tokenised once, a fresh classifier per trial."""
-    task = GLUE_TASKS.get(task_name)
-    if task is None or task.predicted_by is not None:
-        choices = ", ".join(name for name, t in GLUE_TASKS.items() if t.predicted_by is None)
-        raise UserError(f"cannot search task {task_name!r}; choose one of {choices}")
+def benchmark_target(benchmark: Benchmark[Any], model: str,
+                     fixed: Callable[[Any], dict[str, Any]] | None = None) -> SearchTarget:
+    """The benchmark's one task on `model`, its data read and tokenised once; a fresh model per trial.
+    `fixed`: what the study records of the benchmark's own settings, from its plan.
+
+    The benchmark's invocation carries the fixed settings every trial shares, with num_epochs unset (the
+    task's recipe epochs centre the search range) and no test prediction (of no use to a search)."""
+    config = benchmark.invocation.config
     setup = model_setup.load(model, config.precision, config.trust_remote_code)
-    config = model_setup.for_model(config, setup)
-    # Test splits are of no use to a search: drop them before tokenising.
-    splits = {split: data for split, data in load_glue(task, glue_dir(data_dir)).items()
-              if not split.startswith("test")}
-    max_length = config.max_length or task.max_length
-    built = glue.build_task(task, splits, setup.tokenizer, max_length, config.max_train_examples,
-                            double_unordered=config.double_unordered, head=config.head)
+    plan = benchmark.prepare(setup)
+    [task] = plan.configs  # a search tunes one task
+    resolved = plan.configs[task]
+    built = benchmark.build(plan, task, setup)
 
-    def train(config: FinetuneConfig, on_epoch):
-        config = model_setup.for_model(dataclasses.replace(config, max_length=max_length), setup)
-        return train_seed(glue_benchmark.load_model, built, config, setup,
-                          LoopIO(on_epoch, progress=False))[1]
+    def train(trial_config, on_epoch):
+        trial_config = dataclasses.replace(trial_config, max_length=resolved.max_length)
+        trial_config = model_setup.for_model(trial_config, setup)
+        io = LoopIO(on_epoch, progress=False)
+        return train_seed(benchmark.load_model, built, trial_config, setup, io)[1]
 
-    return SearchTarget("glue", task.name, model, setup.size, task.num_epochs, train, dev_score)
+    return SearchTarget(benchmark.experiment, task, model, setup.size, resolved.num_epochs, train, dev_score,
+                        fixed(plan) if fixed else {})
 
 
-def squad_target(model: str, version: str, source: squad.SquadSource, config: FinetuneConfig,
-                 squad_config: SquadConfig) -> SearchTarget:
-    """One SQuAD version: its windows built once, a fresh span model per trial; scored by dev F1."""
-    task = squad_task(version)
-    setup = model_setup.load(model, config.precision, config.trust_remote_code)
-    max_length = config.max_length or task.max_length
-    positions = setup.model_config.max_position_embeddings
-    if max_length > positions:
-        raise UserError(f"max_length {max_length} exceeds the model's {positions} positions; "
-                        f"pass max_length={positions} or less")
-    splits = squad.load_splits(task, source, squad_config)
-    built = squad.build_task(task, splits, setup.tokenizer, max_length, squad_config,
-                             config.max_train_examples)
-
-    def train(config: FinetuneConfig, on_epoch):
-        config = dataclasses.replace(config, max_length=max_length)
-        return train_seed(squad_benchmark.load_model, built, config, setup,
-                          LoopIO(on_epoch, progress=False))[1]
-
-    defaults = as_dict(SquadConfig())
-    fixed = {key: value for key, value in as_dict(squad_config).items() if value != defaults[key]}
-    return SearchTarget("squad", task.name, model, setup.size, task.num_epochs, train, dev_score, fixed)
+def search_config(config):
+    """The fixed settings as a benchmark's invocation takes them for a search (see benchmark_target)."""
+    return dataclasses.replace(config, num_epochs=None, predict_test=False)
 
 
 def dev_score(row: dict[str, float]) -> float:
