@@ -206,7 +206,7 @@ BAD_SEARCH = {
 @pytest.mark.parametrize("case", list(BAD_SEARCH))
 def test_bad_search_input(case, tmp, capsys, monkeypatch):
     kind, value, message = BAD_SEARCH[case]
-    monkeypatch.setattr("harness.search.targets.glue_target", lambda *a: fake_target())
+    monkeypatch.setattr("harness.search.targets.benchmark_target", lambda *a: fake_target())
     args = ["search", "glue", "--task", "rte", "--model", "m", "--storage", f"sqlite:///{tmp / 'o.db'}",
             "--output-dir", str(tmp / "out"), "--tracking-uri", f"sqlite:///{tmp / 'm.db'}"]
     if kind == "space":
@@ -220,7 +220,7 @@ def test_bad_search_input(case, tmp, capsys, monkeypatch):
 
 
 def test_existing_study_of_another_kind(tmp, capsys, monkeypatch):
-    monkeypatch.setattr("harness.search.targets.glue_target", lambda *a: fake_target())
+    monkeypatch.setattr("harness.search.targets.benchmark_target", lambda *a: fake_target())
     storage = f"sqlite:///{tmp / 'o.db'}"
     optuna.create_study(storage=storage, study_name="loss", direction="minimize")
     other = optuna.create_study(storage=storage, study_name="mrpc", direction="maximize")
@@ -331,7 +331,7 @@ def test_interrupted_worker_ends_its_trial_and_runs(tmp, capsys, monkeypatch):
         target.train = lambda config, on_epoch: (_ for _ in ()).throw(KeyboardInterrupt)
         return target
 
-    monkeypatch.setattr("harness.search.targets.glue_target", lambda *a: interrupted())
+    monkeypatch.setattr("harness.search.targets.benchmark_target", lambda *a: interrupted())
     code, _, err = run(["search", "glue", "--task", "rte", "--model", "m", "--storage",
                         f"sqlite:///{tmp / 'o.db'}", "--study-name", tmp.name, "--output-dir",
                         str(tmp / "out"), "--tracking-uri", f"sqlite:///{tmp / 'm.db'}"], capsys)
@@ -410,7 +410,7 @@ def old_study(storage: str, name: str = "old") -> None:
 def test_old_studies_are_refused_or_read_with_a_note(tmp, capsys, monkeypatch):
     storage = f"sqlite:///{tmp / 'o.db'}"
     old_study(storage)
-    monkeypatch.setattr("harness.search.targets.glue_target", lambda *a: fake_target())
+    monkeypatch.setattr("harness.search.targets.benchmark_target", lambda *a: fake_target())
     code, _, err = run(["search", "glue", "--task", "rte", "--model", "m", "--storage", storage, "--study-name",
                         "old", "--tracking-uri", f"sqlite:///{tmp / 'm.db'}", "--output-dir", str(tmp / "out")],
                        capsys)
