@@ -9,6 +9,7 @@ label types, labels the training split never shows. Every problem is one UserErr
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -80,7 +81,7 @@ def read(config: TextTaskConfig, base: Path | None = None) -> TextData:
                     NUM_EPOCHS, MAX_LENGTH)
     splits = {split: _harness_rows(source, text_columns, raw.get(split), kind, names)
               for split, source in sources.items()}
-    record: dict[str, Any] = {"task": task.record(), "files": {
+    record: dict[str, Any] = {"task": task.record(), "description": _description(config, base), "files": {
         split: {"source": source.where, "sha256": source.digest, "rows": len(source.rows)}
         for split, source in sources.items()}}
     if "validation" not in splits:
@@ -389,6 +390,26 @@ def _draw_dev(splits: dict[str, Dataset], config: TextTaskConfig, source: Source
     return {**splits, "train": kept, "validation": dev}, {
         "drawn_from": "train", "fraction": config.dev_fraction, "seed": config.dev_seed,
         "train_rows": len(kept), "dev_rows": len(dev)}
+
+
+def _description(config: TextTaskConfig, base: Path | None) -> dict:
+    """The description with its files' absolute paths: what an export re-reads the dev split from."""
+    described = dataclasses.asdict(config)
+    for key in ("train", "dev", "test"):
+        if described[key]:
+            described[key] = str(_path(described[key], base).resolve())
+    described["text"] = list(described["text"])
+    return described
+
+
+def description_of(record: dict) -> TextTaskConfig:
+    """A results.json data block's description, as read() takes it."""
+    if not isinstance(record, dict) or "description" not in record:
+        raise UserError("results.json does not describe the task's files (a run of an older version); "
+                        "fine-tune again to export it")
+    described = dict(record["description"])
+    described["text"] = tuple(described["text"])
+    return TextTaskConfig(**described)
 
 
 def _default_name(config: TextTaskConfig) -> str:

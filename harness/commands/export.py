@@ -29,11 +29,12 @@ def add_parser(subparsers) -> None:
                     "and sequence axes), check parity and dev scores, write a bundle and log it to MLflow.")
     source = onnx.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", type=Path, metavar="RUN_DIR",
-                        help="output directory of `harness run glue` or `harness run squad`")
+                        help="output directory of `harness run glue`, `run squad` or `run text`")
     source.add_argument("--model", metavar="DIR_OR_HUB_ID",
                         help="a fine-tuned checkpoint: a directory or a Hub id (org/name[@revision])")
-    onnx.add_argument("--task", required=True,
-                      help="GLUE task (sst2, mnli, ...) or squad / squad_v2 the model was fine-tuned on")
+    onnx.add_argument("--task", default="",
+                      help="GLUE task (sst2, mnli, ...) or squad / squad_v2 the model was fine-tuned on; a "
+                           "`harness run text` folder's own task by default")
     onnx.add_argument("--seed", type=int, help="which seed of --run (default: the best dev score)")
     onnx.add_argument("--output", type=Path, help="bundle directory; an older bundle there is replaced")
     onnx.add_argument("--quantize", choices=["int8"], help="also write a dynamically quantised int8 model")

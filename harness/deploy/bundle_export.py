@@ -24,6 +24,7 @@ from harness.tracking import mlflow_runs
 from pretrain.infra import atomic
 from pretrain.infra.errors import UserError
 from tasks.registry import GlueTask, SquadTask
+from tasks.text_task import TextTask
 
 PARITY_EXAMPLES = 64  # dev examples compared with PyTorch, in batches of PARITY_BATCH (several shapes)
 PARITY_BATCH = 16
@@ -60,7 +61,7 @@ def export(job: ExportJob) -> dict:
 
 def _export(job: ExportJob, source: Source, output: Path, started: float) -> dict:
     _check_output(output)
-    examples = dev_examples(source.task, job.data_dir, job.max_eval_examples)
+    examples = dev_examples(source.task, job.data_dir, job.max_eval_examples, source.data)
     tokenizer = _tokenizer(source.checkpoint.path)
     # model_id is the leaderboard row's key: a row's ONNX models are found by that tag.
     tags = {"model": source.model_name, "model_id": source.model_id, "task": source.task.name,
@@ -78,12 +79,24 @@ def _export(job: ExportJob, source: Source, output: Path, started: float) -> dic
     return manifest | {"output": str(output)}
 
 
-def dev_examples(task: GlueTask | SquadTask, data_dir: str | None, limit: int) -> Dataset:
-    """The first `limit` examples of the task's (first) dev split, in file order."""
+def dev_examples(task: GlueTask | SquadTask | TextTask, data_dir: str | None, limit: int,
+                 data: dict | None = None) -> Dataset:
+    """The first `limit` examples of the task's (first) dev split, in file order (your own task: as its
+    run read it, from the files results.json names, refused if they changed since)."""
     if limit < PARITY_EXAMPLES:
         raise UserError(f"--max-eval-examples {limit} is below the {PARITY_EXAMPLES} the parity check uses; "
                         f"pass {PARITY_EXAMPLES} or more")
-    if isinstance(task, SquadTask):
+    if isinstance(task, TextTask):
+        from tasks import text_data
+
+        read = text_data.read(text_data.description_of(data))
+        changed = [split for split, info in data["files"].items()
+                   if read.record["files"].get(split, {}).get("sha256") != info["sha256"]]
+        if changed:
+            raise UserError(f"the {', '.join(changed)} data changed since the run (sha256 differs from "
+                            "results.json's); restore the files the run read, or fine-tune again")
+        examples = read.splits["validation"]
+    elif isinstance(task, SquadTask):
         from tasks import squad_data
 
         chosen = data_dir or os.environ.get("SQUAD_DIR")
@@ -127,7 +140,7 @@ def _build(source: Source, job: ExportJob, tokenizer, examples: Dataset, staging
     return manifest
 
 
-def _quality(task: GlueTask | SquadTask, staging: Path, examples: Dataset, int8: bool,
+def _quality(task: GlueTask | SquadTask | TextTask, staging: Path, examples: Dataset, int8: bool,
              null_threshold: float) -> dict:
     """Dev scores of each precision through the runtime; warns when int8 misses its target."""
     precisions = ["fp32", "int8"] if int8 else ["fp32"]
@@ -162,7 +175,9 @@ def _write_manifest(staging: Path, manifest: dict) -> None:
 def _manifest(source: Source, tokenizer, staging: Path, files: list[str], inputs: Sequence[str]) -> dict:
     task = source.task
     labels = None if isinstance(task, SquadTask) or task.is_regression else list(task.label_names)
-    return bundle.new_manifest(staging, files, {
+    own = {"pair": len(task.text_columns) == 2, "multilabel": task.is_multilabel} \
+        if isinstance(task, TextTask) else {}
+    return bundle.new_manifest(staging, files, own | {
         "task": task.name, "kind": source.checkpoint.kind, "labels": labels, "max_length": source.max_length,
         "pad_token_id": tokenizer.pad_token_id or 0, "inputs": list(inputs),  # padding is masked
         "outputs": list(source.checkpoint.output_names), **({"qa": source.qa} if source.qa else {}),

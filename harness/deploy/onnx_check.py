@@ -9,11 +9,12 @@ from __future__ import annotations
 from datasets import Dataset
 
 from harness.deploy.onnx_predictor import Predictor, Request
-from tasks import evaluate_metrics
+from tasks import evaluate_metrics, metrics
 from tasks.registry import GlueTask, SquadTask
+from tasks.text_task import TextTask
 
 
-def requests_for(task: GlueTask | SquadTask, examples: Dataset) -> list[Request]:
+def requests_for(task: GlueTask | SquadTask | TextTask, examples: Dataset) -> list[Request]:
     """One runtime request per dev example, named by its position for error messages."""
     where = f"{task.name} dev example"
     if isinstance(task, SquadTask):
@@ -39,8 +40,13 @@ def dev_scores(task: GlueTask | SquadTask, examples: Dataset, results: list[dict
         return {name: scores[name] for name in task.metrics} | {"score": scores["score"]}
     if task.is_regression:
         predictions = [r["score"] for r in results]
+    elif isinstance(task, TextTask) and task.is_multilabel:
+        predictions = [[int(name in r["labels"]) for name in task.label_names] for r in results]
     else:
         predictions = [task.label_names.index(r["label"]) for r in results]
+    if isinstance(task, TextTask):
+        values = {name: metrics.METRICS[name](predictions, examples["label"]) for name in task.metrics}
+        return values | {"score": values[task.headline]}
     return evaluate_metrics.glue_scores(task, predictions, examples["label"])
 
 
@@ -49,6 +55,10 @@ def agreement(first: list[dict], second: list[dict]) -> dict[str, float]:
     pairs = list(zip(first, second, strict=True))
     if "score" in first[0] and "answer" not in first[0]:  # regression
         return {"max_abs_diff": max(abs(a["score"] - b["score"]) for a, b in pairs)}
+    if "labels" in first[0]:  # multi-label: the label sets, and each label's probability
+        return {"same_prediction": sum(a["labels"] == b["labels"] for a, b in pairs) / len(pairs),
+                "max_abs_diff": max(abs(a["scores"][name] - b["scores"][name])
+                                    for a, b in pairs for name in a["scores"])}
     key = "label" if "label" in first[0] else "answer"
     result = {"same_prediction": sum(a[key] == b[key] for a, b in pairs) / len(pairs)}
     if key == "label":

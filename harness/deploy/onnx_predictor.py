@@ -78,8 +78,9 @@ class Predictor:
         verify_files(directory, self.manifest, used + sorted(set(self.manifest["files"]) - set(used)))
         self.kind, self.max_length = self.manifest["kind"], int(self.manifest["max_length"])
         self.labels = self.manifest.get("labels")
-        task = GLUE_TASKS.get(self.manifest["task"])  # None for SQuAD (always two texts)
-        self.pair = None if task is None else len(task.hub_columns) == 2
+        task = GLUE_TASKS.get(self.manifest["task"])  # None for SQuAD (always two texts) and your own
+        self.pair = self.manifest.get("pair") if task is None else len(task.hub_columns) == 2
+        self.multilabel = bool(self.manifest.get("multilabel"))
         self.batch_size = batch_size
         self.tokenizer = Tokenizer.from_file(str(directory / TOKENIZER))
         self.tokenizer.no_padding()
@@ -172,6 +173,10 @@ class Predictor:
     def _label(self, logits: np.ndarray) -> dict:
         if self.labels is None:  # regression (STS-B): the one output is the score
             return {"score": float(logits[0])}
+        if self.multilabel:  # one sigmoid per label; a label is predicted above 0.5, as in training
+            probabilities = 1 / (1 + np.exp(-logits.astype(np.float64)))
+            return {"labels": [name for name, p in zip(self.labels, probabilities, strict=True) if p > 0.5],
+                    "scores": {name: float(p) for name, p in zip(self.labels, probabilities, strict=True)}}
         probabilities = np.exp(logits - logits.max())
         probabilities /= probabilities.sum()
         best = int(probabilities.argmax())

@@ -12,6 +12,7 @@ from pretrain.infra.errors import UserError
 from pretrain.models.resolve import resolve_model
 from reports import accounting, results_schema
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS, GlueTask, SquadTask
+from tasks.text_task import TextTask
 
 TASKS: dict[str, GlueTask | SquadTask] = {
     **{name: t for name, t in GLUE_TASKS.items() if t.predicted_by is None},
@@ -23,16 +24,19 @@ class Source:
     """The checkpoint to export and what the bundle must know about how it was fine-tuned."""
 
     checkpoint: onnx_export.Checkpoint
-    task: GlueTask | SquadTask
+    task: GlueTask | SquadTask | TextTask
     max_length: int
     model_name: str  # the --model of the fine-tuning run, for MLflow tags
     model_id: str = ""  # the discriminator's leaderboard key (reports/accounting.py), for --run
     seed: int | None = None
     run_dir: Path | None = None
     qa: dict = field(default_factory=dict)  # SQuAD windowing and post-processing settings
+    data: dict | None = None  # your own task's data block (results.json): where its dev split is read
 
 
 def get_task(name: str) -> GlueTask | SquadTask:
+    if not name:
+        raise UserError(f"pass --task: one of {', '.join(TASKS)} (a `harness run text` folder needs none)")
     if name not in TASKS:
         raise UserError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
     return TASKS[name]
@@ -41,9 +45,10 @@ def get_task(name: str) -> GlueTask | SquadTask:
 def resolve_source(task_name: str, run_dir: Path | None, model_dir: str | Path | None,
                    seed: int | None) -> Source:
     """The checkpoint of --run (its best-dev seed unless --seed) or --model, checked against --task."""
-    task = get_task(task_name)
     if (run_dir is None) == (model_dir is None):
         raise UserError("pass exactly one of --run RUN_DIR (a `harness run` output) or --model DIR")
+    own = _own_task(run_dir, task_name) if run_dir is not None else None
+    task = own or get_task(task_name)
     if run_dir is not None:
         return _from_run(run_dir, task, seed)
     if seed is not None:
@@ -52,7 +57,22 @@ def resolve_source(task_name: str, run_dir: Path | None, model_dir: str | Path |
     return _source(checkpoint, task, str(model_dir))
 
 
-def _from_run(run_dir: Path, task: GlueTask | SquadTask, seed: int | None) -> Source:
+def _own_task(run_dir: Path, task_name: str) -> TextTask | None:
+    """The task of a `harness run text` folder, as its results.json describes it; None for benchmarks."""
+    path = run_dir / results_schema.FILE
+    if not path.is_file():
+        return None
+    results = results_schema.load(path)
+    if results.get("format") != results_schema.TEXT_FORMAT:
+        return None
+    described = (results.get("data") or {}).get("task")
+    if task_name and task_name != described["name"]:
+        raise UserError(f"{str(run_dir)!r} fine-tuned the task {described['name']!r}, not {task_name!r}; "
+                        f"pass --task {described['name']}")
+    return TextTask.from_record(described)
+
+
+def _from_run(run_dir: Path, task: GlueTask | SquadTask | TextTask, seed: int | None) -> Source:
     path = run_dir / results_schema.FILE
     if not path.is_file():
         raise UserError(f"{str(run_dir)!r} has no results.json; pass the --output-dir of `harness run glue` "
@@ -80,7 +100,8 @@ def _from_run(run_dir: Path, task: GlueTask | SquadTask, seed: int | None) -> So
         accounting.model_identity(model.get("name", ""), model.get("path", ""))
     source = _source(onnx_export.inspect_checkpoint(model_dir), task, model.get("name", ""),
                      config.get("max_length"), results.get("settings"))
-    return dataclasses.replace(source, model_id=model_id, seed=chosen["seed"], run_dir=run_dir)
+    data = results.get("data") if isinstance(task, TextTask) else None
+    return dataclasses.replace(source, model_id=model_id, seed=chosen["seed"], run_dir=run_dir, data=data)
 
 
 def _source(checkpoint, task, model_name, max_length=None, settings=None) -> Source:
@@ -89,7 +110,7 @@ def _source(checkpoint, task, model_name, max_length=None, settings=None) -> Sou
             "a classifier from `harness run glue`"
         raise UserError(f"task {task.name!r} needs {wanted}, but {str(checkpoint.path)!r} holds a "
                         f"{checkpoint.architecture}; pass the task it was fine-tuned on")
-    if isinstance(task, GlueTask) and checkpoint.num_labels != task.num_labels:
+    if not isinstance(task, SquadTask) and checkpoint.num_labels != task.num_labels:
         raise UserError(f"{str(checkpoint.path)!r} has {checkpoint.num_labels} outputs but {task.name} has "
                         f"{task.num_labels}; pass the task it was fine-tuned on")
     max_length = min(max_length or task.max_length, checkpoint.max_position_embeddings)
