@@ -149,9 +149,8 @@ class Predictor:
         if self.kind != "question-answering":
             return [1] * len(requests)
         questions, _ = _truncate_questions(self.tokenizer, requests, self.manifest["qa"]["max_query_length"])
-        question_lengths = [len(e.ids) for e in self.tokenizer.encode_batch(questions, add_special_tokens=False)]
-        context_lengths = [len(e.ids) for e in self.tokenizer.encode_batch(
-            [r.text_pair for r in requests], add_special_tokens=False)]
+        question_lengths, context_lengths = ([len(e.ids) for e in self.tokenizer.encode_batch(
+            texts, add_special_tokens=False)] for texts in (questions, [r.text_pair for r in requests]))
         specials = self.tokenizer.post_processor.num_special_tokens_to_add(True)
         rows = []
         for question, context in zip(question_lengths, context_lengths, strict=True):

@@ -83,6 +83,9 @@ def create_app(predictor: Predictor, config: ServeConfig) -> Starlette:
             raise Rejected(504, f"no answer within {config.request_timeout_s:g} s (request_timeout_s), "
                                 f"the server is overloaded; its queued work was dropped, retry later or send "
                                 "fewer or shorter texts") from None
+        except asyncio.CancelledError:  # uvicorn's timeout_graceful_shutdown: an answer, not a traceback
+            raise Rejected(503, "server shutting down (timeout_graceful_shutdown passed); retry "
+                                "shortly") from None
         except ClientDisconnect:  # nobody to answer: one line in the log, not a traceback
             log.info("client %s left before its request body had arrived; nothing predicted",
                      request.client.host if request.client else "?")
@@ -208,8 +211,9 @@ def _integer(literal: str) -> int:
     try:
         return int(literal)
     except ValueError:  # over sys.get_int_max_str_digits() digits: Python refuses to convert it
-        raise Rejected(400, f"request body holds an integer of {len(literal.lstrip('-'))} digits, over "
-                            f"Python's limit of {sys.get_int_max_str_digits()}; send it as a string") from None
+        digits, most = len(literal.lstrip("-")), sys.get_int_max_str_digits()
+        raise Rejected(400, f"request body holds an integer of {digits} digits, over Python's limit of "
+                            f"{most}; send it as a string") from None
 
 
 def check_depth(value: object) -> None:

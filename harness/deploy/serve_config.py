@@ -52,7 +52,8 @@ class ServeConfig:
         small = [f"{name}={getattr(self, name)}" for name in positive if getattr(self, name) < 1]
         small += [f"{name}={getattr(self, name)}" for name in ("batch_wait_ms", "threads")
                   if not 0 <= getattr(self, name) < float("inf")]
-        small += [f"{name}={getattr(self, name)}" for name in ("request_timeout_s", "timeout_graceful_shutdown")
+        small += [f"{name}={getattr(self, name)}" for name in ("request_timeout_s",
+                                                               "timeout_graceful_shutdown")
                   if not 0 < getattr(self, name) < float("inf")]
         if self.limit_concurrency < 2:  # uvicorn counts the request's own connection: 1 refuses everything
             small.append(f"limit_concurrency={self.limit_concurrency}")
