@@ -168,6 +168,15 @@ def test_a_bad_request_gets_a_4xx_with_one_line(body, status, named, server):
 
 
 @pytest.mark.slow
+def test_harness_predict_refuses_an_id_it_could_not_print(bundle, tmp_path, capsys):
+    path = tmp_path / "requests.jsonl"
+    path.write_text('{"text": "a", "text_pair": "b"}\n{"text": "a", "text_pair": "b", "id": ["\\udc00"]}\n')
+    assert main(["predict", "--bundle", str(bundle), "--input", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "line 2: 'id' holds a lone surrogate" in err and err.count("\n") == 1
+
+
+@pytest.mark.slow
 def test_values_at_the_limits_are_echoed(server):
     """The largest integer Python converts, a float near its limit, nesting to MAX_DEPTH: answered as sent."""
     for value in (int("7" * 4300), -1.5e308, [[[[]]]], {"k": ["\u00e9\U0001f600"]}):

@@ -339,4 +339,9 @@ def request_from_record(record: object, kind: str, where: str) -> Request:
     texts = [record.get(first), record.get(second)]
     if not isinstance(texts[0], str) or not isinstance(texts[1], str | None):
         raise UserError(f"{where}: {first!r} must be a string (and {second!r} a string if given)")
+    try:  # echoed back as UTF-8 JSON: a lone surrogate (from an escape such as \ud800) cannot be written
+        json.dumps(record.get("id"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError(f"{where}: 'id' holds a lone surrogate, not text (from an escape such as \\ud800); "
+                        "send valid Unicode") from None
     return Request(texts[0], texts[1], record.get("id"), where)
