@@ -499,8 +499,8 @@ def test_a_full_queue_is_503_and_no_answer_in_time_504(squad_server):
         status, answer = waiting.result()
     assert 1 <= time.monotonic() - started < 2.4
     assert (status, answer) == (504, {"error": (
-        "no answer within 1 s (request_timeout_s), the server is overloaded; its queued work was dropped, "
-        "retry later or send fewer or shorter texts")})
+        "no answer within 1 s (request_timeout_s), the server is overloaded; the request was dropped unless "
+        "already running; retry later or send fewer or shorter texts")})
     while (health := call(squad_server.url, path="/health")[1])["pending_rows"]:  # the batch's wait ends
         assert time.monotonic() - started < 10
         time.sleep(0.05)

@@ -36,7 +36,9 @@ def add_parser(subparsers) -> None:
         description="Serve a bundle from `harness export onnx` over HTTP with onnxruntime only; its "
                     "checksums are verified before the server listens.")
     parser.add_argument("--bundle", type=Path, required=True, help="bundle directory")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument("--host", default="127.0.0.1", help=(
+        "address to listen on (default: %(default)s; the service has no authentication or TLS: beyond "
+        "this machine, put a reverse proxy with both in front)"))
     parser.add_argument("--port", type=int, default=8000, help="port (default: %(default)s; 0: any free one)")
     parser.add_argument("--precision", choices=["auto", "fp32", "int8"], default="auto",
                         help="model to run (default: int8 when the bundle has it)")

@@ -81,8 +81,8 @@ def create_app(predictor: Predictor, config: ServeConfig) -> Starlette:
                 raise Rejected(408, f"request body not received within {config.request_timeout_s:g} s "
                                     "(request_timeout_s); send it faster or in smaller requests") from None
             raise Rejected(504, f"no answer within {config.request_timeout_s:g} s (request_timeout_s), "
-                                f"the server is overloaded; its queued work was dropped, retry later or send "
-                                "fewer or shorter texts") from None
+                                "the server is overloaded; the request was dropped unless already running; "
+                                "retry later or send fewer or shorter texts") from None
         except asyncio.CancelledError:  # uvicorn's timeout_graceful_shutdown: an answer, not a traceback
             raise Rejected(503, "server shutting down (timeout_graceful_shutdown passed); retry "
                                 "shortly") from None
