@@ -2,9 +2,11 @@
 
 import asyncio
 import json
+import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -17,7 +19,7 @@ import pytest
 
 from harness.cli import main
 from harness.deploy.batcher import Busy, MicroBatcher
-from tests.conftest import REPO, write_glue_dir, write_tiny_model
+from tests.conftest import PLAIN, REPO, write_glue_dir, write_squad, write_tiny_model
 
 PAIRS = [("the cat was very happy .", "the cat is happy ."), ("a dog was sad .", "he is bad ."),
          ("she was good .", "the film is big and red ."), ("it ran on the mat .", "they sat on a rug ."),
@@ -56,6 +58,7 @@ class Server:
             assert time.monotonic() < deadline, "server did not start in 60 s"
             time.sleep(0.1)
         self.url = f"http://127.0.0.1:{found[1]}"
+        self.address = ("127.0.0.1", int(found[1]))
 
     def stop(self) -> None:
         """SIGTERM: uvicorn shuts down cleanly, then dies of the signal it caught (its convention)."""
@@ -127,9 +130,32 @@ BAD_REQUESTS = [  # body, status, what the one line must name
     (json.dumps({"text": "a", "text_pair": "b" * 70_000}).encode(), 413, "over the server's limit of 65536"),
     (json.dumps({"text": LONG, "text_pair": "b"}).encode(), 413, "'text' has 4800 characters"),
     (b'{"text": "the cat"}', 422, "rte classifies a pair of sentences"),
-    (b'{"text": "a", "text_pair": "\\ud800"}', 422, "U+D800"),
     (b'{"text": " ", "text_pair": "b"}', 422, "empty text"),
 ]
+# What once got a bare 500 (issue 49), or could: values no answer can echo, numbers Python will not
+# convert, lone surrogates wherever a string can be, and malformed JSON of other kinds.
+PAIR = '"text": "a", "text_pair": "b"'
+HOSTILE = [
+    (f'{{{PAIR}, "id": NaN}}', "holds NaN, which is not JSON"),
+    (f'{{{PAIR}, "id": Infinity}}', "holds Infinity, which is not JSON"),
+    (f'[{{{PAIR}, "id": [1, -Infinity]}}]', "holds -Infinity, which is not JSON"),
+    (f'{{{PAIR}, "id": 1e999}}', "the number 1e999, beyond a 64-bit float"),
+    (f'{{{PAIR}, "id": -1.5E+400}}', "the number -1.5E+400, beyond a 64-bit float"),
+    (f'{{{PAIR}, "id": "\\ud800"}}', "['id'] holds U+D800 at character 0, a lone surrogate"),
+    (f'[{{{PAIR}}}, {{{PAIR}, "id": {{"k": ["ok", "x\\udfff"]}}}}]',
+     "[1]['id']['k'][1] holds U+DFFF at character 1, a lone surrogate"),
+    (f'{{{PAIR}, "id": {{"\\udbff": 1}}}}', "a key of ['id'] holds U+DBFF"),
+    ('{"text": "a", "text_pair": "b\\ud800"}', "['text_pair'] holds U+D800 at character 1"),
+    ('{"text\\ud800": "a"}', "a key of the body holds U+D800"),
+    (f'{{{PAIR}, "id": {"7" * 4301}}}', "an integer of 4301 digits, over Python's limit of 4300"),
+    (f'{{"text": -{"7" * 5000}, "text_pair": "b"}}', "an integer of 5000 digits"),
+    (f'{{{PAIR}, "id": {"[" * 65}{"]" * 65}}}', "nests JSON more than 64 deep"),
+    (f'{{{PAIR}}} {{{PAIR}}}', "not valid JSON (Extra data"),
+    (f'{{{PAIR}, "id": 01}}', "not valid JSON"),
+    ('{"text": "a\tb", "text_pair": "b"}', "not valid JSON (Invalid control character"),  # a raw tab
+    ("{'text': 'a'}", "not valid JSON"),
+]
+BAD_REQUESTS += [(body.encode(), 400, named) for body, named in HOSTILE]
 
 
 @pytest.mark.slow
@@ -139,6 +165,45 @@ def test_a_bad_request_gets_a_4xx_with_one_line(body, status, named, server):
     assert got == status and set(answer) == {"error"}
     assert named in answer["error"] and "\n" not in answer["error"]
     assert call(server.url, json.dumps({"text": "a", "text_pair": "b"}).encode())[0] == 200  # still serving
+
+
+@pytest.mark.slow
+def test_harness_predict_refuses_an_id_it_could_not_print(bundle, tmp_path, capsys):
+    path = tmp_path / "requests.jsonl"
+    path.write_text('{"text": "a", "text_pair": "b"}\n{"text": "a", "text_pair": "b", "id": ["\\udc00"]}\n')
+    assert main(["predict", "--bundle", str(bundle), "--input", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "line 2: 'id' holds a lone surrogate" in err and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_values_at_the_limits_are_echoed(server):
+    """The largest integer Python converts, a float near its limit, nesting to MAX_DEPTH: answered as sent."""
+    for value in (int("7" * 4300), -1.5e308, [[[[]]]], {"k": ["\u00e9\U0001f600"]}):
+        status, answer = call(server.url, json.dumps({"text": "a", "text_pair": "b", "id": value}).encode())
+        assert status == 200 and answer["id"] == value
+    deep = "[" * 64 + "]" * 64  # the id at depth 1 of the body: 64 lists in it end at depth 64
+    status, answer = call(server.url, f'{{"text": "a", "text_pair": "b", "id": {deep[1:-1]}}}'.encode())
+    assert status == 200 and json.dumps(answer["id"]) == "[" * 63 + "]" * 63
+
+
+def wait_for_log(server, text: str, seconds: float = 10) -> str:
+    deadline = time.monotonic() + seconds
+    while text not in (log := server.log_path.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return log
+
+
+@pytest.mark.slow
+def test_a_client_gone_mid_upload_is_one_info_line(server):
+    with socket.create_connection(server.address) as gone:
+        gone.sendall(b"POST /predict HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n{\"text\": ")
+        time.sleep(0.2)
+    log = wait_for_log(server, "left before its request body had arrived")
+    lines = [line for line in log.splitlines() if "left before" in line]
+    assert lines == ["INFO:     client 127.0.0.1 left before its request body had arrived; nothing predicted"]
+    assert "Traceback" not in log and "ERROR" not in log
+    assert call(server.url, json.dumps({"text": "a", "text_pair": "b"}).encode())[0] == 200
 
 
 @pytest.mark.slow
@@ -190,6 +255,10 @@ def test_a_damaged_bundle_is_refused_before_listening(bundle, tmp_path, capsys):
 @pytest.mark.parametrize(("argv", "named"), [
     (["max_batch=0", "batch_wait_ms=-1"], "max_batch=0, batch_wait_ms=-1.0"),
     (["max_bach=8"], "unknown setting 'max_bach'"),
+    (["max_pending=10"], "max_items=64, max_rows=128, max_pending=10: need max_items <= max_rows <= max_pending"),
+    (["max_items=200"], "max_items=200, max_rows=128, max_pending=1024: need max_items <= max_rows"),
+    (["request_timeout_s=0", "limit_concurrency=1", "timeout_graceful_shutdown=-1"],
+     "request_timeout_s=0.0, timeout_graceful_shutdown=-1.0, limit_concurrency=1: the limits must be"),
     (["--port", "70000"], "--port 70000 is not a port"),
     (["--host", "203.0.113.7"], "cannot listen on 203.0.113.7:8000 (Cannot assign requested address)"),  # TEST-NET-3: not this machine's
 ])
@@ -271,6 +340,46 @@ def test_the_batcher_takes_what_queued_during_a_batch_up_to_max_batch():
     assert (stats.requests, stats.batches, stats.largest_batch) == (7, 4, 3)
 
 
+def test_the_batcher_counts_rows_and_drops_jobs_whose_caller_gave_up():
+    """max_batch and max_pending bound rows (a SQuAD request's windows), not requests; a job cancelled
+    while queued leaves the queue and frees its rows, and is never predicted."""
+    calls, release = [], threading.Event()
+
+    def predict(requests):
+        calls.append(list(requests))
+        if len(calls) == 1:
+            release.wait(10)
+        return [r.upper() for r in requests]
+
+    async def scenario():
+        batcher = MicroBatcher(predict, max_batch=5, max_pending=8)
+        worker = asyncio.create_task(batcher.work())
+        first = asyncio.create_task(batcher.submit(["a"], rows=3))
+        while not calls:
+            await asyncio.sleep(0.01)
+        big = asyncio.create_task(batcher.submit(["b"], rows=4))
+        small = asyncio.create_task(batcher.submit(["c", "d"], rows=2))
+        await asyncio.sleep(0.05)
+        assert batcher.pending == 6
+        with pytest.raises(Busy, match="6 rows are waiting and this request makes 3, the limit is 8"):
+            await batcher.submit(["e"], rows=3)
+        big.cancel()  # its caller's time limit
+        await asyncio.sleep(0.05)
+        assert batcher.pending == 2
+        late = asyncio.create_task(batcher.submit(["f"], rows=3))  # fits now: 2 + 3 <= 5 rows a batch
+        await asyncio.sleep(0.05)
+        release.set()
+        results = await asyncio.gather(first, small, late)
+        worker.cancel()
+        return results, batcher.stats
+
+    results, stats = asyncio.run(scenario())
+    assert calls == [["a"], ["c", "d", "f"]]  # "b" never ran
+    assert results == [["A"], ["C", "D"], ["F"]]
+    assert (stats.requests, stats.rows, stats.batches, stats.largest_batch) == (4, 8, 2, 5)
+    assert stats.sizes == {3: 1, 5: 1}
+
+
 def test_the_batcher_waits_for_company_only_when_asked():
     calls = []
 
@@ -298,3 +407,148 @@ def test_without_the_serve_extra_the_fix_is_named(tmp_path, monkeypatch, capsys)
     err = capsys.readouterr().err
     assert "harness serve needs uvicorn" in err and "pip install 'electra-harness[serve]'" in err
     assert err.count("\n") == 1
+
+
+# --- Limits in model rows: a SQuAD bundle, whose long contexts make several windows each ---------------
+
+@pytest.fixture(scope="module")
+def squad_bundle(tmp_path_factory):
+    """A SQuAD v1.1 bundle (fp32) of a tiny random ELECTRA: 64-token windows, 16 tokens apart."""
+    import transformers
+
+    root = tmp_path_factory.mktemp("serve-squad")
+    tiny = write_tiny_model(root / "tiny")
+    transformers.set_seed(0)
+    transformers.ElectraForQuestionAnswering.from_pretrained(tiny).save_pretrained(root / "qa")
+    transformers.AutoTokenizer.from_pretrained(tiny).save_pretrained(root / "qa")
+    write_squad(root / "data" / "dev-v1.1.json", "1.1", num_articles=1)
+    assert main(["export", "onnx", "--model", str(root / "qa"), "--task", "squad", "--data-dir",
+                 str(root / "data"), "--output", str(root / "bundle"),
+                 "--tracking-uri", f"sqlite:///{root / 'mlflow.db'}"]) == 0
+    return root / "bundle"
+
+
+def squad_body(*context_words: int) -> bytes:
+    """One question per context of `n` words (a word of the tiny vocabulary is one token); a list if several.
+
+    By hand: "the cat ?" is 3 tokens, so a 64-token window holds 64 - 3 - 3 ([CLS], [SEP], [SEP]) = 58
+    context tokens and windows start 16 apart (doc_stride): n words make 1 + ceil(max(n - 58, 0) / 16)
+    windows: 58 -> 1, 59 -> 2, 74 -> 2, 75 -> 3, 91 -> 4, 107 -> 5."""
+    records = [{"question": "the cat ?", "context": " ".join(PLAIN[i % len(PLAIN)] for i in range(n))}
+               for n in context_words]
+    return json.dumps(records[0] if len(records) == 1 else records).encode()
+
+
+WINDOWS = {58: 1, 59: 2, 74: 2, 75: 3, 91: 4, 107: 5}  # worked by hand in squad_body
+
+
+@pytest.fixture(scope="module")
+def squad_server(squad_bundle, tmp_path_factory):
+    # A request of one row waits 2.5 s for company (batch_wait_ms) but has 1 s (request_timeout_s): it
+    # gets 504, and holds its row in the queue meanwhile. Two rows or more fill a batch (max_batch) and
+    # run at once.
+    running = Server(squad_bundle, tmp_path_factory.mktemp("log") / "serve.log", "max_batch=2",
+                     "batch_wait_ms=2500", "request_timeout_s=1", "max_items=2", "max_rows=4", "max_pending=4",
+                     "limit_concurrency=4", "threads=1")
+    yield running
+    running.stop()
+
+
+@pytest.mark.slow
+def test_rows_are_the_windows_that_encode_makes(squad_bundle, bundle):
+    from harness.deploy.onnx_predictor import Predictor, Request
+
+    predictor = Predictor(squad_bundle, "fp32")
+    rng = random.Random(0)
+    requests = [Request(" ".join(rng.choices(PLAIN, k=rng.randint(1, 30))) + " ?",
+                        " ".join(rng.choices(PLAIN, k=rng.randint(1, 300)))) for _ in range(200)]
+    owners = predictor.encode(requests).owners
+    windows = [owners.count(i) for i in range(len(requests))]
+    assert max(windows) >= 10 and predictor.rows(requests) == windows
+    by_hand = [Request("the cat ?", json.loads(squad_body(n))["context"]) for n in WINDOWS]
+    assert predictor.rows(by_hand) == list(WINDOWS.values())
+    assert Predictor(bundle).rows(by_hand[:3]) == [1, 1, 1]  # classification: one row an object
+
+
+@pytest.mark.slow
+def test_a_request_over_max_rows_in_windows_is_413(squad_server):
+    status, answer = call(squad_server.url, squad_body(59))  # 2 windows: a full batch, answered at once
+    assert status == 200 and set(answer) == {"answer", "start", "end", "score"}
+    status, answers = call(squad_server.url, squad_body(74, 59))  # 2 + 2 = max_rows
+    assert status == 200 and len(answers) == 2
+    assert call(squad_server.url, squad_body(107)) == (413, {"error": (
+        "request makes 5 model rows, a context window of 64 tokens each, over the server's limit of 4 "
+        "(max_rows); send fewer or shorter texts per request")})
+    status, answer = call(squad_server.url, squad_body(75, 59))  # 3 + 2
+    assert status == 413 and answer["error"].startswith("2 objects make 5 model rows")
+
+
+@pytest.mark.slow
+def test_a_full_queue_is_503_and_no_answer_in_time_504(squad_server):
+    before = call(squad_server.url, path="/health")[1]["batches"]
+    with ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        waiting = pool.submit(call, squad_server.url, squad_body(58))  # 1 row: waits for company, 2.5 s
+        while call(squad_server.url, path="/health")[1]["pending_rows"] != 1:
+            assert time.monotonic() - started < 2, "the request never queued"
+            time.sleep(0.02)
+        # 1 row waiting + 4 > max_pending 4, though 4 alone is within max_rows
+        assert call(squad_server.url, squad_body(91)) == (503, {"error": (
+            "server busy (1 rows are waiting and this request makes 4, the limit is 4 (max_pending)); "
+            "retry shortly")})
+        status, answer = waiting.result()
+    assert 1 <= time.monotonic() - started < 2.4
+    assert (status, answer) == (504, {"error": (
+        "no answer within 1 s (request_timeout_s), the server is overloaded; the request was dropped unless "
+        "already running; retry later or send fewer or shorter texts")})
+    while (health := call(squad_server.url, path="/health")[1])["pending_rows"]:  # the batch's wait ends
+        assert time.monotonic() - started < 10
+        time.sleep(0.05)
+    assert health["batches"] == before  # the request that timed out was never run
+    assert call(squad_server.url, squad_body(59))[0] == 200
+
+
+@pytest.mark.slow
+def test_a_body_still_arriving_at_the_time_limit_is_408(squad_server):
+    with socket.create_connection(squad_server.address, timeout=10) as slow:
+        started = time.monotonic()
+        slow.sendall(b"POST /predict HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"question\": ")
+        head, _, body = slow.recv(4096).partition(b"\r\n\r\n")
+        while len(body) < int(re.search(rb"content-length: (\d+)", head)[1]):
+            body += slow.recv(4096)
+    assert head.startswith(b"HTTP/1.1 408 ") and 1 <= time.monotonic() - started < 3
+    assert json.loads(body) == {"error": "request body not received within 1 s (request_timeout_s); send it "
+                                         "faster or in smaller requests"}
+
+
+@pytest.mark.slow
+def test_limit_concurrency_is_uvicorns(squad_server):
+    idle = [socket.create_connection(squad_server.address) for _ in range(3)]  # with a 4th: limit_concurrency
+    try:
+        time.sleep(0.2)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(squad_server.url + "/predict", data=squad_body(59)),
+                                   timeout=10)
+        assert refused.value.code == 503 and refused.value.read() == b"Service Unavailable"
+    finally:
+        for connection in idle:
+            connection.close()
+    time.sleep(0.2)
+    assert call(squad_server.url, squad_body(59))[0] == 200
+    assert "Exceeded concurrency limit." in squad_server.log_path.read_text()
+
+
+@pytest.mark.slow
+def test_shutdown_waits_timeout_graceful_shutdown_then_cancels(bundle, tmp_path):
+    server = Server(bundle, tmp_path / "serve.log", "batch_wait_ms=60000", "request_timeout_s=60",
+                    "timeout_graceful_shutdown=1")
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(call, server.url, json.dumps({"text": "a", "text_pair": "b"}).encode())
+        while call(server.url, path="/health")[1]["pending_rows"] != 1:
+            time.sleep(0.02)
+        started = time.monotonic()
+        server.stop()  # SIGTERM: the waiting request is cancelled after 1 s, not 60
+        assert time.monotonic() - started < 10
+        assert waiting.result() == (503, {"error": "server shutting down (timeout_graceful_shutdown passed); "
+                                                   "retry shortly"})
+    assert "Cancel 1 running task(s), timeout graceful shutdown exceeded" in server.log_path.read_text()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import socket
 import sys
@@ -19,7 +20,10 @@ EPILOG = """examples:
 
 POST /predict takes what a line of `harness predict --input` holds, one JSON object or a list, and
 answers the same results. Concurrent requests are batched into one onnxruntime call (max_batch,
-batch_wait_ms). A bad request gets a 4xx with {"error": "..."}. Needs the serve extra:
+batch_wait_ms). Limits count model rows (a classification object is one, a SQuAD context one per
+window): max_rows a request, max_pending queued; request_timeout_s bounds a request's time. A bad
+request gets a 4xx with {"error": "..."}, overload a 503 or 504. No authentication and no TLS:
+beyond 127.0.0.1, put a reverse proxy with TLS and authentication in front. Needs the serve extra:
 pip install 'electra-harness[serve]'.
 
 """ + settings_help(ServeConfig, "settings (key=value):")
@@ -32,7 +36,9 @@ def add_parser(subparsers) -> None:
         description="Serve a bundle from `harness export onnx` over HTTP with onnxruntime only; its "
                     "checksums are verified before the server listens.")
     parser.add_argument("--bundle", type=Path, required=True, help="bundle directory")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument("--host", default="127.0.0.1", help=(
+        "address to listen on (default: %(default)s; the service has no authentication or TLS: beyond "
+        "this machine, put a reverse proxy with both in front)"))
     parser.add_argument("--port", type=int, default=8000, help="port (default: %(default)s; 0: any free one)")
     parser.add_argument("--precision", choices=["auto", "fp32", "int8"], default="auto",
                         help="model to run (default: int8 when the bundle has it)")
@@ -81,6 +87,11 @@ def handle(args) -> int:
     host, port = server.getsockname()[:2]
     print(f"harness: serving {args.bundle} ({predictor.manifest['task']}, {predictor.precision}) on "
           f"http://{host}:{port} (POST /predict, GET /health); Ctrl-C stops", file=sys.stderr, flush=True)
-    uvicorn.Server(uvicorn.Config(create_app(predictor, config), log_level="info",
-                                  access_log=config.access_log)).run(sockets=[server])
+    # uvicorn's logging, plus the service's own lines (harness.serve: a client gone, a bug's traceback).
+    log_config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    log_config["loggers"]["harness.serve"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    uvicorn.Server(uvicorn.Config(create_app(predictor, config), log_level="info", log_config=log_config,
+                                  access_log=config.access_log,
+                                  limit_concurrency=config.limit_concurrency,
+                                  timeout_graceful_shutdown=config.timeout_graceful_shutdown)).run(sockets=[server])
     return 0

@@ -15,6 +15,7 @@ TSV because sentences and contexts may hold tabs and quotes that TSV cannot carr
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,20 +143,43 @@ class Predictor:
             raise UserError(f"{request.where}: {task} classifies one sentence, got a pair; pass one text "
                             "(drop text_pair)")
 
+    def rows(self, requests: Sequence[Request]) -> list[int]:
+        """The model rows `encode` makes of each request, without running the model: 1 for
+        classification, the context's windows for SQuAD (what `harness serve` counts its limits in).
+        Uses only the untruncated tokenizer, so it may run beside a `predict` in another thread."""
+        if self.kind != "question-answering":
+            return [1] * len(requests)
+        questions, _ = _truncate_questions(self.tokenizer, requests, self.manifest["qa"]["max_query_length"])
+        question_lengths, context_lengths = ([len(e.ids) for e in self.tokenizer.encode_batch(
+            texts, add_special_tokens=False)] for texts in (questions, [r.text_pair for r in requests]))
+        specials = self.tokenizer.post_processor.num_special_tokens_to_add(True)
+        rows = []
+        for question, context in zip(question_lengths, context_lengths, strict=True):
+            room = self.max_length - question - specials  # context tokens a window holds
+            step = squad_spans.window_step(self.max_length, question, self._overlap(question), specials)
+            rows.append(1 + math.ceil(max(context - room, 0) / step))
+        return rows
+
+    def _overlap(self, question_tokens: int) -> int:
+        """Tokens consecutive windows share for a question of this length (tokenizers' `stride`)."""
+        qa = self.manifest["qa"]
+        # doc_stride is the step between window starts (ELECTRA's); bundles exported before that
+        # change recorded the tokens windows share instead, and are read that way.
+        if not qa.get("doc_stride_is_step", False):
+            return qa["doc_stride"]
+        specials = self.tokenizer.post_processor.num_special_tokens_to_add(True)
+        return squad_spans.window_overlap(self.max_length, question_tokens, qa["doc_stride"], specials)
+
     def _windows(self, requests: Sequence[Request]) -> Encoded:
         qa = self.manifest["qa"]
         questions, notes = _truncate_questions(self.tokenizer, requests, qa["max_query_length"])
         pairs = [(q, r.text_pair) for q, r in zip(questions, requests, strict=True)]
-        # doc_stride is the step between window starts (ELECTRA's); bundles exported before that
-        # change recorded the tokens windows share instead, and are read that way.
-        step = qa.get("doc_stride_is_step", False)
         lengths = [len(e.ids) for e in self.tokenizer.encode_batch(questions, add_special_tokens=False)]
         specials = self.tokenizer.post_processor.num_special_tokens_to_add(True)  # 3: [CLS] q [SEP] c [SEP]
         by_overlap: dict[int, list[int]] = {}
         steps = []
         for i, length in enumerate(lengths):
-            overlap = (squad_spans.window_overlap(self.max_length, length, qa["doc_stride"], specials)
-                       if step else qa["doc_stride"])
+            overlap = self._overlap(length)
             by_overlap.setdefault(overlap, []).append(i)
             steps.append(squad_spans.window_step(self.max_length, length, overlap, specials))
         found: dict[int, list[Encoding]] = {}
@@ -320,4 +344,9 @@ def request_from_record(record: object, kind: str, where: str) -> Request:
     texts = [record.get(first), record.get(second)]
     if not isinstance(texts[0], str) or not isinstance(texts[1], str | None):
         raise UserError(f"{where}: {first!r} must be a string (and {second!r} a string if given)")
+    try:  # echoed back as UTF-8 JSON: a lone surrogate (from an escape such as \ud800) cannot be written
+        json.dumps(record.get("id"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError(f"{where}: 'id' holds a lone surrogate, not text (from an escape such as \\ud800); "
+                        "send valid Unicode") from None
     return Request(texts[0], texts[1], record.get("id"), where)
