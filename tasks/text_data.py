@@ -126,6 +126,8 @@ def _read_file(split: str, path: Path) -> Source:
 
         options = {"sep": "\t" if path.suffix.lower() == ".tsv" else ",", "keep_default_na": False,
                    "features": Features({name: Value("string") for name in header})}
+    if lines == []:
+        raise UserError(f"{path}: no rows in the {split} split; add examples or drop the file")
     rows = _load(kind, path, options)
     if lines is not None and len(lines) != len(rows):
         raise UserError(f"{path}: read {len(rows)} rows but the file holds {len(lines)} records; check its "
@@ -137,9 +139,12 @@ def _read_file(split: str, path: Path) -> Source:
 
 def _load(kind: str, path: Path, options: dict) -> Dataset:
     from datasets import load_dataset
+    from datasets.utils import logging as datasets_logging
 
     # A fresh cache each time: datasets keys local files on path and mtime, so an edit within the same
     # second would read stale rows; the rows are kept in memory, nothing is left behind.
+    shown = datasets_logging.is_progress_bar_enabled()
+    datasets_logging.disable_progress_bar()  # "Generating train split" bars for a file read in a blink
     with tempfile.TemporaryDirectory(prefix="harness-text-") as cache:
         try:
             return load_dataset(kind, data_files=str(path), split="train", cache_dir=cache,
@@ -148,6 +153,9 @@ def _load(kind: str, path: Path, options: dict) -> Dataset:
             reason = str(error).strip().splitlines()[-1][:200] if str(error).strip() else type(error).__name__
             raise UserError(f"{path}: cannot be read as {path.suffix.lstrip('.')} ({reason}); check the "
                             "file's format") from error
+        finally:
+            if shown:
+                datasets_logging.enable_progress_bar()
 
 
 def _hub_sources(config: TextTaskConfig) -> dict[str, Source]:

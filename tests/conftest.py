@@ -72,7 +72,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def write_tiny_model(directory: Path, seed: int = 0) -> Path:
+def write_tiny_model(directory: Path, seed: int = 0, positions: int = 64) -> Path:
     """A 2-layer, 32-wide random ElectraForPreTraining with a WordPiece vocab of WORDS."""
     import transformers
 
@@ -82,7 +82,7 @@ def write_tiny_model(directory: Path, seed: int = 0) -> Path:
     tokenizer = transformers.BertTokenizer(vocab=str(vocab), do_lower_case=True)  # v5: `vocab`, not vocab_file
     config = transformers.ElectraConfig(vocab_size=len(tokenizer), embedding_size=16, hidden_size=32,
                                         num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                                        max_position_embeddings=64)
+                                        max_position_embeddings=positions)
     transformers.set_seed(seed)
     transformers.ElectraForPreTraining(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)

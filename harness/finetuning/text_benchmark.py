@@ -74,6 +74,10 @@ class TextBenchmark:
         data = text_data.read(self.invocation.task, self.invocation.task_file_dir)
         task = data.task
         config = self.invocation.config.resolved(setup.size, task.num_epochs, task.max_length, setup.head)
+        positions = getattr(setup.model_config, "max_position_embeddings", None)
+        if positions is not None and config.max_length > positions:
+            raise UserError(f"max_length {config.max_length} exceeds the model's {positions} positions; pass "
+                            f"max_length={positions} or less")
         hidden = getattr(setup.model_config, "hidden_size", None)
         if config.head == "electra" and hidden is not None and 2 * task.num_labels > hidden:
             raise UserError(f"head=electra writes {task.num_labels} labels into a head of hidden size "
