@@ -122,7 +122,7 @@ def measured_row(path: Path, results: results_schema.ResultsBody) -> Row:
     model = results["model"]
     costs = results.get("flops") or {}
     key = costs.get("model_id") or accounting.model_identity(model.get("name", ""), model.get("path", ""))
-    values = _task_values(results["summary"])
+    values = _task_values(results["summary"]) | own_task_values(results)
     glue = results.get("glue") or {}
     if "ci_low" in glue and set(glue.get("tasks", ())) == {t for t in GLUE_COLUMNS if t in values}:
         values |= {"glue_score_ci_low": 100 * glue["ci_low"], "glue_score_ci_high": 100 * glue["ci_high"]}
@@ -179,6 +179,28 @@ def _task_values(summary: dict) -> dict[str, float]:
                     values[f"{prefix}_{column}"] = float(found[0]["median"])
                     values |= _interval(f"{prefix}_{column}", found[0], 1)
     return values
+
+
+OWN_PREFIX = "own."  # a column of your own task (harness run text): own.NAME.SHA8
+
+
+def own_column(name: str, digest: str) -> str:
+    """Your own task's leaderboard column: its name and its training file's sha256, so runs on other data
+    are other columns (MLflow allows letters, digits, _ - . / and spaces in a metric's name)."""
+    return f"{OWN_PREFIX}{re.sub(r'[^A-Za-z0-9_-]', '_', name)}.{digest[:8]}"
+
+
+def own_task_values(results: dict) -> dict[str, float]:
+    """A `harness run text` result's headline median (x100) and interval, in its task's own column."""
+    data = results.get("data")
+    if not isinstance(data, dict) or not isinstance(data.get("task"), dict):
+        return {}
+    task, files = data["task"], data.get("files") or {}
+    found = (results.get("summary") or {}).get(task.get("name"), {}).get(task.get("headline"))
+    if not isinstance(found, dict) or not isinstance(found.get("median"), int | float):
+        return {}
+    column = own_column(task["name"], (files.get("train") or {}).get("sha256", "unknown"))
+    return {column: 100 * found["median"]} | _interval(column, found, 100)
 
 
 def _interval(column: str, found: dict, scale: float) -> dict[str, float]:

@@ -25,6 +25,7 @@ from pretrain.infra.errors import UserError
 from reports import render
 from reports.leaderboard import (
     DEPARTS,
+    OWN_PREFIX,
     PUBLISHED,
     VALUE_COLUMNS,
     Row,
@@ -74,7 +75,7 @@ def key_hash(key: str) -> str:
 
 def _row_of(run) -> Row:
     tags = run.data.tags
-    values = {k: v for k, v in run.data.metrics.items() if k in VALUE_COLUMNS}
+    values = {k: v for k, v in run.data.metrics.items() if k in VALUE_COLUMNS or k.startswith(OWN_PREFIX)}
     recipe = tags.get("recipe", "")
     return Row(tags.get("model_id", run.info.run_id), tags.get("model", run.info.run_name or ""),
                tags.get("source", "measured"), tags.get("reference", ""), values, tags.get("notes", ""),
