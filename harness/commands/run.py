@@ -46,13 +46,15 @@ def params_from_argument(parser) -> None:
                              "seeds the search never used, printed beside its search score")
 
 
-def common_arguments(parser, benchmark: str) -> None:
-    """The arguments every benchmark run takes: model, seeds, settings, outputs, tracking."""
+def common_arguments(parser, benchmark: str, seeds: bool = True) -> None:
+    """The arguments every benchmark run takes: model, seeds (not harness eval's), settings, outputs,
+    tracking."""
     parser.add_argument("--model", required=True, help="Hugging Face Hub id (org/name[@revision]; offline, "
                         "from the Hub cache), checkpoint directory, harness pretrain output, or registry "
                         "name (harness models)")
-    parser.add_argument("--seeds", type=int, default=1,
-                        help="fine-tunings per task; the table reports median, mean, std, best")
+    if seeds:
+        parser.add_argument("--seeds", type=int, default=1,
+                            help="fine-tunings per task; the table reports median, mean, std, best")
     parser.add_argument("--config", help="TOML file of settings (see below)")
     parser.add_argument("--output-dir", type=Path,
                         help=f"where results go (default: runs/{benchmark}/MODEL-TIME); an existing one "

@@ -38,6 +38,7 @@ class GlueInvocation:
     # False where the caller adds the run to the leaderboard itself (an experiment's report stage)
     leaderboard: bool = True
     search: dict | None = None  # --params-from: the search that chose the settings (results.json `search`)
+    evaluate_only: bool = False  # harness eval: score the fine-tuned checkpoint, train nothing
 
 
 def run_glue(invocation: GlueInvocation, progress: bool | None = None) -> results_schema.ResultsBody:

@@ -21,7 +21,7 @@ import torch
 import transformers
 
 from harness.config import as_dict
-from harness.finetuning import mlflow_logging, model_setup, preflight, records, results_file
+from harness.finetuning import evaluation, mlflow_logging, model_setup, preflight, records, results_file
 from harness.finetuning.model_setup import ModelSetup
 from harness.tracking import mlflow_leaderboard, mlflow_runs
 from pretrain.infra.errors import UserError
@@ -41,6 +41,7 @@ class Invocation(Protocol):
     config: FinetuneConfig
     seeds: int
     tracking_uri: str | None
+    evaluate_only: bool  # harness eval: the checkpoint is fine-tuned already; score it, train nothing
 
 
 @dataclass(frozen=True)
@@ -99,11 +100,17 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any],
     setup = model_setup.load(invocation.model, invocation.config.precision,
                              invocation.config.trust_remote_code)
     config = model_setup.for_model(invocation.config, setup)  # head=auto recorded as the head it stands for
+    if invocation.evaluate_only:  # the checkpoint's head as saved: transformers' own, on the task's scale
+        evaluation.require_head(setup)
+        invocation = replace(invocation, seeds=1, config=replace(config, head="hf", save_models=False))
+        config = invocation.config
     plan = benchmark.prepare(setup)
     model = results_schema.ModelBlock(name=invocation.model, path=setup.model_path, family=setup.family,
                                       recipe=setup.recipe)
     fresh = records.fresh_results(benchmark.results_format, model, config, plan.tasks, invocation.seeds,
                                   **plan.results)
+    if invocation.evaluate_only:
+        fresh["evaluated"] = True  # scored as it is, not fine-tuned here (harness eval)
     results = results_file.resume(invocation.output_dir, fresh, benchmark.same)
     store = results_file.ResultsFile(invocation.output_dir, started, benchmark.same)
     used = model_setup.resolved_device_settings(setup, invocation.config)
@@ -117,7 +124,8 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any],
     with mlflow_runs.run(f"{Path(invocation.model).name} {plan.name}",
                          params=mlflow_logging.parent_params(config, plan.configs, used) | plan.params,
                          tags={"model": invocation.model, "tasks": ",".join(plan.tasks),
-                               "family": setup.family, "recipe": setup.recipe} | output_dir):
+                               "family": setup.family, "recipe": setup.recipe,
+                               "evaluated": str(invocation.evaluate_only).lower()} | output_dir):
         for task, config in plan.configs.items():
             built = benchmark.build(plan, task, setup)
             seeds = range(invocation.config.seed, invocation.config.seed + invocation.seeds)
@@ -160,9 +168,12 @@ def _train_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: Benchma
     with mlflow_logging.nested_run(task, config, invocation.model, params, state.resumes):
         for row in state.point.history:  # the epochs trained before a stop, in this seed's new run
             mlflow_logging.log_epoch(int(row["epoch"]), row)
-        model, result = train_seed(benchmark.load_model, built, config, setup,
-                                   LoopIO(mlflow_logging.log_epoch, progress,
-                                          f"fine-tune {task} seed {config.seed}", state))
+        if invocation.evaluate_only:
+            model, result = evaluation.evaluate_seed(built, config, setup)
+        else:
+            model, result = train_seed(benchmark.load_model, built, config, setup,
+                                       LoopIO(mlflow_logging.log_epoch, progress,
+                                              f"fine-tune {task} seed {config.seed}", state))
         score = mlflow_logging.log_final(result)
     fields = benchmark.write_predictions(plan, built, config, result,
                                          invocation.output_dir / "predictions" / f"{task}-seed{config.seed}")

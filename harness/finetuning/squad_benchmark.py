@@ -40,6 +40,7 @@ class SquadInvocation:
     seeds: int = 1
     tracking_uri: str | None = None
     search: dict | None = None  # --params-from: the search that chose the settings (results.json `search`)
+    evaluate_only: bool = False  # harness eval: score the fine-tuned checkpoint, train nothing
 
 
 def run_squad(invocation: SquadInvocation, progress: bool | None = None) -> results_schema.ResultsBody:

@@ -39,6 +39,7 @@ class TextInvocation:
     tracking_uri: str | None = None
     leaderboard: bool = True
     search: dict | None = None
+    evaluate_only: bool = False  # harness eval: score the fine-tuned checkpoint, train nothing
 
 
 def run_text(invocation: TextInvocation, progress: bool | None = None) -> results_schema.ResultsBody:
@@ -73,9 +74,12 @@ class TextBenchmark:
         model_setup.require(setup, transformers.AutoModelForSequenceClassification, "a text task")
         data = text_data.read(self.invocation.task, self.invocation.task_file_dir)
         task = data.task
-        config = self.invocation.config.resolved(setup.size, task.num_epochs, task.max_length, setup.head)
-        positions = getattr(setup.model_config, "max_position_embeddings", None)
-        if positions is not None and config.max_length > positions:
+        positions = getattr(setup.model_config, "max_position_embeddings", None) or task.max_length
+        # the recipe's 128 tokens, or fewer where the model has fewer positions; a max_length set above
+        # the model's positions is refused
+        config = self.invocation.config.resolved(setup.size, task.num_epochs, min(task.max_length, positions),
+                                                 setup.head)
+        if config.max_length > positions:
             raise UserError(f"max_length {config.max_length} exceeds the model's {positions} positions; pass "
                             f"max_length={positions} or less")
         hidden = getattr(setup.model_config, "hidden_size", None)

@@ -1,0 +1,95 @@
+"""`harness eval glue|text`: score a checkpoint that is already fine-tuned, training nothing."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from pathlib import Path
+
+from harness.commands.run import common_arguments
+from tasks.registry import GLUE_TASKS
+
+EPILOG = """examples:
+  harness eval glue --model runs/glue/M-20260101/models/rte-seed0 --tasks rte --data-dir ../shared/data/glue
+  harness eval glue --model textattack/bert-base-uncased-SST-2 --tasks sst2   # offline: from the Hub cache
+  harness eval text --model runs/text/x/models/intents-seed0 --train train.csv --dev dev.csv \\
+      --text utterance --label intent
+  harness compare runs/eval/rte runs/glue/M-20260101    # the same dev examples, paired
+
+The checkpoint's own head scores the task's dev split (and predicts the test split); its labels are
+matched to the task's by name (config.json's id2label; placeholder names LABEL_0, ... are taken in
+order, and said so), or refused in one line naming both sets. The output folder has a run's form:
+results.json (marked "evaluated"; one seed, the interval over dev examples), per-example dev outputs
+and predictions, so `harness compare`, `harness report` and `harness export onnx --run` take it. A
+run text task's training file still matters: its labels name the classes."""
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("eval", help="score a fine-tuned checkpoint without training",
+                                   description="Score a fine-tuned checkpoint on a task's dev split.")
+    kinds = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    glue = kinds.add_parser("glue", help="a GLUE classifier or regressor", epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
+                            description="Score a fine-tuned GLUE checkpoint on its tasks' dev splits.")
+    _common(glue, "glue")
+    glue.add_argument("--tasks", required=True,
+                      help="comma list of "
+                           f"{', '.join(n for n, t in GLUE_TASKS.items() if t.predicted_by is None)}")
+    glue.add_argument("--data-dir", help="classic glue_data directory (default: $GLUE_DIR, else the Hub)")
+    glue.set_defaults(handler=handle_glue)
+    text = kinds.add_parser("text", help="your own labelled files", epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
+                            description="Score a fine-tuned checkpoint on your own data, described as for "
+                                        "harness run text.")
+    _common(text, "text")
+    from harness.config import add_flags
+    from tasks.text_task import TextTaskConfig
+
+    text.add_argument("--task-file", help="TOML file describing the task (the same keys as the flags)")
+    add_flags(text, TextTaskConfig)
+    text.set_defaults(handler=handle_text)
+
+
+def _common(parser, benchmark: str) -> None:
+    common_arguments(parser, f"eval/{benchmark}", seeds=False)
+
+
+def _output(args, stem: str) -> Path:
+    when = f"{datetime.now():%Y%m%d-%H%M%S}"
+    return args.output_dir or Path("runs/eval") / f"{Path(args.model).name}-{stem}-{when}"
+
+
+def handle_glue(args) -> int:
+    from harness.config import load_config
+    from tasks.config import FinetuneConfig
+    from tasks.registry import parse_tasks
+
+    config = load_config(FinetuneConfig, args.config, args.overrides)
+    tasks = tuple(parse_tasks(args.tasks))
+    from harness.finetuning.glue_benchmark import GlueInvocation, run_glue
+    from harness.finetuning.table import glue_table
+
+    output_dir = _output(args, "glue")
+    results = run_glue(GlueInvocation(model=args.model, tasks=tasks, output_dir=output_dir, config=config,
+                                      data_dir=args.data_dir, tracking_uri=args.tracking_uri,
+                                      evaluate_only=True))
+    print(glue_table(results))
+    print(f"\nresults: {output_dir / 'results.json'}")
+    return 0
+
+
+def handle_text(args) -> int:
+    from harness.commands.run import text_task_config
+    from harness.config import load_config
+    from tasks.config import FinetuneConfig
+
+    task, base = text_task_config(args)
+    config = load_config(FinetuneConfig, args.config, args.overrides)
+    from harness.finetuning.text_benchmark import TextInvocation, run_text, summary_table
+
+    output_dir = _output(args, task.name or Path(task.train or task.dataset or "data").stem)
+    results = run_text(TextInvocation(model=args.model, task=task, output_dir=output_dir, config=config,
+                                      task_file_dir=base, tracking_uri=args.tracking_uri, evaluate_only=True))
+    print(summary_table(results))
+    print(f"\nresults: {output_dir / 'results.json'}")
+    return 0

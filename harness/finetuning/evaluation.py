@@ -1,0 +1,101 @@
+"""`harness eval`: score a checkpoint that is already fine-tuned, with no training.
+
+A seed of `harness eval` is the checkpoint's head as it is, run over the task's dev (and test) splits
+through the loop's own `predict` and the task's own scorer, so its outputs, dev_outputs.json and
+results.json have a run's form and `harness compare` pairs it with a run on the same examples (as the
+official code's do_train=false, or transformers' --do_eval). The checkpoint's labels are matched to the
+task's by name (config.json's id2label); transformers' placeholder names (LABEL_0, ...) are taken in
+order, and said so.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import torch
+import transformers
+
+from harness.finetuning.model_setup import ModelSetup
+from pretrain.infra.errors import UserError
+from pretrain.training import placement
+from pretrain.training.quiet import quiet_transformers
+from tasks import batching
+from tasks.config import FinetuneConfig
+from tasks.finetune import FinetuneResult, FinetuneTask, predict
+
+PLACEHOLDER = re.compile(r"LABEL_\d+$")
+
+
+def evaluate_seed(built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup
+                  ) -> tuple[torch.nn.Module, FinetuneResult]:
+    """The checkpoint's predictions and dev scores on the task, in a FinetuneResult with no training."""
+    model = load_classifier(setup)
+    order = label_order(model.config, built.task)
+    model.to(setup.device)
+    precision = placement.resolve_precision(config.precision, setup.device)
+    autocast = placement.autocast(setup.device, precision)
+    outputs = predict(model, built, built.evals, config, batching.collator(setup.tokenizer), autocast)
+    if order is not None:  # the checkpoint's logits in the task's label order
+        outputs = {split: [row[order] for row in rows] for split, rows in outputs.items()}
+    metrics = {split: built.score(split, rows) for split, rows in outputs.items()
+               if split.startswith("validation")}
+    row = {"epoch": 0, "train_loss": float("nan")} | {
+        f"{split}_{name}": value for split, values in metrics.items() for name, value in values.items()}
+    return model, FinetuneResult([row], metrics, outputs, 0, 0.0, 0.0, 0.0, 0)
+
+
+def require_head(setup: ModelSetup) -> None:
+    """A UserError, before any data is read, where config.json names no classification head."""
+    architectures = getattr(setup.model_config, "architectures", None) or []
+    if not any(name.endswith("ForSequenceClassification") for name in architectures):
+        raise UserError(f"{setup.model_path!r} is a {', '.join(architectures) or 'bare encoder'}, with no "
+                        "fine-tuned classification head; harness eval scores a fine-tuned checkpoint, "
+                        "harness run fine-tunes one")
+
+
+def load_classifier(setup: ModelSetup) -> torch.nn.Module:
+    """The checkpoint with its own classification head, or a UserError where it has none."""
+    try:
+        with quiet_transformers():
+            model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
+                setup.model_path, output_loading_info=True, **setup.load_options)
+    except ValueError as error:  # a family without a sequence-classification head
+        raise UserError(f"{setup.model_path!r} cannot be loaded as a classifier ({error}); pass a fine-tuned "
+                        "classification checkpoint") from error
+    missing = [key for key in info.get("missing_keys", ()) if "classifier" in key or "score" in key
+               or "pooler" in key or "out_proj" in key] or list(info.get("missing_keys", ()))
+    if missing:
+        raise UserError(f"{setup.model_path!r} has no fine-tuned head for this task (missing weights: "
+                        f"{', '.join(sorted(missing)[:4])}); harness eval scores a fine-tuned checkpoint, "
+                        "harness run fine-tunes one")
+    return model
+
+
+def label_order(model_config, task) -> np.ndarray | None:
+    """Indices taking the checkpoint's outputs into the task's label order; None where they already agree.
+
+    Refused in one line naming both label sets where they differ (or the output counts do)."""
+    names = task.label_names
+    count = model_config.num_labels
+    if names is None:  # regression: one output, no names to match
+        if count != 1:
+            raise UserError(f"the checkpoint has {count} outputs but {task.name} is a regression task (one "
+                            "score); pass the task it was fine-tuned on")
+        return None
+    mine = [model_config.id2label[i] for i in range(count)]
+    if count != len(names):
+        raise UserError(f"the checkpoint's labels ({', '.join(map(str, mine))}) are not {task.name}'s "
+                        f"({', '.join(names)}); pass the task it was fine-tuned on")
+    if all(PLACEHOLDER.match(str(name)) for name in mine):
+        print(f"note: the checkpoint's labels are unnamed ({', '.join(mine)}); taken in order as "
+              f"{', '.join(names)}")
+        return None
+    if set(map(str, mine)) != set(names):
+        raise UserError(f"the checkpoint's labels ({', '.join(map(str, mine))}) are not {task.name}'s "
+                        f"({', '.join(names)}); pass the task it was fine-tuned on, or rename its "
+                        "config.json's id2label")
+    if list(map(str, mine)) == list(names):
+        return None
+    position = {str(name): i for i, name in enumerate(mine)}
+    return np.array([position[name] for name in names])
