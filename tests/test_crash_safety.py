@@ -327,3 +327,33 @@ def test_harness_pretrain_says_which_checkpoint_it_resumes_from(tmp_path, micro,
     capsys.readouterr()
     assert main(args) == 0  # finished: resumed from its last checkpoint, which it says, and nothing trained
     assert capsys.readouterr().out.splitlines()[0] == f"resume {out}: from step 2 ({out / 'checkpoints' / 'step-2'})"
+
+
+def test_a_damaged_fine_tuning_seed_state_is_one_line_naming_the_fix(tmp_path):
+    """Refused, not started afresh: deleting a seed's state is the user's call; the line says how."""
+    from pretrain.training.rng import rng_state
+    from tasks.finetune_state import SeedState
+
+    path = tmp_path / "checkpoints" / "rte-seed0.pt"
+    path.parent.mkdir()
+    whole = {"format": 1, "identity": {"learning_rate": 2e-3}, "resumes": [], "point": {"epoch": 1, "step": 7},
+             "rng": rng_state(), "epoch_order": torch.Generator().get_state()}
+    torch.save(whole, path)
+    assert SeedState(path, {"learning_rate": 2e-3}).resumes == [{"epoch": 1, "step": 7}]
+    cases = {"empty": (b"", "is not a readable fine-tuning state (EOFError)"),
+             "cut short": (path.read_bytes()[:600], "is not a readable fine-tuning state (RuntimeError)"),
+             "no point": (whole | {"point": None}, "is a damaged fine-tuning state (its point is missing or "
+                                                   "malformed)"),
+             "foreign point": (whole | {"point": {"epochs": 1}}, "is a damaged fine-tuning state (its point is "
+                                                                 "missing or malformed)"),
+             "bare": ({"format": 1}, "is a damaged fine-tuning state (its identity, point, resumes, rng, "
+                                     "epoch_order are missing or malformed)")}
+    for written, reason in cases.values():
+        if isinstance(written, bytes):
+            path.write_bytes(written)
+        else:
+            torch.save(written, path)
+        with pytest.raises(UserError) as caught:
+            SeedState(path, {"learning_rate": 2e-3})
+        assert str(caught.value).startswith(f"{str(path)!r} {reason}")
+        assert str(caught.value).endswith("; delete it to train that seed afresh")
