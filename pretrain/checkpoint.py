@@ -8,8 +8,8 @@ OUT/checkpoints/step-N/ the same two model folders and meta, plus training_state
                         as tensors and plain values only (it loads with weights_only=True)
 Every folder and file is written to a temp name, fsynced and renamed into place, so a kill at any
 moment leaves the previous checkpoint intact; a resume still checks the newest whole (`damage`) and
-falls back to the previous one kept, since a host crash or a full disk can defeat that. A run resumed with other budgets goes on to them
-(`budget_change`); any other changed setting is refused.
+falls back to the previous one kept, since a host crash or a full disk can defeat that. A run
+resumed with other budgets goes on to them (`budget_change`); any other changed setting is refused.
 
 Objectives without a separate generator (`mlm`) still fill both folders: discriminator/ holds the
 trained encoder under an untrained replaced-token head (fine-tuning replaces heads, so
