@@ -6,9 +6,10 @@ OUT/pretrain_meta.json  objective, preset, shapes, tokens seen, train FLOPs, wal
 OUT/checkpoints/step-N/ the same two model folders and meta, plus training_state.pt: every weight
                         of the run, optimiser, budget counters, data position and each process's RNG,
                         as tensors and plain values only (it loads with weights_only=True)
-Every folder and file is written to a temp name and renamed into place, so a kill at any moment
-leaves the previous checkpoint intact. A run resumed with other budgets goes on to them
-(`budget_change`); any other changed setting is refused.
+Every folder and file is written to a temp name, fsynced and renamed into place, so a kill at any
+moment leaves the previous checkpoint intact; a resume still checks the newest whole (`damage`) and
+falls back to the previous one kept, since a host crash or a full disk can defeat that. A run
+resumed with other budgets goes on to them (`budget_change`); any other changed setting is refused.
 
 Objectives without a separate generator (`mlm`) still fill both folders: discriminator/ holds the
 trained encoder under an untrained replaced-token head (fine-tuning replaces heads, so
@@ -23,15 +24,17 @@ import dataclasses
 import pickle
 import re
 import shutil
+import zipfile
 from pathlib import Path
 
 import torch
 
 from pretrain.budget import BudgetCounters, budget_fraction, learning_rate, schedule_fraction, stage_fraction
 from pretrain.config import BUDGETS, PretrainConfig, config_differences
+from pretrain.infra import atomic
 from pretrain.infra.atomic import atomic_dir, save_pretrained, write_bytes
 from pretrain.infra.errors import UserError
-from pretrain.models import pretrain_meta
+from pretrain.models import checkpoint_check, layout, pretrain_meta
 from pretrain.models.layout import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
 from pretrain.models.pretrain_meta import BudgetChange, PretrainMeta
 from pretrain.training import stop
@@ -47,11 +50,10 @@ _STEP_DIR = re.compile(r"step-(\d+)$")
 
 
 def checkpoints(out: Path) -> list[Path]:
-    """Complete checkpoints in OUT, oldest first."""
+    """OUT's step-N folders, oldest first; `damage` says which of them a run can go on from."""
     folder = out / CHECKPOINTS
-    found = [p for p in folder.iterdir() if _STEP_DIR.match(p.name) and (p / STATE_FILE).is_file()] \
-        if folder.is_dir() else []
-    return sorted(found, key=lambda p: int(_STEP_DIR.match(p.name).group(1)))
+    found = [p for p in folder.iterdir() if _STEP_DIR.match(p.name) and p.is_dir()] if folder.is_dir() else []
+    return sorted(found, key=_step)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,10 +62,22 @@ class ResumePoint:
 
     folder: Path
     budget_change: BudgetChange | None  # budget_change(folder, config): None when the budgets are the same
+    skipped: tuple[str, ...] = ()  # newer checkpoints found damaged and passed over, each in one line
+
+    @property
+    def step(self) -> int:
+        return _step(self.folder)
 
 
 def resume_point(out: Path, config: PretrainConfig) -> ResumePoint | None:
-    """The checkpoint to resume from, None for a fresh run, or a UserError if OUT is not ours."""
+    """The checkpoint to resume from, None for a fresh run, or a UserError if OUT is not ours.
+
+    The newest step-N is checked whole (damage) before it is trusted: a host crash or a full disk can
+    leave it short or empty. A damaged one is passed over for the previous one that keep_checkpoints
+    kept (ResumePoint.skipped says so); with none whole left, a UserError names the newest's damage.
+    """
+    atomic.recover_all(out / CHECKPOINTS)  # folders a kill between a replace's two renames left aside
+    atomic.recover_all(out)
     found = checkpoints(out)
     if not found:
         leftovers = [p.name for p in out.iterdir() if not p.name.startswith(".")] if out.is_dir() else []
@@ -71,12 +85,59 @@ def resume_point(out: Path, config: PretrainConfig) -> ResumePoint | None:
             raise UserError(f"output directory {str(out)!r} already holds {', '.join(sorted(leftovers)[:5])} "
                             "but no pre-training checkpoint; choose a new --output or empty it")
         return None
-    saved = pretrain_meta.read(found[-1] / PRETRAIN_META)["config"]
+    skipped = []
+    for folder in reversed(found):
+        problem = damage(folder)
+        if problem is None:
+            break
+        skipped.append(f"checkpoint {str(folder)!r} is damaged ({problem})")
+    else:
+        which = "the only checkpoint" if len(found) == 1 else f"none of its {len(found)} checkpoints is whole"
+        raise UserError(f"{str(out)!r} cannot be resumed: {which}; {skipped[0]}; delete "
+                        f"{str(out / CHECKPOINTS)!r} to start that run afresh, or choose a new --output")
+    saved = pretrain_meta.read(folder / PRETRAIN_META)["config"]
     differences = config_differences(saved, config, may_change=BUDGETS)
     if differences:
         raise UserError(f"{str(out)!r} holds a run with other settings ({'; '.join(differences)}); "
                         "resume it with the same settings (the budgets may change) or choose a new --output")
-    return ResumePoint(found[-1], budget_change(found[-1], config))  # refuses budgets it cannot go on to
+    # budget_change refuses budgets it cannot go on to
+    return ResumePoint(folder, budget_change(folder, config), tuple(skipped))
+
+
+def damage(folder: Path) -> str | None:
+    """What makes a step-N folder unusable for a resume, in a few words, or None if it is whole.
+
+    Cheap next to the resume itself: the meta parsed, training_state.pt's zip checked member by member
+    against its CRCs (what torch.save writes; a short file has no zip directory), and the model folders'
+    safetensors headers against their sizes; nothing is unpickled here.
+    """
+    meta_path = folder / PRETRAIN_META
+    try:
+        meta = pretrain_meta.read(meta_path)
+    except UserError:
+        return f"{PRETRAIN_META} is not readable JSON"
+    wanted = {"config": dict, "steps": int, "tokens_seen": int, "train_flops": (int, float),
+              "wall_time_s": (int, float)}
+    if not isinstance(meta, dict) or any(not isinstance(meta.get(key), kind) for key, kind in wanted.items()):
+        return f"{PRETRAIN_META} lacks the run's config or counters"
+    state = folder / STATE_FILE
+    if not state.is_file():
+        return f"no {STATE_FILE}"
+    try:
+        with zipfile.ZipFile(state) as archive:
+            broken = archive.testzip()  # reads every member, checks its CRC
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return f"{STATE_FILE} is cut short or not a torch.save file ({state.stat().st_size} bytes)"
+    if broken is not None:
+        return f"{STATE_FILE} member {broken!r} fails its CRC"
+    for name in (DISCRIMINATOR_DIR, GENERATOR_DIR):
+        model = folder / name
+        if name == DISCRIMINATOR_DIR or model.exists():  # every objective writes discriminator/
+            try:
+                checkpoint_check.weight_shapes(layout.checkpoint_dir(model))
+            except UserError:
+                return f"{name}/ lacks its config or weights, or they are cut short"
+    return None
 
 
 def budget_change(checkpoint: Path, config: PretrainConfig) -> BudgetChange | None:
@@ -153,6 +214,10 @@ def load_state(checkpoint: Path) -> dict:
         raise UserError(f"{str(path)!r} is in an old checkpoint format (or not ours): reading it would need "
                         "full unpickling, which can run code, so it is not resumed; finish that run with "
                         "the harness version that wrote it, or start a new --output") from error
+    except Exception as error:  # torch's reader raises RuntimeError, EOFError, ... for a damaged file
+        raise UserError(f"{str(path)!r} cannot be read ({type(error).__name__}: {_first_line(error)}); "
+                        "delete its folder to resume from the checkpoint before it, or start a new --output"
+                        ) from None
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise UserError(f"{str(path)!r} is not a format-{STATE_FORMAT} training state; start a new --output")
     return state
@@ -165,9 +230,19 @@ def write_checkpoint(out: Path, step: int, state: dict, export, meta: PretrainMe
         export(tmp)
         torch.save({"format": STATE_FORMAT, **state}, tmp / STATE_FILE)
         pretrain_meta.write(tmp / PRETRAIN_META, meta)
-    for old in checkpoints(out)[:-keep]:
+    # Newer ones are those a resume passed over as damaged: this run has gone on from an older one.
+    found = checkpoints(out)
+    for old in [p for p in found if _step(p) > step] + [p for p in found if _step(p) <= step][:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def _step(folder: Path) -> int:
+    return int(_STEP_DIR.match(folder.name).group(1))
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [""])[0][:200]
 
 
 def stop_here(out: Path, step: int) -> None:

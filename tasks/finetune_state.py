@@ -157,6 +157,19 @@ def _load(path: Path, identity: dict[str, Any]) -> dict:
     if not isinstance(saved, dict) or saved.get("format") != STATE_FORMAT:
         raise UserError(f"{str(path)!r} is not a format-{STATE_FORMAT} fine-tuning state; delete it to train "
                         "that seed afresh")
+    # Refused rather than started afresh: deleting a state is the user's call (it may be the only copy
+    # of hours of training, written by another version); the message says how.
+    parts = {"identity": dict, "point": dict, "resumes": list, "rng": dict, "epoch_order": torch.Tensor}
+    lacking = [key for key, kind in parts.items() if not isinstance(saved.get(key), kind)]
+    if not lacking:
+        try:
+            LoopPoint(**saved["point"])
+        except TypeError:
+            lacking = ["point"]
+    if lacking:
+        raise UserError(f"{str(path)!r} is a damaged fine-tuning state (its {', '.join(lacking)} "
+                        f"{'is' if len(lacking) == 1 else 'are'} missing or malformed); delete it to train "
+                        "that seed afresh")
     differences = [f"{key}: {saved['identity'].get(key)!r} -> {value!r}" for key, value in identity.items()
                    if saved["identity"].get(key) != value]
     if differences:

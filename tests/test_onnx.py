@@ -224,6 +224,41 @@ def test_an_edited_manifest_is_refused(work, tmp_path, capsys):
     assert code == 2 and "was changed after export" in err
 
 
+
+@pytest.mark.parametrize("name", ["../x", "/etc/passwd", "sub/../../x"])
+def test_a_manifest_naming_a_file_outside_the_bundle_is_refused(work, tmp_path, capsys, name):
+    """Sealed again after the edit, as its author could: the seal proves no stray edit, not good intent."""
+    from harness.deploy.bundle import SEAL, manifest_digest
+
+    copy = shutil.copytree(work["bundle"], tmp_path / "bundle")
+    (tmp_path / "x").write_text("not the bundle's")
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["files"][name] = {"sha256": sha256(tmp_path / "x"), "bytes": 16}
+    manifest[SEAL] = manifest_digest(manifest)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    code, out, err = run_cli(["predict", "--bundle", copy, "a cat", "a dog"], capsys)
+    reason = "an absolute path" if name.startswith("/") else "a '..' in it"
+    assert (code, out, err) == (2, "", f"harness: error: {copy / 'manifest.json'} names the file {name!r}, "
+                                       f"which lies outside its folder ({reason}); re-export the bundle\n")
+
+
+def test_the_bytes_hashed_are_the_bytes_loaded(work, tmp_path, monkeypatch):
+    """Files swapped on disk between the checksum and the load are not what the predictor runs."""
+    from harness.deploy import onnx_predictor
+
+    copy = shutil.copytree(work["bundle"], tmp_path / "bundle")
+    expected = onnx_predictor.Predictor(copy).predict([onnx_predictor.Request("a cat", "a dog")])
+    checked = onnx_predictor.verify_files
+
+    def then_swapped(directory, *args, **kwargs):
+        loaded = checked(directory, *args, **kwargs)
+        for name in ("model.onnx", "model.int8.onnx", "tokenizer.json"):
+            (directory / name).write_bytes(b"swapped after the check")
+        return loaded
+
+    monkeypatch.setattr(onnx_predictor, "verify_files", then_swapped)
+    assert onnx_predictor.Predictor(copy).predict([onnx_predictor.Request("a cat", "a dog")]) == expected
+
 PREDICT_ERRORS = {
     "no bundle": (["--bundle", "{tmp}/nope", "a cat"], "bundle directory '{tmp}/nope' does not exist"),
     "a file": (["--bundle", "{bundle}/manifest.json", "a cat"],

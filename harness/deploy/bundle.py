@@ -16,6 +16,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pretrain.infra.confined import confined
 from pretrain.infra.errors import UserError
 
 BUNDLE_FORMAT = "electra-harness/onnx-bundle/2"  # 2: the manifest carries its own sha256
@@ -30,6 +31,10 @@ TOKEN_INPUTS = INPUT_NAMES[:3]
 KINDS = ("sequence-classification", "question-answering")
 PER_TOKEN_OUTPUTS = ("start_logits", "end_logits")  # one value per position; the rest one per example
 VERSIONED = ("electra-harness", "torch", "transformers", "onnx", "onnxruntime", "tokenizers", "numpy")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def sha256(path: Path) -> str:
@@ -95,21 +100,34 @@ def read_manifest(directory: Path) -> dict:
         raise UserError(f"{path} lacks {', '.join(missing)}; re-export the bundle")
     if manifest["kind"] not in KINDS:
         raise UserError(f"{path} has kind {manifest['kind']!r}; expected one of {', '.join(KINDS)}")
+    if not isinstance(manifest["files"], dict) or \
+            not all(isinstance(entry, dict) and "sha256" in entry for entry in manifest["files"].values()):
+        raise UserError(f"{path} has no file list of checksums; re-export the bundle")
+    for name in manifest["files"]:  # a seal proves no stray edit, not that its author meant well
+        confined(directory, name, str(path), "re-export the bundle")
     return manifest
 
 
-def verify_files(directory: Path, manifest: dict, names: list[str]) -> None:
-    """Raise UserError unless each named file exists and matches its manifest checksum."""
+def verify_files(directory: Path, manifest: dict, names: list[str],
+                 load: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """Raise UserError unless each named file exists and matches its manifest checksum; the bytes of
+    the `load` ones, read once: what was hashed is what the caller loads, whatever the file holds later."""
+    loaded = {}
     for name in names:
         entry = manifest["files"].get(name)
-        path = directory / name
+        path = confined(directory, name, str(directory / MANIFEST), "re-export the bundle")
         if entry is None:
             raise UserError(f"{directory / MANIFEST} lists no {name}; choose a precision the bundle has "
                             f"({', '.join(p for p, f in MODEL_FILES.items() if f in manifest['files'])})")
         if not path.is_file():
             raise UserError(f"bundle file {str(path)!r} is missing; restore the bundle or re-export it")
-        actual = sha256(path)
+        if name in load:
+            loaded[name] = path.read_bytes()
+            actual = sha256_bytes(loaded[name])
+        else:
+            actual = sha256(path)
         if actual != entry["sha256"]:
             raise UserError(f"checksum mismatch for {str(path)!r}: sha256 {actual[:12]}... but the manifest "
                             f"says {entry['sha256'][:12]}...; the file was changed or corrupted, re-export "
                             "the bundle")
+    return loaded

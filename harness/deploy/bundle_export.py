@@ -51,8 +51,8 @@ def export(job: ExportJob) -> dict:
     started = time.perf_counter()
     source = resolve_source(job.task, job.run_dir, job.model_dir, job.seed)
     output = job.output or _default_output(source)
-    # Two exports into one --output would each replace the folder under the other (atomic_dir's swap
-    # is not atomic across processes): the second is refused while the first holds it.
+    # Two exports into one --output would each replace the folder under the other (atomic_dir keeps one
+    # whole, but both would log a bundle as theirs): the second is refused while the first holds it.
     with atomic.exclusive(output.parent / f".{output.name}.export.lock",
                           f"another `harness export onnx` is writing {str(output)!r}; wait for it to finish "
                           "or choose another --output"):

@@ -76,14 +76,17 @@ class Predictor:
             precision = "int8" if MODEL_FILES["int8"] in self.manifest["files"] else "fp32"
         self.precision = precision
         used = [TOKENIZER, MODEL_FILES[precision]]  # first: a missing precision gets its own message
-        verify_files(directory, self.manifest, used + sorted(set(self.manifest["files"]) - set(used)))
+        # The two files used are read once, hashed and loaded from those bytes: a file swapped after
+        # the check cannot be the one loaded.
+        others = sorted(set(self.manifest["files"]) - set(used))
+        loaded = verify_files(directory, self.manifest, used + others, load=tuple(used))
         self.kind, self.max_length = self.manifest["kind"], int(self.manifest["max_length"])
         self.labels = self.manifest.get("labels")
         task = GLUE_TASKS.get(self.manifest["task"])  # None for SQuAD (always two texts) and your own
         self.pair = self.manifest.get("pair") if task is None else len(task.hub_columns) == 2
         self.multilabel = bool(self.manifest.get("multilabel"))
         self.batch_size = batch_size
-        self.tokenizer = Tokenizer.from_file(str(directory / TOKENIZER))
+        self.tokenizer = _tokenizer(loaded.pop(TOKENIZER), directory / TOKENIZER)
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
         # A second copy truncates: long classification inputs, or SQuAD contexts into windows
@@ -91,7 +94,8 @@ class Predictor:
         self.truncating = Tokenizer.from_str(self.tokenizer.to_str())
         if self.kind != "question-answering":
             self.truncating.enable_truncation(self.max_length, strategy="longest_first")
-        self.session = _session(directory / MODEL_FILES[precision], threads)
+        model = MODEL_FILES[precision]
+        self.session = _session(loaded.pop(model), directory / model, threads)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
 
@@ -299,13 +303,21 @@ def _check_request(request: Request, kind: str) -> None:
         raise UserError(f"{request.where}: empty {second}; give some text or leave it out")
 
 
-def _session(path: Path, threads: int) -> onnxruntime.InferenceSession:
+def _tokenizer(data: bytes, path: Path) -> Tokenizer:
+    try:
+        return Tokenizer.from_str(data.decode("utf-8"))
+    except Exception as error:  # tokenizers raises its own untyped errors for a file it cannot parse
+        raise UserError(f"cannot read the tokenizer {str(path)!r} ({type(error).__name__}); re-export the "
+                        "bundle") from error
+
+
+def _session(model: bytes, path: Path, threads: int) -> onnxruntime.InferenceSession:
+    """A session of the model's bytes (the ones hashed); `path` only names it in errors."""
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.log_severity_level = 3  # warnings about unused initialisers etc. are not the user's business
     try:
-        return onnxruntime.InferenceSession(str(path), sess_options=options,
-                                            providers=["CPUExecutionProvider"])
+        return onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as error:  # onnxruntime raises its own untyped errors for unreadable models
         raise UserError(f"onnxruntime cannot load {str(path)!r} ({type(error).__name__}); re-export the "
                         "bundle") from error

@@ -57,9 +57,8 @@ def output_lock(output_dir: str | None) -> Iterator[None]:
 def _run_pretrain(config: PretrainConfig, plan: Plan, experiment: str, tracking_uri: str | None,
                   progress: bool | None) -> dict:
     """`plan` trained under an MLflow run that records `config`, the settings as given."""
-    note = extension_note(plan)
-    if note:
-        print(note)
+    for line in resume_lines(plan):
+        print(line)
     mlflow_runs.use_experiment(experiment, tracking_uri)
     mlflow_runs.end_orphans(experiment, {"output_dir": str(config.output_dir)}, config.output_dir)
     name = Path(config.output_dir).name if config.output_dir else "pretrain"
@@ -107,6 +106,19 @@ def summary(step: int, metrics: dict[str, float]) -> str:
              "tokens_per_s": "tok/s"}
     parts = [f"{short} {metrics[key]:.3g}" for key, short in shown.items() if key in metrics]
     return f"step {step} " + " ".join(parts)
+
+
+def resume_lines(plan: Plan) -> list[str]:
+    """A line per damaged checkpoint passed over, then one naming the checkpoint the run goes on from (and
+    its new budgets, if any); none for a fresh run."""
+    resume = plan.resume
+    if resume is None:
+        return []
+    notes = [f"note: {line}; going on from the previous one kept, step-{resume.step}"
+             for line in resume.skipped]
+    # Continued to other budgets, the extension note names the step it goes on from.
+    return [*notes, extension_note(plan) or
+            f"resume {plan.config.output_dir}: from step {resume.step} ({resume.folder})"]
 
 
 def extension_note(plan: Plan) -> str | None:

@@ -13,6 +13,7 @@ import json
 import zipfile
 from pathlib import Path
 
+from pretrain.infra.confined import confined
 from pretrain.infra.errors import UserError
 
 FIX_WEIGHTS = "copy or download the checkpoint again (or save it again with save_pretrained())"
@@ -41,8 +42,10 @@ def weight_shapes(directory: Path) -> dict[str, tuple[int, ...]]:
     if (directory / "model.safetensors").is_file():
         files = [directory / "model.safetensors"]
     elif index.is_file():
-        files = [directory / name for name in sorted(set(_weight_map(index).values()))]
+        files = sorted(_indexed_files(index))
     else:  # .bin weights: their shapes would need unpickling; transformers' loader checks those
+        if (directory / "pytorch_model.bin.index.json").is_file():  # its names confined all the same
+            _indexed_files(directory / "pytorch_model.bin.index.json")
         if (directory / "pytorch_model.bin").is_file():
             _check_zip(directory / "pytorch_model.bin")
         return {}
@@ -50,6 +53,16 @@ def weight_shapes(directory: Path) -> dict[str, tuple[int, ...]]:
     for path in files:
         shapes |= _safetensors_shapes(path)
     return shapes
+
+
+def _indexed_files(index: Path) -> set[Path]:
+    """The files an index names, each confined to the index's folder: transformers' loader opens
+    `folder / name` for whatever the index says, `../x` and `/etc/passwd` included."""
+    directory = index.parent
+    # A Hub cache snapshot's files are symlinks into the repository's blobs/ folder: allowed there.
+    blobs = (directory.parent.parent / "blobs",) if directory.parent.name == "snapshots" else ()
+    return {confined(directory, name, repr(str(index)), FIX_WEIGHTS, also_within=blobs)
+            for name in _weight_map(index).values()}
 
 
 def _weight_map(index: Path) -> dict[str, str]:
