@@ -134,9 +134,14 @@ def measured_row(path: Path, results: results_schema.ResultsBody) -> Row:
         notes = f"pre-training FLOPs {costs.get('pretrain_flops_basis') or accounting.UNKNOWN}"
     else:
         notes = ""
-    departures = recipe.describe(recipe.departures(results, _size(model)) | _searched(results))
+    departures = departures_of(results)
     return _with_glue(Row(key, model.get("name") or key, MEASURED, str(path), values, notes, departures,
                           model.get("family", ""), costs.get("pretrain_corpus") or ""))
+
+
+def departures_of(results: results_schema.ResultsBody) -> str:
+    """The settings a run changed from ELECTRA's recipe (and the search that chose them), "" for none."""
+    return recipe.describe(recipe.departures(results, recipe_size(results["model"])) | _searched(results))
 
 
 def _searched(results: dict) -> dict[str, str]:
@@ -147,7 +152,7 @@ def _searched(results: dict) -> dict[str, str]:
     return {"search": f"{search.get('study')} ({search.get('trials')} trials)"}
 
 
-def _size(model: dict) -> str | None:
+def recipe_size(model: dict) -> str | None:
     """The run's recipe row (small, base, large): as results.json records it ("electra-base"), or for files
     written before, from the checkpoint's config.json; None when it is unreadable."""
     if isinstance(model.get("recipe"), str):
