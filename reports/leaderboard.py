@@ -270,8 +270,8 @@ def merge(old: Row, new: Row) -> Row:
             values |= {k: new.values[k] for k in GLUE_CI if k in new.values}
     notes = "" if {"pretrain_flops", "inference_flops"} <= values.keys() else (new.notes or old.notes)
     return _with_glue(Row(old.key, new.model, MEASURED, "\n".join(references), values, notes, old.departures,
-                          new.family or old.family, new.corpus or old.corpus, new.short_name or old.short_name,
-                          old.stage or new.stage))
+                          new.family or old.family, new.corpus or old.corpus,
+                          new.short_name or old.short_name, old.stage or new.stage))
 
 
 def merge_rows(rows: list[Row]) -> list[Row]:

@@ -101,8 +101,9 @@ def title(row: Row) -> str:
     'electra-tiny · 1e14 FLOPs · fine-tuned on sst2,stsb,rte · GLUE 40.7 [departs: max_train_examples=1500]',
     'ELECTRA-Small · 1.4e18 FLOPs · published on GLUE (all 8) · GLUE 79.9 · ELECTRA paper Table 1'."""
     flops = row.values.get("pretrain_flops")
+    stage = (row.stage or FINE_TUNED) if row.source == MEASURED else "published"
     parts = [row.name, f"{format_flops(flops)} FLOPs" if flops is not None else "FLOPs ?",
-             f"{row.stage or FINE_TUNED if row.source == MEASURED else 'published'} on {row.task_set or 'no task'}"]
+             f"{stage} on {row.task_set or 'no task'}"]
     if "glue_score" in row.values:
         parts.append(f"GLUE {row.values['glue_score']:.1f}")
     else:

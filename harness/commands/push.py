@@ -11,7 +11,8 @@ def add_parser(subparsers) -> None:
         "push", help="upload a saved model of a run and its model card to the Hugging Face Hub",
         description="Create (or reuse) the Hub model repository ORG/NAME and upload one model folder that "
                     "`harness run` saved, with its README.md model card (written first with `harness card`'s "
-                    "code when absent). Needs a token (`hf auth login` or HF_TOKEN) and HF_HUB_OFFLINE unset.")
+                    "code when absent). Needs a token (`hf auth login` or HF_TOKEN) and HF_HUB_OFFLINE "
+                    "unset.")
     parser.add_argument("run", type=Path, metavar="RUN_DIR",
                         help="output directory of `harness run glue` or `harness run squad`")
     parser.add_argument("--repo", required=True, metavar="ORG/NAME", help="the Hub model repository")

@@ -140,21 +140,25 @@ def _over_seeds(results: results_schema.ResultsBody, saved: SavedModel) -> list[
     summary = results["summary"].get(saved.task, {})
     seeds = results_schema.seeds_of(results, saved.task)
     lines = ["## Over the run's seeds", "",
-             f"Seeds {', '.join(map(str, seeds))}: this model is seed {saved.seed}. The paper reports the median "
-             "over seeds; the 95% interval is of the mean over seeds.", "",
-             "| metric | median | mean | std | best | seeds | 95% interval | covers |", "|---|---|---|---|---|---|---|---|"]
+             f"Seeds {', '.join(map(str, seeds))}: this model is seed {saved.seed}. The paper reports the "
+             "median over seeds; the 95% interval is of the mean over seeds.", "",
+             "| metric | median | mean | std | best | seeds | 95% interval | covers |",
+             "|---|---|---|---|---|---|---|---|"]
     for label, stats in summary.items():
-        if not isinstance(stats, dict):
-            continue
-        interval = f"[{stats['ci_low']!r}, {stats['ci_high']!r}]" if "ci_low" in stats else "-"
-        lines.append(f"| {label} | {stats.get('median')!r} | {stats.get('mean')!r} | {stats.get('std')!r} | "
-                     f"{stats.get('best')!r} | {stats.get('n')} | {interval} | {stats.get('ci_covers', '-')} |")
+        if isinstance(stats, dict):
+            cells = [label, *(repr(stats.get(k)) for k in ("median", "mean", "std", "best")),
+                     str(stats.get("n")), _interval(stats), stats.get("ci_covers", "-")]
+            lines.append(f"| {' | '.join(cells)} |")
     glue = results.get("glue") or {}
     if "score" in glue:
-        interval = f", 95% interval [{glue['ci_low']!r}, {glue['ci_high']!r}]" if "ci_low" in glue else ""
-        lines += ["", f"The run's GLUE score ({glue.get('convention')}) over {', '.join(glue.get('tasks', []))}: "
-                      f"{glue['score']!r}{interval}."]
+        interval = f", 95% interval {_interval(glue)}" if "ci_low" in glue else ""
+        lines += ["", f"The run's GLUE score ({glue.get('convention')}) over "
+                      f"{', '.join(glue.get('tasks', []))}: {glue['score']!r}{interval}."]
     return [*lines, ""]
+
+
+def _interval(stats: dict) -> str:
+    return f"[{stats['ci_low']!r}, {stats['ci_high']!r}]" if "ci_low" in stats else "-"
 
 
 def _costs(results: results_schema.ResultsBody, saved: SavedModel) -> list[str]:
@@ -163,14 +167,17 @@ def _costs(results: results_schema.ResultsBody, saved: SavedModel) -> list[str]:
     shape = shape_of(json.loads((saved.folder / "config.json").read_text()))
     this_seed = flops.finetune_flops(shape, accounting.examples_trained(saved.record), config["max_length"])
     pretrain = costs.get("pretrain_flops")
+    examples = accounting.examples_trained(saved.record)
+    rows = [("pre-training", "unknown" if pretrain is None else repr(pretrain),
+             costs.get("pretrain_flops_basis")),
+            ("fine-tuning this seed", repr(this_seed),
+             f"{examples} examples padded to {config['max_length']} tokens"),
+            (f"fine-tuning {saved.task}, all seeds", repr(costs["finetune_flops"].get(saved.task)),
+             "results.json"),
+            ("inference, one example", repr(costs.get("inference_flops")),
+             f"{costs.get('inference_seq_len')} tokens")]
     lines = ["## Cost (FLOPs, ELECTRA paper convention)", "", "| what | FLOPs | basis |", "|---|---|---|",
-             f"| pre-training | {pretrain!r} | {costs.get('pretrain_flops_basis', '')} |" if pretrain is not None
-             else f"| pre-training | unknown | {costs.get('pretrain_flops_basis', '')} |",
-             f"| fine-tuning this seed | {this_seed!r} | {accounting.examples_trained(saved.record)} examples "
-             f"padded to {config['max_length']} tokens |",
-             f"| fine-tuning {saved.task}, all seeds | {costs['finetune_flops'].get(saved.task)!r} | results.json |",
-             f"| inference, one example | {costs.get('inference_flops')!r} | {costs.get('inference_seq_len')} "
-             "tokens |", "",
+             *(f"| {what} | {value} | {basis or ''} |" for what, value, basis in rows), "",
              f"Encoder parameters: {costs.get('num_params')}. Convention: {costs.get('convention')}."]
     if costs.get("pretrain_corpus"):
         lines.append(f"Pre-trained on: {costs['pretrain_corpus']}.")

@@ -31,8 +31,8 @@ def read_run(run_dir: Path) -> results_schema.ResultsBody:
         raise UserError(f"{str(run_dir)!r} has no {results_schema.FILE}; pass the --output-dir of "
                         "`harness run glue` or `harness run squad`")
     if not isinstance(results.get("summary"), dict) or not results.get("flops"):
-        raise UserError(f"{str(run_dir / results_schema.FILE)!r} has no summary or FLOPs (an unfinished run); "
-                        "finish it by running the same `harness run` command again")
+        raise UserError(f"{str(run_dir / results_schema.FILE)!r} has no summary or FLOPs (an unfinished "
+                        "run); finish it by running the same `harness run` command again")
     return results
 
 
@@ -54,15 +54,15 @@ def saved_models(run_dir: Path, results: results_schema.ResultsBody) -> list[Sav
         print(f"skipped {', '.join(orphans)}: no record in results.json (a seed stopped after saving); "
               "resume the run to record it")
     if not found:
-        raise UserError(f"{str(run_dir)!r} has no saved model ({MODELS_DIR}/<task>-seed<N>/ with a record in "
-                        f"results.json): it ran with save_models=false; fine-tune again with save_models=true "
-                        "into a new --output-dir")
+        raise UserError(f"{str(run_dir)!r} has no saved model ({MODELS_DIR}/<task>-seed<N>/ with a record "
+                        "in results.json): it ran with save_models=false; fine-tune again with "
+                        "save_models=true into a new --output-dir")
     return sorted(found, key=lambda m: (results["tasks"].index(m.task) if m.task in results["tasks"] else 99,
                                         m.seed))
 
 
 def choose(models: list[SavedModel], task: str | None, seed: int | None) -> SavedModel:
-    """One saved model: the task's (needed when the run saved several tasks), its best dev seed unless `seed`."""
+    """One saved model: the task's (named when the run saved several), its best dev seed unless `seed`."""
     tasks = list(dict.fromkeys(m.task for m in models))
     if task is None and len(tasks) > 1:
         raise UserError(f"the run saved models of {', '.join(tasks)}; pass --task with one of them")
