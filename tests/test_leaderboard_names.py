@@ -88,6 +88,28 @@ def test_other_objectives_hub_ids_and_evaluated_checkpoints_say_so(tmp_path):
     assert row.row_id.endswith("(evaluated)")
 
 
+@pytest.mark.slow  # an MLflow SQLite store: ~10 s
+def test_rows_stored_before_names_are_renamed_with_their_numbers_kept(demo, tmp_path):
+    from mlflow import MlflowClient
+
+    from harness.tracking import mlflow_leaderboard
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow_leaderboard.upsert(rows_from_results(list(demo)), uri)
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(mlflow_leaderboard.EXPERIMENT)
+    (old,) = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags["model_short"] == "random-init"]
+    for tag in ("task_set", "model_short", "stage"):  # as a row written before this change was stored
+        client.delete_tag(old.info.run_id, tag)
+    client.set_tag(old.info.run_id, "mlflow.runName", "runs/demo/random-init [departs: max_train_examples=1500] · "
+                                                       "GLUE 43.4 (3/8) · 0 FLOPs")
+    mlflow_leaderboard.rename_measured(uri)
+    renamed = client.get_run(old.info.run_id)
+    assert renamed.info.run_name == ("random-init · 0 FLOPs · fine-tuned on sst2,stsb,rte · GLUE 43.4 [departs: "
+                                     "max_train_examples=1500]")
+    assert renamed.data.tags["task_set"] == "sst2,stsb,rte" and renamed.data.metrics == old.data.metrics
+
+
 def chromium() -> str | None:
     return (os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
             or shutil.which("google-chrome"))

@@ -28,6 +28,7 @@ from pretrain.infra.errors import UserError
 from reports import render
 from reports.leaderboard import (
     DEPARTS,
+    MEASURED,
     PUBLISHED,
     VALUE_COLUMNS,
     Row,
@@ -36,6 +37,7 @@ from reports.leaderboard import (
     merge,
     merge_rows,
     published_rows,
+    short_name,
 )
 
 EXPERIMENT = mlflow_runs.LEADERBOARD_EXPERIMENT
@@ -81,10 +83,14 @@ def _row_of(run) -> Row:
     tags = run.data.tags
     values = {k: v for k, v in run.data.metrics.items() if k in VALUE_COLUMNS}
     recipe = tags.get("recipe", "")
+    measured = tags.get("source", MEASURED) != PUBLISHED
+    short, stage = tags.get(SHORT_NAME_TAG, ""), tags.get(STAGE_TAG, "") if measured else ""
+    if measured and not short:  # a row stored before rows were named: from its model and path
+        short = short_name({"name": tags.get("model", ""), "path": tags.get("model_id", "")})
     return Row(tags.get("model_id", run.info.run_id), tags.get("model", run.info.run_name or ""),
                tags.get("source", "measured"), tags.get("reference", ""), values, tags.get("notes", ""),
                recipe.removeprefix(DEPARTS) if recipe.startswith(DEPARTS) else "", tags.get("family", ""),
-               tags.get("pretrain_corpus", ""), tags.get(SHORT_NAME_TAG, ""), tags.get(STAGE_TAG, ""))
+               tags.get("pretrain_corpus", ""), short, stage)
 
 
 def _stored(client, experiment_id: str) -> dict[str, object]:
@@ -153,6 +159,21 @@ def upsert(rows: list[Row], uri: str | None = None) -> list[Row]:
                 _write(client, run.info.run_id, new, run.data.metrics, run.data.tags)
                 stored[index] = new
     return stored
+
+
+def rename_measured(uri: str | None = None) -> None:
+    """Give every stored measured row its current name and tags (task set, short name, stage); its
+    numbers are left as stored (recomputing a GLUE score from rounded task scores could move it)."""
+    from mlflow.entities import RunTag
+
+    client, experiment_id, resolved = _open(uri)
+    with tracking_errors(resolved, "renaming the leaderboard's rows"):
+        for run in _stored(client, experiment_id).values():
+            if run.data.tags.get("source") == PUBLISHED:
+                continue
+            tags = [RunTag(k, v) for k, v in _tags(_row_of(run)).items() if run.data.tags.get(k) != v]
+            if tags:
+                client.log_batch(run.info.run_id, tags=tags)
 
 
 def browse_hint(uri: str | None = None) -> str:
