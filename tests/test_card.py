@@ -49,6 +49,7 @@ def test_the_card_parses_with_huggingface_hub_and_states_the_results_numbers(run
                     for metric, value in values.items() if metric != "score"}
         assert stated == expected  # exactly the floats in results.json
         (index,) = metadata_load(path)["model-index"]
+        assert index["name"] == f"tiny-{record['task']}-seed{record['seed']}"
         (result,) = index["results"]
         assert result["dataset"] == {"name": "GLUE " + {"rte": "RTE", "stsb": "STS-B"}[record["task"]],
                                      "type": "nyu-mll/glue", "config": record["task"], "split": "validation"}
@@ -79,6 +80,29 @@ def test_the_base_model_is_named_with_its_revision():
     assert base_model({"name": "org/encoder@v1.0", "path": "/cache/x"}) == ("org/encoder", "v1.0")
     assert base_model({"name": "electra-small", "path": snapshot}) == ("google/electra-small-discriminator", COMMIT)
     assert base_model({"name": "runs/pretrain/tiny", "path": "/abs/runs/pretrain/tiny"}) == (None, None)
+
+
+def test_a_squad_card_states_its_percent_scores_as_question_answering(tmp_path):
+    from huggingface_hub import ModelCard
+
+    from harness.publish.card import model_card
+    from harness.publish.saved import SavedModel
+
+    folder = write_tiny_model(tmp_path / "models" / "squad_v2-seed3")  # only its config.json is read
+    metrics = {"validation": {"exact": 61.5, "f1": 64.25, "best_exact": 62.0, "best_f1": 65.0, "score": 64.25}}
+    record = {"task": "squad_v2", "seed": 3, "metrics": metrics, "score": 64.25, "num_train_steps": 10,
+              "num_train_examples": 40, "train_examples_seen": 40, "resolved_config": {"max_length": 64}}
+    summary = {"squad_v2": {"f1": {"median": 64.25, "mean": 64.25, "std": 0.0, "best": 64.25, "n": 1}}}
+    results = results_schema.body(results_schema.SQUAD_FORMAT, {"name": "org/encoder@v2", "path": str(tmp_path)},
+                                  {}, ["squad_v2"], 1, device="cpu", versions={}) | {
+        "runs": [record], "summary": summary, "flops": {"pretrain_flops": None, "finetune_flops": {"squad_v2": 8.0}}}
+    card = ModelCard(str(model_card(results, SavedModel("squad_v2", 3, folder, record))))
+    assert {(e.task_type, e.dataset_type, e.dataset_config, e.metric_type, e.metric_value)
+            for e in card.data.eval_results} == {
+        ("question-answering", "rajpurkar/squad_v2", None, name, value)
+        for name, value in metrics["validation"].items() if name != "score"}
+    assert (card.data.base_model, card.data.model_name) == ("org/encoder", "encoder-squad_v2-seed3")
+    assert "[org/encoder](https://huggingface.co/org/encoder) at revision `v2`" in card.text
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from pretrain.models import flops
 from pretrain.models.hub import parse_hub_id
 from pretrain.models.shapes import shape_of
 from reports import accounting, results_schema
-from reports.leaderboard import departures_of
+from reports.leaderboard import departures_of, short_name
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
 CARD = "README.md"
@@ -48,7 +48,7 @@ def model_card(results: results_schema.ResultsBody, saved: SavedModel):
     base_id, revision = base_model(results["model"])
     evals = eval_results(saved)
     data = ModelCardData(
-        model_name=f"{_model_short(results)}-{saved.task}-seed{saved.seed}", language="en",
+        model_name=f"{_slug(_model_short(results))}-{saved.task}-seed{saved.seed}", language="en",
         library_name="transformers", pipeline_tag=_pipeline(saved.task),
         base_model=base_id, datasets=[_dataset(saved.task)[0]],
         metrics=list(dict.fromkeys(e.metric_type for e in evals)),
@@ -110,8 +110,13 @@ def _task_title(task: str) -> str:
 
 
 def _model_short(results: results_schema.ResultsBody) -> str:
-    name = results["model"].get("name", "model").rstrip("/")
-    return name.rsplit("/", 1)[-1].partition("@")[0] or "model"
+    """The model as the leaderboard names it (a preset, a Hub id, random-init, a folder's name)."""
+    return short_name(results["model"]) or "model"
+
+
+def _slug(name: str) -> str:
+    """A model-index name: 'google/electra-small-discriminator@v1' -> 'electra-small-discriminator'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name.rsplit("/", 1)[-1].partition("@")[0]).strip("-") or "model"
 
 
 def body(results: results_schema.ResultsBody, saved: SavedModel, base_id: str | None,
