@@ -88,7 +88,11 @@ def test_a_squad_card_states_its_percent_scores_as_question_answering(tmp_path):
     from harness.publish.card import model_card
     from harness.publish.saved import SavedModel
 
-    folder = write_tiny_model(tmp_path / "models" / "squad_v2-seed3")  # only its config.json is read
+    folder = tmp_path / "models" / "squad_v2-seed3"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({  # a card reads only the shape, for this seed's FLOPs
+        "model_type": "electra", "vocab_size": 40, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}))
     metrics = {"validation": {"exact": 61.5, "f1": 64.25, "best_exact": 62.0, "best_f1": 65.0, "score": 64.25}}
     record = {"task": "squad_v2", "seed": 3, "metrics": metrics, "score": 64.25, "num_train_steps": 10,
               "num_train_examples": 40, "train_examples_seen": 40, "resolved_config": {"max_length": 64}}
