@@ -140,8 +140,8 @@ def upsert(rows: list[Row], uri: str | None = None) -> list[Row]:
     """Create or update one run per row key; returns the rows as now stored."""
     client, experiment_id, resolved = _open(uri)
     stored: list[Row | None] = [None] * len(rows)
-    # Published rows are created first: the saved view lists the newest runs first, so a user's own
-    # rows sit above the paper's from the first run on.
+    # Published rows are created first: within a task set the saved view lists the newest runs first,
+    # so a user's own rows sit above the paper's from the first run on.
     order = sorted(range(len(rows)), key=lambda i: rows[i].source != PUBLISHED)
     with tracking_errors(resolved, "updating the leaderboard"):
         existing = _stored(client, experiment_id)
