@@ -15,7 +15,7 @@ import sys
 # Subcommand modules under harness/commands/; each defines add_parser(subparsers), whose parsers'
 # handler(args) returns the exit status.
 COMMANDS = ["run", "settings", "tasks", "models", "init", "flops", "pretrain", "search", "report", "export",
-            "predict", "serve", "experiment", "compare", "demo", "eval"]
+            "predict", "serve", "experiment", "compare", "demo", "eval", "card", "push"]
 
 
 def build_parser() -> argparse.ArgumentParser:

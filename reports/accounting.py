@@ -117,6 +117,17 @@ def pretraining(model_name: str, model_path: Path) -> tuple[float | None, str]:
     return None, f"{UNKNOWN}: no {PRETRAIN_META} beside {model_path} (not a `harness pretrain` output)"
 
 
+def pretrain_record(model_path: Path) -> pretrain_meta.PretrainMeta | None:
+    """The pre-training record in or beside a checkpoint folder; None without one (or an unreadable one)."""
+    for meta_path in (model_path / PRETRAIN_META, model_path.parent / PRETRAIN_META):
+        if meta_path.is_file():
+            try:
+                return pretrain_meta.read(meta_path)
+            except UserError:
+                return None
+    return None
+
+
 def pretraining_corpus(model_path: Path) -> str | None:
     """What the discriminator was pre-trained on, in one line (pretrain_meta.json's corpus summary; the
     corpus setting in records written before it), or None without a record."""

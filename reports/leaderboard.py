@@ -16,13 +16,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pretrain.infra.errors import UserError
-from pretrain.models.presets import size_of
+from pretrain.models.hub import parse_hub_id
+from pretrain.models.presets import PRESETS, size_of
 from reports import accounting, recipe, results_schema
 from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS, published_entries
 from tasks import metrics
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
 MEASURED, PUBLISHED = "measured", "published"
+FINE_TUNED, EVALUATED = "fine-tuned", "evaluated"  # a measured row's stage
+ALL_GLUE = "GLUE (all 8)"
 SQUAD_VERSIONS = {task.name: task.version for task in SQUAD_TASKS.values()}  # squad_v2 -> 2.0
 GLUE_CI = ("glue_score_ci_low", "glue_score_ci_high")
 # 95% intervals (reports/stats.py) beside the medians: per task, then the GLUE average's.
@@ -52,11 +55,27 @@ class Row:
     departures: str = ""  # measured: the settings that left ELECTRA's recipe ("" = none), recipe.describe
     family: str = ""  # measured: the encoder family (the config's model_type) as results.json records it
     corpus: str = ""  # measured: what the model was pre-trained on (pretrain_meta.json's corpus summary)
+    # measured: the model in a few words (a preset, a Hub id, random-init, a folder's name), not its path
+    short_name: str = ""
+    stage: str = ""  # measured: FINE_TUNED, or EVALUATED for a checkpoint scored without training
+
+    @property
+    def name(self) -> str:
+        """The model as a row's name starts: short, so that the UI's narrow name column tells rows apart."""
+        return self.short_name or self.model
+
+    @property
+    def task_set(self) -> str:
+        """What the row was scored on, the same text for rows that can be compared: 'sst2,stsb,rte' (the
+        paper's column order), 'GLUE (all 8)', or for SQuAD-only rows 'squad20', 'squad11 + squad20'."""
+        return task_set(self.values)
 
     @property
     def row_id(self) -> str:
-        """What tells rows apart: the model identity, and the departures of a run off the recipe."""
-        return self._marked(self.key)
+        """What tells rows apart: the model identity, the departures of a run off the recipe, and (only
+        when evaluated, so older fine-tuned rows keep their identity) the stage."""
+        marked = self._marked(self.key)
+        return f"{marked} ({self.stage})" if self.stage == EVALUATED else marked
 
     @property
     def label(self) -> str:
@@ -72,6 +91,43 @@ class Row:
 
     def _marked(self, name: str) -> str:
         return f"{name} [{self.recipe}]" if self.departures else name
+
+
+def task_set(values: dict[str, float]) -> str:
+    """The tasks scored in `values`, in one canonical text (see Row.task_set); "" for none. A row with
+    GLUE scores is compared on them (its SQuAD figures, if any, ride along); SQuAD-only rows by version."""
+    glue = [t for t in GLUE_COLUMNS if t in values]
+    if len(glue) == len(GLUE_COLUMNS) or (not glue and values.get("glue_tasks") == len(GLUE_COLUMNS)):
+        return ALL_GLUE  # Table 1 gives only the eight tasks' average
+    if glue:
+        return ",".join(glue)
+    return " + ".join(f"squad{v.replace('.', '')}" for v in SQUAD_VERSIONS.values()
+                      if any(c.startswith(f"squad{v.replace('.', '')}_") for c in values))
+
+
+def short_name(model: dict) -> str:
+    """A measured model in a few words: a registry name or Hub id as given; a `harness pretrain` output
+    as its preset (and objective, when not ELECTRA's); an untrained control as random-init; else the
+    folder's name."""
+    name = (model.get("name") or "").rstrip("/")
+    if not Path(name).expanduser().is_dir() and (name in PRESETS or parse_hub_id(name)):
+        return name  # a registry name or Hub id (@revision kept)
+    meta = accounting.pretrain_record(Path(model.get("path") or name))
+    objective = str(meta.get("objective", "")) if meta else ""
+    if objective.startswith("none"):
+        return "random-init" + (f" {meta['preset']}" if meta.get("preset") else "")
+    if meta and meta.get("preset"):
+        return meta["preset"] + ("" if objective in ("", "electra") else f" ({objective})")
+    return Path(name).name or name
+
+
+def _stage(results: results_schema.ResultsBody) -> str:
+    """EVALUATED for `harness eval`'s results (or where every seed record trained no step: a checkpoint only
+    scored), else FINE_TUNED."""
+    if results.get("evaluated") is True:
+        return EVALUATED
+    runs = results.get("runs") or []
+    return EVALUATED if runs and all(r.get("num_train_steps") == 0 for r in runs) else FINE_TUNED
 
 
 def published_rows() -> list[Row]:
@@ -134,9 +190,15 @@ def measured_row(path: Path, results: results_schema.ResultsBody) -> Row:
         notes = f"pre-training FLOPs {costs.get('pretrain_flops_basis') or accounting.UNKNOWN}"
     else:
         notes = ""
-    departures = recipe.describe(recipe.departures(results, _size(model)) | _searched(results))
+    departures = departures_of(results)
     return _with_glue(Row(key, model.get("name") or key, MEASURED, str(path), values, notes, departures,
-                          model.get("family", ""), costs.get("pretrain_corpus") or ""))
+                          model.get("family", ""), costs.get("pretrain_corpus") or "", short_name(model),
+                          _stage(results)))
+
+
+def departures_of(results: results_schema.ResultsBody) -> str:
+    """The settings a run changed from ELECTRA's recipe (and the search that chose them), "" for none."""
+    return recipe.describe(recipe.departures(results, recipe_size(results["model"])) | _searched(results))
 
 
 def _searched(results: dict) -> dict[str, str]:
@@ -147,7 +209,7 @@ def _searched(results: dict) -> dict[str, str]:
     return {"search": f"{search.get('study')} ({search.get('trials')} trials)"}
 
 
-def _size(model: dict) -> str | None:
+def recipe_size(model: dict) -> str | None:
     """The run's recipe row (small, base, large): as results.json records it ("electra-base"), or for files
     written before, from the checkpoint's config.json; None when it is unreadable."""
     if isinstance(model.get("recipe"), str):
@@ -233,7 +295,8 @@ def merge(old: Row, new: Row) -> Row:
             values |= {k: new.values[k] for k in GLUE_CI if k in new.values}
     notes = "" if {"pretrain_flops", "inference_flops"} <= values.keys() else (new.notes or old.notes)
     return _with_glue(Row(old.key, new.model, MEASURED, "\n".join(references), values, notes, old.departures,
-                          new.family or old.family, new.corpus or old.corpus))
+                          new.family or old.family, new.corpus or old.corpus,
+                          new.short_name or old.short_name, old.stage or new.stage))
 
 
 def merge_rows(rows: list[Row]) -> list[Row]:

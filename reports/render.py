@@ -7,7 +7,7 @@ import csv
 import html
 import io
 
-from reports.leaderboard import MEASURED, PUBLISHED, VALUE_COLUMNS, Row, ranked
+from reports.leaderboard import FINE_TUNED, MEASURED, PUBLISHED, VALUE_COLUMNS, Row, ranked
 from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS
 
 TITLE = "ELECTRA harness leaderboard"
@@ -96,19 +96,22 @@ def _header(column: str) -> str:
 
 
 def title(row: Row) -> str:
-    """One line naming the row by what it is compared on: 'electra-small · GLUE 79.9 (8/8) · 1.4e18 FLOPs'."""
-    name = row.label if row.source == MEASURED else f"{row.model} ({row.reference})"
-    parts = [name]
-    if "glue_score" in row.values:
-        tasks = row.values.get("glue_tasks")
-        parts.append(f"GLUE {row.values['glue_score']:.1f}" + (f" ({tasks:.0f}/{len(GLUE_COLUMNS)})"
-                                                                 if tasks is not None else ""))
-    else:
-        squad = [c for c in ("squad20_f1", "squad11_f1") if c in row.values]
-        parts.append(f"{HEADERS[squad[0]]} {row.values[squad[0]]:.1f}" if squad else "no GLUE score")
+    """One line naming the row for what it is, the model first (the MLflow UI shows a name's first ~20
+    characters), then pre-training FLOPs, stage and task set, score:
+    'electra-tiny · 1e14 FLOPs · fine-tuned on sst2,stsb,rte · GLUE 40.7 [departs: max_train_examples=1500]',
+    'ELECTRA-Small · 1.4e18 FLOPs · published on GLUE (all 8) · GLUE 79.9 · ELECTRA paper Table 1'."""
     flops = row.values.get("pretrain_flops")
-    parts.append(f"{format_flops(flops)} FLOPs" if flops is not None else "FLOPs ?")
-    return " · ".join(parts)
+    stage = (row.stage or FINE_TUNED) if row.source == MEASURED else "published"
+    parts = [row.name, f"{format_flops(flops)} FLOPs" if flops is not None else "FLOPs ?",
+             f"{stage} on {row.task_set or 'no task'}"]
+    if "glue_score" in row.values:
+        parts.append(f"GLUE {row.values['glue_score']:.1f}")
+    else:
+        squad = [c for c in ("squad20_f1", "squad11_f1", "squad20_em", "squad11_em") if c in row.values]
+        parts.append(f"{HEADERS[squad[0]]} {row.values[squad[0]]:.1f}" if squad else "no GLUE score")
+    if row.source != MEASURED:
+        parts.append(row.reference)
+    return " · ".join(parts) + (f" [{row.recipe}]" if row.departures else "")
 
 
 def details(row: Row) -> str:
@@ -118,6 +121,7 @@ def details(row: Row) -> str:
                                                                                       "num_params"))]
     pairs = [("model", row.label), ("source", where), *((("family", row.family),) if row.family else ()),
              *((("pre-training corpus", row.corpus),) if row.corpus else ()), ("recipe", row.recipe),
+             ("task set", row.task_set or "-"), *((("stage", row.stage),) if row.stage else ()),
              *((_header(c), cell(row, c)) for c in shown), ("notes", row.notes or "-"),
              ("model id", row.key), ("results files" if row.source == MEASURED else "reference",
                                      "; ".join(row.reference.splitlines()))]

@@ -43,6 +43,7 @@ FEATURES = {
     "search": {"finetuning", "tracking"},  # harness search
     "deploy": {"finetuning", "tracking"},  # harness export onnx
     "experiments": {"finetuning", "pretraining", "deploy", "tracking"},  # experiment, demo, compare
+    "publish": set(),  # harness card and push: a run's saved models, their cards, the Hub upload
 }
 HARNESS_TOP = {"harness", "harness.cli", "harness.config"}
 

@@ -392,36 +392,41 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
     assert main(["report", "--runs", str(a), str(quick), "--output", str(out), "--tracking-uri", uri]) == 0
     client, runs = leaderboard_runs(uri)
     by_name = {r.info.run_name: r for r in runs}
-    full = by_name["runs/pretrain/a · GLUE 62.5 (3/8) · 1.29e18 FLOPs"]
-    assert full.data.tags["recipe"] == "electra"
-    assert by_name["runs/pretrain/a [departs: max_train_examples=100] · GLUE 47.3 (1/8) · 1.29e18 FLOPs"].data \
+    # Named for what each row is, the model first (the path's folder name: no pretrain_meta.json at /m/a)
+    full = by_name["a · 1.29e18 FLOPs · fine-tuned on cola,stsb,rte · GLUE 62.5"]
+    assert full.data.tags["recipe"] == "electra" and full.data.tags["task_set"] == "cola,stsb,rte"
+    assert full.data.tags["stage"] == "fine-tuned" and full.data.tags["model_short"] == "a"
+    assert by_name["a · 1.29e18 FLOPs · fine-tuned on rte · GLUE 47.3 [departs: max_train_examples=100]"].data \
         .tags["recipe"] == "departs: max_train_examples=100"
-    assert "ELECTRA-Small (ELECTRA paper Table 1) · GLUE 79.9 (8/8) · 1.4e18 FLOPs" in by_name
+    table1 = by_name["ELECTRA-Small · 1.4e18 FLOPs · published on GLUE (all 8) · GLUE 79.9 · ELECTRA paper Table 1"]
+    assert (table1.data.tags["task_set"], table1.data.tags["stage"]) == ("GLUE (all 8)", "published")
     note = full.data.tags["mlflow.note.content"]
     assert "| recipe | electra |" in note and "| GLUE | 62.5 (3/8) |" in note and "| pre-train FLOPs | 1.29e18 |" \
-        in note
-    # A later full-recipe run changes the row's GLUE score: the run is renamed, not duplicated.
+        in note and "| task set | cola,stsb,rte |" in note
+    # A later full-recipe run changes the row's GLUE score and task set: the run is renamed, not duplicated.
     newer = write_results(tmp_path / "a2", "runs/pretrain/a", "/m/a",
-                          {"rte": {"score": stats(0.75), "accuracy": stats(0.75)}}, COSTS_A)
+                          {"sst2": {"score": stats(0.75), "accuracy": stats(0.75)}}, COSTS_A)
     assert main(["report", "--runs", str(newer), "--output", str(out), "--tracking-uri", uri]) == 0
     _, runs = leaderboard_runs(uri)
     renamed = [r for r in runs if r.info.run_id == full.info.run_id][0]
-    assert renamed.info.run_name == "runs/pretrain/a · GLUE 66.7 (3/8) · 1.29e18 FLOPs" and len(runs) == 20
+    assert renamed.info.run_name == "a · 1.29e18 FLOPs · fine-tuned on cola,sst2,stsb,rte · GLUE 65.6" and \
+        len(runs) == 20 and renamed.data.tags["task_set"] == "cola,sst2,stsb,rte"
     experiment = client.get_experiment_by_name("leaderboard")
     assert experiment.tags["mlflow.note.content"] == mlflow_view.DESCRIPTION
     view = json.loads(experiment.tags["mlflow.sharedViewState.leaderboard"])
     state = json.loads(view["state"])
-    # newest first, and the published rows were created before the user's, so the user's lead
-    assert view["name"] == "Leaderboard" and (state["orderByKey"], state["orderByAsc"]) == (
-        "attributes.start_time", False)
-    newest = sorted(runs, key=lambda r: (r.info.start_time, r.info.run_id), reverse=True)
-    assert [r.data.tags["source"] for r in newest[:2]] == ["measured", "measured"]
-    assert max(r.info.start_time for r in runs if r.data.tags["source"] == "published") <= \
-        min(r.info.start_time for r in runs if r.data.tags["source"] == "measured")
-    assert state["selectedColumns"] == ["metrics.`glue_score`", "metrics.`glue_tasks`", "metrics.`flops_1e18`",
+    # sorted by task set, so rows that can be compared sit together, as the UI asks the store for them
+    assert view["name"] == "Leaderboard" and (state["orderByKey"], state["orderByAsc"]) == ("tags.`task_set`", True)
+    shown = client.search_runs([experiment.experiment_id], order_by=[f"{state['orderByKey']} ASC"], max_results=100)
+    sets = [r.data.tags["task_set"] for r in shown]
+    assert sets == sorted(sets) and sets.count("GLUE (all 8)") == 15 and "rte" in sets
+    # among the 15 eight-task rows, the newest first (the store's tie-break): the paper's in creation order
+    starts = [r.info.start_time for r in shown if r.data.tags["task_set"] == "GLUE (all 8)"]
+    assert starts == sorted(starts, reverse=True)
+    assert state["selectedColumns"] == ["metrics.`glue_score`", "metrics.`flops_1e18`", "tags.`task_set`",
                                         "tags.`recipe`"]
-    # what the UI prints as stored: scores to 2 decimals (66.666...), FLOPs / 1e18 without float noise
-    assert renamed.data.metrics["glue_score"] == 66.67 and renamed.data.metrics["rte"] == 75.0
+    # what the UI prints as stored: scores to 2 decimals (65.625), FLOPs / 1e18 without float noise
+    assert renamed.data.metrics["glue_score"] == 65.62 and renamed.data.metrics["sst2"] == 75.0
     assert renamed.data.metrics["flops_1e18"] == 1.294
     assert f"#/experiments/{experiment.experiment_id}/runs?viewStateShareKey=leaderboard" in \
         capsys.readouterr().out
@@ -441,7 +446,7 @@ def test_a_model_in_the_temp_dir_is_not_added_automatically(two_runs, tmp_path, 
     assert not (tmp_path / "mlflow.db").exists()
     request.getfixturevalue("temp_dir_elsewhere")  # as if the system temp dir were somewhere else
     (row,) = mlflow_leaderboard.record([one_off / "results.json"], uri)
-    assert row.key == "/m/a" and "leaderboard: scratch · GLUE 62.5 (3/8)" in capsys.readouterr().out
+    assert row.key == "/m/a" and "leaderboard: scratch · 1.29e18 FLOPs · fine-tuned on cola,stsb,rte · GLUE 62.5\n" in capsys.readouterr().out
 
 
 def test_the_plot_leaves_out_untrained_controls_and_off_recipe_rows():

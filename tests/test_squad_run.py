@@ -69,7 +69,9 @@ def test_a_finished_run_adds_its_row_to_the_leaderboard(tiny_model, tmp_path, ca
     assert row.data.metrics["num_params"] == results["flops"]["num_params"]
     # a held-out split of the dev file and one epoch are not ELECTRA's SQuAD recipe: the row says so
     assert "num_epochs=1" in row.data.tags["recipe"] and "holdout_fraction=0.2" in row.data.tags["recipe"]
-    assert f"leaderboard: {tiny_model} [departs: " in out
+    # named for what it is: the model's folder, FLOPs unknown (no pre-training record), stage, task set
+    assert row.data.tags["task_set"] == "squad11"
+    assert f"leaderboard: tiny · FLOPs ? · fine-tuned on squad11 · SQuAD1.1 F1 {f1:.1f} [departs: " in out
 
 
 def test_v2_with_train_file_writes_null_odds(tiny_model, tmp_path, capsys):

@@ -32,6 +32,7 @@ def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None
         mlflow_leaderboard.upsert(rows, uri)
     else:
         mlflow_leaderboard.upsert(published_rows(), uri)
+        mlflow_leaderboard.rename_measured(uri)  # rows stored before rows were named get their names
         rows = mlflow_leaderboard.fetch(uri)
     _write_files(rows, output)
     measured = sum(r.source == MEASURED for r in rows)

@@ -3,12 +3,15 @@ in place.
 
 Each row is a run tagged `leaderboard_key` (a hash of the model identity and the row's departures
 from the recipe, safe in a filter string), `source` (measured or published), `recipe`, `model`,
-`model_id`, `reference` and `notes`; its numbers are metrics, so the MLflow UI can sort by them.
-Published rows are re-asserted on every update and never merged with measured ones.
+`model_id`, `model_short`, `stage` (fine-tuned, evaluated or published), `task_set` (what it was
+scored on: rows to compare share it), `reference` and `notes`; its numbers are metrics, so the MLflow
+UI can sort by them. Published rows are re-asserted on every update and never merged with measured ones.
 
-Readable without configuring the UI: a run's name carries model, GLUE score and pre-training FLOPs
-(renamed when they change), its description (`mlflow.note.content`) the whole row, and the
-experiment has a description and a saved view of the runs table (mlflow_view.py).
+Readable without configuring the UI: a run's name says what the row is, the model first (preset, Hub
+id or random-init, never a path the narrow name column cuts), then pre-training FLOPs, stage and task
+set, GLUE score (renamed when they change); its description (`mlflow.note.content`) holds the whole
+row, and the experiment has a description and a saved view of the runs table, grouped by task set
+(mlflow_view.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pretrain.infra.errors import UserError
 from reports import render
 from reports.leaderboard import (
     DEPARTS,
+    MEASURED,
     OWN_PREFIX,
     PUBLISHED,
     VALUE_COLUMNS,
@@ -34,11 +38,14 @@ from reports.leaderboard import (
     merge,
     merge_rows,
     published_rows,
+    short_name,
 )
 
 EXPERIMENT = mlflow_runs.LEADERBOARD_EXPERIMENT
 KEY_TAG = "leaderboard_key"
 NOTE_TAG, RUN_NAME_TAG = "mlflow.note.content", "mlflow.runName"
+# Rows compared together share a task set: the saved view sorts by this tag (mlflow_view.py).
+TASK_SET_TAG, SHORT_NAME_TAG, STAGE_TAG = mlflow_view.TASK_SET_TAG, "model_short", "stage"
 SCORE_COLUMNS = frozenset(c for c in VALUE_COLUMNS if c not in ("num_params", "pretrain_flops",
                                                                 "inference_flops", "glue_tasks"))
 SCORE_DECIMALS = 2
@@ -77,10 +84,14 @@ def _row_of(run) -> Row:
     tags = run.data.tags
     values = {k: v for k, v in run.data.metrics.items() if k in VALUE_COLUMNS or k.startswith(OWN_PREFIX)}
     recipe = tags.get("recipe", "")
+    measured = tags.get("source", MEASURED) != PUBLISHED
+    short, stage = tags.get(SHORT_NAME_TAG, ""), tags.get(STAGE_TAG, "") if measured else ""
+    if measured and not short:  # a row stored before rows were named: from its model and path
+        short = short_name({"name": tags.get("model", ""), "path": tags.get("model_id", "")})
     return Row(tags.get("model_id", run.info.run_id), tags.get("model", run.info.run_name or ""),
                tags.get("source", "measured"), tags.get("reference", ""), values, tags.get("notes", ""),
                recipe.removeprefix(DEPARTS) if recipe.startswith(DEPARTS) else "", tags.get("family", ""),
-               tags.get("pretrain_corpus", ""))
+               tags.get("pretrain_corpus", ""), short, stage)
 
 
 def _stored(client, experiment_id: str) -> dict[str, object]:
@@ -100,7 +111,8 @@ def _stored(client, experiment_id: str) -> dict[str, object]:
 def _tags(row: Row) -> dict[str, str]:
     text = {"source": row.source, "recipe": row.recipe, "model": row.model, "model_id": row.key,
             "reference": row.reference, "notes": row.notes, "family": row.family,
-            "pretrain_corpus": row.corpus,
+            "pretrain_corpus": row.corpus, TASK_SET_TAG: row.task_set, SHORT_NAME_TAG: row.short_name,
+            STAGE_TAG: row.stage or ("published" if row.source == PUBLISHED else ""),
             RUN_NAME_TAG: render.title(row),
             NOTE_TAG: render.details(row)}
     return {name: value[-MAX_TAG_CHARS:] for name, value in text.items()}
@@ -129,8 +141,8 @@ def upsert(rows: list[Row], uri: str | None = None) -> list[Row]:
     """Create or update one run per row key; returns the rows as now stored."""
     client, experiment_id, resolved = _open(uri)
     stored: list[Row | None] = [None] * len(rows)
-    # Published rows are created first: the saved view lists the newest runs first, so a user's own
-    # rows sit above the paper's from the first run on.
+    # Published rows are created first: within a task set the saved view lists the newest runs first,
+    # so a user's own rows sit above the paper's from the first run on.
     order = sorted(range(len(rows)), key=lambda i: rows[i].source != PUBLISHED)
     with tracking_errors(resolved, "updating the leaderboard"):
         existing = _stored(client, experiment_id)
@@ -148,6 +160,21 @@ def upsert(rows: list[Row], uri: str | None = None) -> list[Row]:
                 _write(client, run.info.run_id, new, run.data.metrics, run.data.tags)
                 stored[index] = new
     return stored
+
+
+def rename_measured(uri: str | None = None) -> None:
+    """Give every stored measured row its current name and tags (task set, short name, stage); its
+    numbers are left as stored (recomputing a GLUE score from rounded task scores could move it)."""
+    from mlflow.entities import RunTag
+
+    client, experiment_id, resolved = _open(uri)
+    with tracking_errors(resolved, "renaming the leaderboard's rows"):
+        for run in _stored(client, experiment_id).values():
+            if run.data.tags.get("source") == PUBLISHED:
+                continue
+            tags = [RunTag(k, v) for k, v in _tags(_row_of(run)).items() if run.data.tags.get(k) != v]
+            if tags:
+                client.log_batch(run.info.run_id, tags=tags)
 
 
 def browse_hint(uri: str | None = None) -> str:
