@@ -43,6 +43,9 @@ def test_eval_scores_a_saved_model_as_its_run_did_and_compare_pairs_them(glue_ru
         # the same weights on the same dev examples: the run's final dev scores (STS-B on its 0..5 scale)
         assert evaluated["runs"][0]["metrics"]["validation"] == pytest.approx(trained["metrics"]["validation"],
                                                                             abs=1e-4)
+        scored = [json.loads((folder / "predictions" / f"{task}-seed0" / "dev_outputs.json").read_text())
+                  ["splits"]["validation"]["predictions"] for folder in (tmp_path / task, glue_run / "out")]
+        assert scored[0] == pytest.approx(scored[1], abs=1e-4)  # STS-B on its 0..5 scale, not 5x it
     code, out, _ = run_cli(["compare", tmp_path / "rte", glue_run / "out", "--tasks", "rte"], capsys)
     assert code == 0 and "+0.00" in out
 
@@ -98,3 +101,23 @@ def test_label_order_worked_by_hand():
     assert label_order(config, GLUE_TASKS["rte"]).tolist() == [1, 0]  # task order: entailment first
     config.id2label = {0: "LABEL_0", 1: "LABEL_1"}
     assert label_order(config, GLUE_TASKS["rte"]) is None  # placeholders: taken in order
+
+
+@pytest.mark.slow
+def test_an_evaluated_text_checkpoint_and_its_card(glue_run, tmp_path, capsys):
+    """harness eval text on a run's saved RTE model, read as your own data (RTE's files, their columns), then
+    harness card: the card names the data by its sha256 and states the scores results.json holds."""
+
+    rte = glue_run / "glue_data" / "RTE"
+    code, _, err = run_cli(["eval", "text", "--model", glue_run / "out" / "models" / "rte-seed0", "--train",
+                            rte / "train.tsv", "--dev", rte / "dev.tsv", "--text", "sentence1,sentence2",
+                            "--label", "label", "--name", "rte-own", "--output-dir", tmp_path / "ev",
+                            "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "precision=fp32",
+                            "save_models=true"], capsys)
+    assert code == 0, err
+    results = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert results["evaluated"] is True and results["summary"]["rte-own"]["accuracy"]["n"] == 1
+    glue = json.loads((glue_run / "out" / "results.json").read_text())
+    trained = next(r for r in glue["runs"] if r["task"] == "rte")["metrics"]["validation"]["accuracy"]
+    assert results["runs"][0]["metrics"]["validation"]["accuracy"] == pytest.approx(trained, abs=1e-9)
+    assert not (tmp_path / "ev" / "models").exists()  # an evaluated checkpoint is not saved again

@@ -54,17 +54,27 @@ def _common(parser, benchmark: str) -> None:
     common_arguments(parser, f"eval/{benchmark}", seeds=False)
 
 
+def _settings(args):
+    """The settings of a scoring pass: the checkpoint's head as saved (transformers' own, on the task's
+    scale: a harness run writes ELECTRA's head into it) and nothing saved again."""
+    import dataclasses
+
+    from harness.config import load_config
+    from tasks.config import FinetuneConfig
+
+    return dataclasses.replace(load_config(FinetuneConfig, args.config, args.overrides), head="hf",
+                               save_models=False)
+
+
 def _output(args, stem: str) -> Path:
     when = f"{datetime.now():%Y%m%d-%H%M%S}"
     return args.output_dir or Path("runs/eval") / f"{Path(args.model).name}-{stem}-{when}"
 
 
 def handle_glue(args) -> int:
-    from harness.config import load_config
-    from tasks.config import FinetuneConfig
     from tasks.registry import parse_tasks
 
-    config = load_config(FinetuneConfig, args.config, args.overrides)
+    config = _settings(args)
     tasks = tuple(parse_tasks(args.tasks))
     from harness.finetuning.glue_benchmark import GlueInvocation, run_glue
     from harness.finetuning.table import glue_table
@@ -80,11 +90,9 @@ def handle_glue(args) -> int:
 
 def handle_text(args) -> int:
     from harness.commands.run import text_task_config
-    from harness.config import load_config
-    from tasks.config import FinetuneConfig
 
     task, base = text_task_config(args)
-    config = load_config(FinetuneConfig, args.config, args.overrides)
+    config = _settings(args)
     from harness.finetuning.text_benchmark import TextInvocation, run_text, summary_table
 
     output_dir = _output(args, task.name or Path(task.train or task.dataset or "data").stem)

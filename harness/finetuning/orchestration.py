@@ -100,10 +100,9 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any],
     setup = model_setup.load(invocation.model, invocation.config.precision,
                              invocation.config.trust_remote_code)
     config = model_setup.for_model(invocation.config, setup)  # head=auto recorded as the head it stands for
-    if invocation.evaluate_only:  # the checkpoint's head as saved: transformers' own, on the task's scale
+    if invocation.evaluate_only:  # one pass of the checkpoint as it is (harness eval sets head=hf: its own)
         evaluation.require_head(setup)
-        invocation = replace(invocation, seeds=1, config=replace(config, head="hf", save_models=False))
-        config = invocation.config
+        invocation = replace(invocation, seeds=1)
     plan = benchmark.prepare(setup)
     model = results_schema.ModelBlock(name=invocation.model, path=setup.model_path, family=setup.family,
                                       recipe=setup.recipe)

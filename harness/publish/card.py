@@ -46,11 +46,11 @@ def model_card(results: results_schema.ResultsBody, saved: SavedModel):
     from huggingface_hub import ModelCard, ModelCardData
 
     base_id, revision = base_model(results["model"])
-    evals = eval_results(saved)
+    evals = eval_results(saved, results)
     data = ModelCardData(
         model_name=f"{_slug(_model_short(results))}-{saved.task}-seed{saved.seed}", language="en",
         library_name="transformers", pipeline_tag=_pipeline(saved.task),
-        base_model=base_id, datasets=[_dataset(saved.task)[0]],
+        base_model=base_id, datasets=[_dataset(saved.task, results)[0]],
         metrics=list(dict.fromkeys(e.metric_type for e in evals)),
         tags=[SOURCE, results["model"].get("family") or "encoder", saved.task], eval_results=evals)
     text = f"---\n{data.to_yaml()}\n---\n\n{body(results, saved, base_id, revision)}"
@@ -70,19 +70,19 @@ def base_model(model: results_schema.ModelBlock) -> tuple[str | None, str | None
     return found[0], found[1] or (commit.group(1) if commit else None)
 
 
-def eval_results(saved: SavedModel) -> list:
+def eval_results(saved: SavedModel, results: results_schema.ResultsBody | None = None) -> list:
     """One EvalResult per dev split and metric of the seed's record (its `score` repeats one of them)."""
     from huggingface_hub import EvalResult
 
-    dataset, dataset_name, config = _dataset(saved.task)
+    dataset, dataset_name, config = _dataset(saved.task, results)
     found = []
     for split, values in saved.record["metrics"].items():
         for metric, value in values.items():
             if metric == "score":
                 continue
             found.append(EvalResult(
-                task_type=_pipeline(saved.task), task_name=_task_title(saved.task), dataset_type=dataset,
-                dataset_name=dataset_name, dataset_config=config, dataset_split=split,
+                task_type=_pipeline(saved.task), task_name=_task_title(saved.task, results),
+                dataset_type=dataset, dataset_name=dataset_name, dataset_config=config, dataset_split=split,
                 metric_type=METRIC_IDS.get(metric, metric), metric_name=f"{metric} ({split})",
                 metric_value=value))
     return found
@@ -96,14 +96,30 @@ def _squad_names() -> dict[str, str]:
     return {t.name: t.version for t in SQUAD_TASKS.values()}
 
 
-def _dataset(task: str) -> tuple[str, str, str | None]:
-    """(Hub dataset id, pretty name, config) of a task's dev data."""
+def _own(results: results_schema.ResultsBody | None) -> dict | None:
+    """A `harness run text` result's data block (your own data), else None."""
+    data = (results or {}).get("data")
+    return data if isinstance(data, dict) and isinstance(data.get("task"), dict) else None
+
+
+def _dataset(task: str, results: results_schema.ResultsBody | None = None) -> tuple[str, str, str | None]:
+    """(Hub dataset id, pretty name, config) of a task's dev data; your own files by name and sha256."""
+    own = _own(results)
+    if own is not None:
+        described = own.get("description") or {}
+        sha = ((own.get("files") or {}).get("train") or {}).get("sha256", "")[:12]
+        return (described.get("dataset") or task, f"{task} (own data, train sha256 {sha})",
+                described.get("dataset_config") or None)
     if task in _squad_names():
         return f"rajpurkar/{task}", f"SQuAD {_squad_names()[task]}", None
     return "nyu-mll/glue", f"GLUE {GLUE_TASKS[task].dir_name}", task
 
 
-def _task_title(task: str) -> str:
+def _task_title(task: str, results: results_schema.ResultsBody | None = None) -> str:
+    own = _own(results)
+    if own is not None:
+        return {"regression": "Text regression", "multilabel": "Multi-label text classification"}.get(
+            own["task"].get("kind"), "Text classification")
     if task in _squad_names():
         return "Extractive question answering"
     return "Text regression" if GLUE_TASKS[task].is_regression else "Text classification"
@@ -124,7 +140,7 @@ def body(results: results_schema.ResultsBody, saved: SavedModel, base_id: str | 
     """The card's Markdown: this seed's scores, the run's seeds and interval, costs, recipe, provenance."""
     model = results["model"]
     title = _model_short(results)
-    lines = [f"# {title} fine-tuned on {_dataset(saved.task)[1]} (seed {saved.seed})", "",
+    lines = [f"# {title} fine-tuned on {_dataset(saved.task, results)[1]} (seed {saved.seed})", "",
              f"An encoder of the {model.get('family') or '?'} family fine-tuned by electra-harness's "
              f"`harness run`, one of {results.get('seeds', '?')} seeds of its run. "
              "Dev scores are fractions (SQuAD: percent), as in the run's results.json.", ""]
