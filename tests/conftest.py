@@ -253,3 +253,11 @@ def pytest_collection_modifyitems(config, items):
                                      "on a GPU machine run: python -m pytest -m cuda")
     for item in gpu_tests:
         item.add_marker(reason)
+
+
+def pytest_configure(config):
+    """Tests marked `release` (calibration simulations, Inductor against eager, long DDP runs: what only
+    a release needs, `tox -e release`) are deselected unless the -m expression names them."""
+    expression = config.option.markexpr
+    if "release" not in expression:
+        config.option.markexpr = f"({expression}) and not release" if expression else "not release"

@@ -26,6 +26,16 @@ def test_auto_takes_fp16_with_a_scaler_only_on_a_gpu_without_bf16(monkeypatch):
         assert torch.nn.Linear(4, 4)(torch.ones(1, 4)).dtype == torch.float16
 
 
+def _counting(scaler, name: str):
+    """The scaler's method `name`, counting its calls in `scaler.calls`."""
+    method = getattr(scaler, name)
+
+    def counted(*args, **kwargs):
+        scaler.calls[name] += 1
+        return method(*args, **kwargs)
+    return counted
+
+
 @pytest.fixture
 def scalers(monkeypatch) -> list:
     """Every gradient scaler a loop makes, each counting its calls (`scaler.calls`): a loop that made a
@@ -36,10 +46,7 @@ def scalers(monkeypatch) -> list:
         scaler = real(device, precision)
         scaler.calls = collections.Counter()
         for name in ("scale", "step", "update"):
-            def counted(*args, _method=getattr(scaler, name), _name=name, **kwargs):
-                scaler.calls[_name] += 1
-                return _method(*args, **kwargs)
-            setattr(scaler, name, counted)
+            setattr(scaler, name, _counting(scaler, name))
         made.append(scaler)
         return scaler
 

@@ -83,8 +83,9 @@ def test_the_step_compiles_to_one_graph_and_never_recompiles_once_warm(micro, mo
 @pytest.mark.slow
 def test_a_step_that_does_not_log_makes_no_host_sync(tmp_path, micro):
     """Runs of 3 and 6 steps that log only at their end differ by 3 non-logging steps: the syncs they
-    add are only transformers' SDPA mask check (`padding_mask.all()`, once per encoder), which a compiled
-    step, the default on a GPU, traces away; none in the project's loop, objectives or optimiser."""
+    add are none in the project's loop, objectives or optimiser. The libraries' own (transformers' SDPA
+    mask check, `padding_mask.all()`, once per encoder, which a compiled step, the default on a GPU,
+    traces away) are theirs to change between versions and are not held here."""
     from pretrain.train import pretrain
 
     corpus = write_corpus(tmp_path / "corpus.txt")
@@ -94,7 +95,7 @@ def test_a_step_that_does_not_log_makes_no_host_sync(tmp_path, micro):
             pretrain(micro_config(tmp_path, corpus, f"run{steps}", max_steps=steps, log_every_steps=1000))
         counts[steps] = syncs.calls
     added = counts[6] - counts[3]
-    assert added == {("transformers", "__bool__"): 6}, added
+    assert not {call: n for call, n in added.items() if call[0] == "project"}, added
     assert counts[3][("project", "__float__")] > 0  # the counter sees the project's own syncs (logging)
 
 
