@@ -150,6 +150,12 @@ def glue_data(tmp_path) -> Path:
     return write_glue_dir(tmp_path / "glue_data")
 
 
+@pytest.fixture(scope="session")
+def session_glue_data(tmp_path_factory) -> Path:
+    """One glue_data folder for the session, for tests that only read it."""
+    return write_glue_dir(tmp_path_factory.mktemp("session_glue") / "glue_data")
+
+
 def finetune_glue(tiny_model, glue_data, name, seed=0, **settings):
     """The one loop on GLUE task `name` of glue_data, 32-token inputs: (result, model, built task)."""
     import transformers
@@ -235,8 +241,11 @@ def micro(monkeypatch) -> str:
     return MICRO.name
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def corpus(tmp_path_factory) -> Path:
+    """One corpus file for the session (read only): the corpus cache is keyed on the files' path and
+    mtime, so tests that pre-train on it with micro_config's session-wide cache_dir train its tokenizer
+    and tokenise it once, not once a test."""
     return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
 
 

@@ -24,7 +24,7 @@ MAX_FILES, MAX_BYTES = 8, 16 * 2 ** 20  # what comes back from the device machin
 
 
 @pytest.fixture(scope="module")
-def shared(tiny_model, tmp_path_factory):
+def rehearsal_shared(tiny_model, tmp_path_factory):
     """A SHARED_DIR with STS-B, RTE and MRPC, a corpus and a vocabulary, in the layouts of the real one."""
     root = tmp_path_factory.mktemp("shared")
     glue = write_glue_dir(root / "data" / "glue")
@@ -70,9 +70,9 @@ def cuda_tests() -> int:
 
 # Slow tier, over 30 s: the only run of the GPU check's core part, the script the GPU window runs first.
 @pytest.mark.slow
-def test_core_part_on_the_micro_plan(shared, tmp_path):
+def test_core_part_on_the_micro_plan(rehearsal_shared, tmp_path):
     out = tmp_path / "out"
-    _, summary = check("core", shared, out, tmp_path / "work")
+    _, summary = check("core", rehearsal_shared, out, tmp_path / "work")
     for part in ("environment", "pytest -m cuda", "pre-training step", "fine-tuning vs Trainer"):
         assert f"[{part}] ok in " in summary, summary
     # "ok" alone is a run of skips on a CPU: every test of tests/test_cuda.py must be collected and skip
@@ -94,9 +94,9 @@ def test_core_part_on_the_micro_plan(shared, tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_part_on_the_micro_plan_runs_the_gpu_plans_stages(shared, tmp_path):
+def test_demo_part_on_the_micro_plan_runs_the_gpu_plans_stages(rehearsal_shared, tmp_path):
     out = tmp_path / "out"
-    _, summary = check("demo", shared, out, tmp_path / "work")
+    _, summary = check("demo", rehearsal_shared, out, tmp_path / "work")
     assert "[harness demo (micro plan)] ok in " in summary, summary
     demo = json.loads((out / "demo.json").read_text())
     assert demo["plan"]["tasks"] == "stsb,rte,mrpc" and demo["plan"]["seeds"] == 3  # the GPU plan's

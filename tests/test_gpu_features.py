@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pretrain.training import placement
-from tests.conftest import finetune_glue, write_corpus
+from tests.conftest import finetune_glue
 from tests.pretrain_helpers import micro_config
 
 
@@ -65,11 +65,11 @@ def test_fp16_fine_tuning_learns(tiny_model, glue_data, scalers):
     assert 1 <= scaler.get_scale() <= 2.0 ** 16  # backed off, never grew past its start, if it overflowed
 
 
-def test_fp16_pretraining_steps_with_a_scaler(tmp_path, micro, scalers):
+def test_fp16_pretraining_steps_with_a_scaler(tmp_path, micro, corpus, scalers):
     from pretrain.train import pretrain
 
     logged = []
-    meta = pretrain(micro_config(tmp_path, write_corpus(tmp_path / "corpus.txt"), precision="fp16", max_steps=6,
+    meta = pretrain(micro_config(tmp_path, corpus, precision="fp16", max_steps=6,
                                  log_every_steps=3), on_log=lambda step, metrics: logged.append(metrics))
     assert meta["precision"] == "fp16" and meta["steps"] == 6
     assert all(torch.isfinite(torch.tensor(m["loss"])) for m in logged) and len(logged) == 2
