@@ -24,6 +24,8 @@ def micro_plan(micro, monkeypatch, tmp_path):
     return plan
 
 
+# Slow tier, over 30 s: the only end-to-end run of `harness demo` (pre-training, two arms, compare,
+# report, export, a torch-free prediction) and of its resume.
 @pytest.mark.slow
 def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, capsys):
     corpus = write_corpus(tmp_path / "corpus.txt")

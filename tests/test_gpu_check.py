@@ -93,6 +93,7 @@ def test_core_part_on_the_micro_plan(rehearsal_shared, tmp_path):
                                                       "core-pytest.txt", "summary.txt"]
 
 
+# Slow tier, over 30 s: the only run of the GPU check's demo part, the GPU window's second call.
 @pytest.mark.slow
 def test_demo_part_on_the_micro_plan_runs_the_gpu_plans_stages(rehearsal_shared, tmp_path):
     out = tmp_path / "out"

@@ -69,6 +69,8 @@ def nested_runs(tmp):
             for run in mlflow_store.runs(tmp / "mlflow.db") if "optuna_trial" in run.data.tags]
 
 
+# Slow tier, over 30 s: real worker processes on one study, the only check of a shared study on SQLite
+# and on a real PostgreSQL server.
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_two_workers_share_one_study(backend, tiny_model, glue_data, tmp, request):

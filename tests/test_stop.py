@@ -205,6 +205,8 @@ def pretrained(tmp_path_factory):
     return folder, corpus
 
 
+# Slow tier, over 30 s: real `harness pretrain` processes, the only check that a signal to the CLI
+# checkpoints and the resumed run ends bit-identical.
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signalled_pretrain_checkpoints_and_resumes_bit_identical(pretrained, signum):
