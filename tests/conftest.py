@@ -150,6 +150,12 @@ def glue_data(tmp_path) -> Path:
     return write_glue_dir(tmp_path / "glue_data")
 
 
+@pytest.fixture(scope="session")
+def session_glue_data(tmp_path_factory) -> Path:
+    """One glue_data folder for the session, for tests that only read it."""
+    return write_glue_dir(tmp_path_factory.mktemp("session_glue") / "glue_data")
+
+
 def finetune_glue(tiny_model, glue_data, name, seed=0, **settings):
     """The one loop on GLUE task `name` of glue_data, 32-token inputs: (result, model, built task)."""
     import transformers
@@ -235,8 +241,11 @@ def micro(monkeypatch) -> str:
     return MICRO.name
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def corpus(tmp_path_factory) -> Path:
+    """One corpus file for the session (read only): the corpus cache is keyed on the files' path and
+    mtime, so tests that pre-train on it with micro_config's session-wide cache_dir train its tokenizer
+    and tokenise it once, not once a test."""
     return write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt")
 
 
@@ -253,3 +262,11 @@ def pytest_collection_modifyitems(config, items):
                                      "on a GPU machine run: python -m pytest -m cuda")
     for item in gpu_tests:
         item.add_marker(reason)
+
+
+def pytest_configure(config):
+    """Tests marked `release` (calibration simulations, Inductor against eager, long DDP runs: what only
+    a release needs, `tox -e release`) are deselected unless the -m expression names them."""
+    expression = config.option.markexpr
+    if "release" not in expression:
+        config.option.markexpr = f"({expression}) and not release" if expression else "not release"

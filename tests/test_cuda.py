@@ -9,7 +9,6 @@ CPU. On a machine with one:  python -m pytest -m cuda
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -19,8 +18,9 @@ import torch
 
 from harness.cli import main
 from pretrain.train import pretrain
-from tests.conftest import REPO, free_port, write_squad
+from tests.conftest import REPO, write_squad
 from tests.pretrain_helpers import LAUNCHER, Killed, final_weights, killed_at, micro_config, pretrain_args
+from tests.processes import child_env
 
 pytestmark = pytest.mark.cuda
 
@@ -190,11 +190,9 @@ def test_torchrun_one_process_pretrains_as_a_plain_run(tmp_path, micro, corpus):
     script = tmp_path / "launch.py"
     script.write_text(LAUNCHER)
     extra = ("max_steps=6", "batch_size=8", "device=cuda", "compile=off")  # fp32: cli_args sets it
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1",
-                             f"--master_port={free_port()}", str(script), *_pretrain_args(tmp_path, corpus, extra,
-                                                                                         "torchrun")],
-                            cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1", "--standalone",
+                             str(script), *_pretrain_args(tmp_path, corpus, extra, "torchrun")],
+                            cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert main(_pretrain_args(tmp_path, corpus, extra, "plain")) == 0
     launched, plain = (json.loads((tmp_path / name / "pretrain_meta.json").read_text())

@@ -24,6 +24,8 @@ def micro_plan(micro, monkeypatch, tmp_path):
     return plan
 
 
+# Slow tier, over 30 s: the only end-to-end run of `harness demo` (pre-training, two arms, compare,
+# report, export, a torch-free prediction) and of its resume.
 @pytest.mark.slow
 def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, capsys):
     corpus = write_corpus(tmp_path / "corpus.txt")
@@ -61,7 +63,11 @@ def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, cap
     else:
         assert summary["better"] == summary["exported"] and f"better model: {summary['better']} (" in printed
     assert summary["bundle"] == str(bundle) and (bundle / "manifest.json").is_file()
-    assert isinstance(summary["prediction"]["output"]["score"], float)
+    # the bundle's own score for the plan's example pair, in this process: the prediction is that pair's
+    from harness.deploy.onnx_predictor import Predictor, Request
+
+    (expected,) = Predictor(bundle).predict([Request(*micro_plan.example)])
+    assert summary["prediction"]["output"]["score"] == pytest.approx(expected["score"], abs=1e-6)
     assert summary["prediction"]["command"].startswith(f"harness predict --bundle {bundle} ")
     assert (out / "report" / "leaderboard.html").is_file() and (out / "efficiency.png").is_file()
     # Each stage says how long the demo has run and how long is left; the end says where things are.

@@ -45,7 +45,10 @@ def test_regression_task_trains(tiny_model, glue_data):
     result, _, built = _train(tiny_model, glue_data, "stsb", learning_rate=2e-3, num_epochs=4)
     assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
     assert set(result.metrics["validation"]) == {"pearson", "spearman", "score"}
-    assert all(0 <= float(s) <= 5 for s in built.label_strings(result.outputs["test"]))
+    assert len(built.label_strings(result.outputs["test"])) == 6
+    # The server's file clips scores to STS-B's 0..5: outputs past either end, as a model can give.
+    raw = [np.array([value / built.target_scale], dtype=np.float32) for value in (-0.75, 2.5, 6.25)]
+    assert built.label_strings(raw) == ["0.000", "2.500", "5.000"]
 
 
 def test_same_seed_same_result_other_seed_differs(tiny_model, glue_data):
@@ -85,7 +88,9 @@ def test_buckets_pad_to_a_few_lengths(tiny_model):
         assert lengths == expected
 
 
-@pytest.mark.slow
+# Release tier (tox -e release), not CI: Inductor compiles of the fine-tuning step over two
+# epochs of padding buckets; a GPU runs this comparison in tests/test_cuda.py.
+@pytest.mark.release
 def test_compiled_and_eager_fine_tuning_agree(tiny_model, glue_data):
     """The same seed gives the same losses and outputs with torch.compile (inductor on the CPU), up to
     fp32 rounding: compiled kernels sum in another order."""

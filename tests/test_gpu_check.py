@@ -8,6 +8,7 @@ so the rehearsal runs without the real shared data too.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -23,7 +24,7 @@ MAX_FILES, MAX_BYTES = 8, 16 * 2 ** 20  # what comes back from the device machin
 
 
 @pytest.fixture(scope="module")
-def shared(tiny_model, tmp_path_factory):
+def rehearsal_shared(tiny_model, tmp_path_factory):
     """A SHARED_DIR with STS-B, RTE and MRPC, a corpus and a vocabulary, in the layouts of the real one."""
     root = tmp_path_factory.mktemp("shared")
     glue = write_glue_dir(root / "data" / "glue")
@@ -54,12 +55,34 @@ def check(part: str, shared, out, work) -> tuple[str, str]:
     return done.stdout, summary
 
 
+def cuda_tests() -> int:
+    """How many tests tests/test_cuda.py holds, a parametrized one once per case, read from its source."""
+    count = 0
+    for node in ast.parse((REPO / "tests" / "test_cuda.py").read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+            cases = 1
+            for decorator in node.decorator_list:
+                if isinstance(decorator, ast.Call) and ast.unparse(decorator.func).endswith("parametrize"):
+                    cases *= len(ast.literal_eval(decorator.args[1]))
+            count += cases
+    return count
+
+
+# Slow tier, over 30 s: the only run of the GPU check's core part, the script the GPU window runs first.
 @pytest.mark.slow
-def test_core_part_on_the_micro_plan(shared, tmp_path):
+def test_core_part_on_the_micro_plan(rehearsal_shared, tmp_path):
     out = tmp_path / "out"
-    _, summary = check("core", shared, out, tmp_path / "work")
+    _, summary = check("core", rehearsal_shared, out, tmp_path / "work")
     for part in ("environment", "pytest -m cuda", "pre-training step", "fine-tuning vs Trainer"):
         assert f"[{part}] ok in " in summary, summary
+    # "ok" alone is a run of skips on a CPU: every test of tests/test_cuda.py must be collected and skip
+    # for the missing GPU only; one that skips for another reason (an import the image lacks), is
+    # deselected or errors would not run on the GPU either.
+    ran = (out / "core-pytest.txt").read_text()
+    skips = re.findall(r"^SKIPPED \[(\d+)\] [^:]+(?::\d+)?: (.*)$", ran, re.M)
+    assert re.search(rf"^{cuda_tests()} skipped in ", ran, re.M), ran[-3000:]
+    assert sum(int(n) for n, _ in skips) == cuda_tests(), ran[-3000:]
+    assert all(reason.startswith("needs a CUDA GPU") for _, reason in skips), skips
     assert "package mlflow: " in summary and "import of mlflow halted" in summary  # the image rehearsed
     assert re.search(r"ceiling: \S+ matmul fp32 256\^3 [0-9.e+-]+ TFLOP/s \(host clock\)", summary)
     assert re.search(r"electra/mlm step-time ratio, eager: [0-9.]+", summary)
@@ -70,10 +93,11 @@ def test_core_part_on_the_micro_plan(shared, tmp_path):
                                                       "core-pytest.txt", "summary.txt"]
 
 
+# Slow tier, over 30 s: the only run of the GPU check's demo part, the GPU window's second call.
 @pytest.mark.slow
-def test_demo_part_on_the_micro_plan_runs_the_gpu_plans_stages(shared, tmp_path):
+def test_demo_part_on_the_micro_plan_runs_the_gpu_plans_stages(rehearsal_shared, tmp_path):
     out = tmp_path / "out"
-    _, summary = check("demo", shared, out, tmp_path / "work")
+    _, summary = check("demo", rehearsal_shared, out, tmp_path / "work")
     assert "[harness demo (micro plan)] ok in " in summary, summary
     demo = json.loads((out / "demo.json").read_text())
     assert demo["plan"]["tasks"] == "stsb,rte,mrpc" and demo["plan"]["seeds"] == 3  # the GPU plan's

@@ -4,11 +4,13 @@ take fp16 too), and gradient accumulation that keeps the recipe's batch size in 
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import torch
 
 from pretrain.training import placement
-from tests.conftest import finetune_glue, write_corpus
+from tests.conftest import finetune_glue
 from tests.pretrain_helpers import micro_config
 
 
@@ -24,14 +26,29 @@ def test_auto_takes_fp16_with_a_scaler_only_on_a_gpu_without_bf16(monkeypatch):
         assert torch.nn.Linear(4, 4)(torch.ones(1, 4)).dtype == torch.float16
 
 
+def _counting(scaler, name: str):
+    """The scaler's method `name`, counting its calls in `scaler.calls`."""
+    method = getattr(scaler, name)
+
+    def counted(*args, **kwargs):
+        scaler.calls[name] += 1
+        return method(*args, **kwargs)
+    return counted
+
+
 @pytest.fixture
 def scalers(monkeypatch) -> list:
-    """Every gradient scaler a loop makes, to read its scale after training."""
+    """Every gradient scaler a loop makes, each counting its calls (`scaler.calls`): a loop that made a
+    scaler and then stepped around it would leave its scale where it started, inside any bound."""
     made, real = [], placement.grad_scaler
 
     def recording(device, precision):
-        made.append(real(device, precision))
-        return made[-1]
+        scaler = real(device, precision)
+        scaler.calls = collections.Counter()
+        for name in ("scale", "step", "update"):
+            setattr(scaler, name, _counting(scaler, name))
+        made.append(scaler)
+        return scaler
 
     monkeypatch.setattr(placement, "grad_scaler", recording)
     return made
@@ -42,18 +59,21 @@ def test_fp16_fine_tuning_learns(tiny_model, glue_data, scalers):
     losses = [row["train_loss"] for row in result.history]
     assert losses[-1] < 0.8 * losses[0]
     (scaler,) = scalers
-    assert scaler.is_enabled() and 1 <= scaler.get_scale() <= 2.0 ** 16  # it scaled, and backed off if it overflowed
+    # every step's loss went through the scaler and every optimiser step through its step and update
+    assert scaler.is_enabled() and scaler.calls == {"scale": result.num_train_steps, "step": result.num_train_steps,
+                                                    "update": result.num_train_steps}
+    assert 1 <= scaler.get_scale() <= 2.0 ** 16  # backed off, never grew past its start, if it overflowed
 
 
-def test_fp16_pretraining_steps_with_a_scaler(tmp_path, micro, scalers):
+def test_fp16_pretraining_steps_with_a_scaler(tmp_path, micro, corpus, scalers):
     from pretrain.train import pretrain
 
     logged = []
-    meta = pretrain(micro_config(tmp_path, write_corpus(tmp_path / "corpus.txt"), precision="fp16", max_steps=6,
+    meta = pretrain(micro_config(tmp_path, corpus, precision="fp16", max_steps=6,
                                  log_every_steps=3), on_log=lambda step, metrics: logged.append(metrics))
     assert meta["precision"] == "fp16" and meta["steps"] == 6
     assert all(torch.isfinite(torch.tensor(m["loss"])) for m in logged) and len(logged) == 2
-    assert [s.is_enabled() for s in scalers] == [True]
+    assert [(s.is_enabled(), s.calls) for s in scalers] == [(True, {"scale": 6, "step": 6, "update": 6})]
 
 
 def _gradients(tiny_model, glue_data, **settings) -> dict[str, torch.Tensor]:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO
+
 PACKAGES = ("harness", "tasks", "pretrain", "reports")
 # The foundation, what more than one package shares, is three places, each a layer named for what it holds:
 # every module under pretrain/infra/ (errors, atomic writes, settings, secrets), pretrain/training/ (the kit both

@@ -4,28 +4,22 @@ results.json, and runs started together on a new machine share one MLflow store'
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests import mlflow_store
+from tests import mlflow_store, processes
 from tests.conftest import write_corpus
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def start(args: list[str], cwd: Path) -> subprocess.Popen:
-    env = os.environ | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                        "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    """`python ARGS` in cwd, as tests/processes.py starts every child."""
+    return processes.start(args, cwd, module=None)
 
 
-def finish(processes: list[subprocess.Popen]) -> list[tuple[int, str]]:
-    return [(p.wait(timeout=600), p.stdout.read()) for p in processes]
+def finish(started: list[subprocess.Popen]) -> list[tuple[int, str]]:
+    return [processes.finish(process) for process in started]
 
 
 @pytest.mark.slow

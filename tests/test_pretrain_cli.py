@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import re
 import socket
 import subprocess
@@ -17,8 +16,9 @@ from harness.cli import main
 from pretrain.config import PretrainConfig, resolve
 from pretrain.models.resolve import resolve_model
 from tests import mlflow_store
-from tests.conftest import MICRO, REPO, free_port
+from tests.conftest import MICRO, REPO
 from tests.pretrain_helpers import LAUNCHER, pretrain_args
+from tests.processes import child_env
 
 
 def test_flags_config_file_and_overrides_build_the_config(tmp_path, micro, corpus, monkeypatch, capsys):
@@ -185,10 +185,9 @@ def test_ddp_with_two_cpu_processes_matches_one_process(tmp_path, micro, corpus,
     script.write_text(LAUNCHER)
     args = pretrain_args(tmp_path, corpus, "max_steps=4", "batch_size=8", f"gradient_accumulation_steps={slices}",
                          name="ddp")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                             f"--master_port={free_port()}", str(script), *args],
-                            cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+                             "--standalone", str(script), *args],
+                            cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     ddp = json.loads((tmp_path / "ddp" / "pretrain_meta.json").read_text())
     assert ddp["world_size"] == 2 and ddp["steps"] == 4

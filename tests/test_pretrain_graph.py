@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tests.conftest import REPO, write_corpus
+from tests.conftest import REPO
 from tests.pretrain_helpers import micro_config, micro_setup
 
 # Tensor methods that copy a value to the host, so the host waits for the device's queue to drain.
@@ -81,20 +81,20 @@ def test_the_step_compiles_to_one_graph_and_never_recompiles_once_warm(micro, mo
 
 
 @pytest.mark.slow
-def test_a_step_that_does_not_log_makes_no_host_sync(tmp_path, micro):
+def test_a_step_that_does_not_log_makes_no_host_sync(tmp_path, micro, corpus):
     """Runs of 3 and 6 steps that log only at their end differ by 3 non-logging steps: the syncs they
-    add are only transformers' SDPA mask check (`padding_mask.all()`, once per encoder), which a compiled
-    step, the default on a GPU, traces away; none in the project's loop, objectives or optimiser."""
+    add are none in the project's loop, objectives or optimiser. The libraries' own (transformers' SDPA
+    mask check, `padding_mask.all()`, once per encoder, which a compiled step, the default on a GPU,
+    traces away) are theirs to change between versions and are not held here."""
     from pretrain.train import pretrain
 
-    corpus = write_corpus(tmp_path / "corpus.txt")
     counts = {}
     for steps in (3, 6):
         with HostSyncs() as syncs:
             pretrain(micro_config(tmp_path, corpus, f"run{steps}", max_steps=steps, log_every_steps=1000))
         counts[steps] = syncs.calls
     added = counts[6] - counts[3]
-    assert added == {("transformers", "__bool__"): 6}, added
+    assert not {call: n for call, n in added.items() if call[0] == "project"}, added
     assert counts[3][("project", "__float__")] > 0  # the counter sees the project's own syncs (logging)
 
 
@@ -124,7 +124,7 @@ def test_batches_prepared_ahead_are_the_streams_batches_and_resume_alike():
 
 
 @pytest.mark.slow
-def test_probes_run_at_most_every_percent_of_the_budget(tmp_path, micro):
+def test_probes_run_at_most_every_percent_of_the_budget(tmp_path, micro, corpus):
     """Logged every step for 200 steps: every step's metrics reach on_log, the probes' only every second
     or third step (1% of the budget: 2 steps, a third where float rounding leaves it just short) and at
     the last."""
@@ -132,7 +132,7 @@ def test_probes_run_at_most_every_percent_of_the_budget(tmp_path, micro):
     from pretrain.train import pretrain
 
     logged: list[tuple[int, dict]] = []
-    config = micro_config(tmp_path, write_corpus(tmp_path / "corpus.txt"), max_steps=200, log_every_steps=1)
+    config = micro_config(tmp_path, corpus, max_steps=200, log_every_steps=1)
     pretrain(config, on_log=lambda step, metrics: logged.append((step, dict(metrics))))
     assert [step for step, _ in logged] == list(range(1, 201))
     probed = [step for step, metrics in logged if UNIGRAM_AUC in metrics and POSITION_COSINE in metrics]

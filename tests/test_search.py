@@ -97,12 +97,15 @@ def test_search_prunes_fails_and_records_every_trial(tmp, mlflow_db):
     record = search(tmp, mlflow_db, trials=10)
     study = load(tmp)
     counts = studies.count_states(study)
-    # seeded: the same trials every time; failures do not count towards --trials
-    assert (counts["COMPLETE"], counts["PRUNED"], counts["FAIL"], counts["RUNNING"]) == (3, 7, 3, 0)
+    # Which trials TPE draws and the pruner cuts is theirs to change between versions: held here is what
+    # any outcome must show. Failures do not count towards --trials; the pruner cut some trials.
+    assert counts["COMPLETE"] + counts["PRUNED"] == 10 and counts["RUNNING"] == 0
+    assert counts["PRUNED"] >= 1 and counts["FAIL"] >= 1
     failed = [t for t in study.trials if t.state.name == "FAIL"]
-    assert {t.user_attrs["error"] for t in failed} == {
-        "FloatingPointError: training loss became nan at step 3; lower learning_rate",
-        "RuntimeError: CUDA out of memory"}
+    for trial in failed:  # each failure recorded as the one its parameters raise in fake_target
+        assert trial.user_attrs["error"] == (
+            "FloatingPointError: training loss became nan at step 3; lower learning_rate"
+            if trial.params["learning_rate"] > 8e-3 else "RuntimeError: CUDA out of memory")
     for trial in study.get_trials(states=(optuna.trial.TrialState.PRUNED,)):
         assert trial.user_attrs["epochs_run"] < trial.user_attrs["epochs_planned"]
         assert trial.user_attrs["epochs_planned"] == trial.params["num_epochs"]
@@ -114,15 +117,26 @@ def test_search_prunes_fails_and_records_every_trial(tmp, mlflow_db):
     best = max((t for t in study.trials if t.state.name == "COMPLETE"), key=lambda t: t.value)
     saved = json.loads((tmp / "out" / "best_params.json").read_text())
     assert saved == record and saved["trial"] == best.number and saved["params"] == best.params
-    assert saved["trials"]["PRUNED"] == 7 and saved["pruning"]["epochs_skipped"] == 17
+    pruned = study.get_trials(states=(optuna.trial.TrialState.PRUNED,))
+    assert saved["trials"]["PRUNED"] == counts["PRUNED"] and saved["pruning"]["epochs_skipped"] == sum(
+        t.user_attrs["epochs_planned"] - t.user_attrs["epochs_run"] for t in pruned)
     assert saved["settings"] == {} and saved["storage"].endswith("optuna.db")
 
 
-def test_hyperband_pruner(tmp, mlflow_db):
-    # Hyperband puts trials in brackets by a hash of the study name: fix it to pin the outcome.
+def test_hyperband_pruner(tmp, mlflow_db, monkeypatch):
+    made, make = [], studies.make_pruner
+    monkeypatch.setattr(studies, "make_pruner", lambda *args: made.append(make(*args)) or made[-1])
+    # Hyperband puts trials in brackets by a hash of the study name: a fixed one runs the same brackets.
     record = search(tmp, mlflow_db, trials=10, pruner="hyperband", study_name="hyperband")
-    assert (record["trials"]["COMPLETE"], record["trials"]["PRUNED"], record["trials"]["FAIL"]) == (6, 4, 3)
-    assert record["pruning"]["epochs_skipped"] == 11
+    assert [type(pruner) for pruner in made] == [optuna.pruners.HyperbandPruner]
+    assert record["trials"]["COMPLETE"] + record["trials"]["PRUNED"] == 10 and record["trials"]["PRUNED"] >= 1
+    study = optuna.load_study(study_name="hyperband", storage=f"sqlite:///{tmp / 'optuna.db'}")
+    pruned = study.get_trials(states=(optuna.trial.TrialState.PRUNED,))
+    # successive halving from 1 to 4 epochs keeping a third: a trial stops only at a rung, epoch 1 or 3
+    # (the median pruner stops at any epoch)
+    assert pruned and {t.user_attrs["epochs_run"] for t in pruned} <= {1, 3}
+    assert record["pruning"]["epochs_skipped"] == sum(
+        t.user_attrs["epochs_planned"] - t.user_attrs["epochs_run"] for t in pruned)
 
 
 def test_rerun_resumes_the_study(tmp, mlflow_db):
@@ -280,7 +294,13 @@ def test_search_squad_end_to_end(tiny_model, tmp, capsys):
     assert (saved["benchmark"], saved["task"], saved["study"]) == ("squad", "squad", "squad-squad-tiny")
     assert saved["settings"] == {"max_length": 64, "precision": "fp32", "doc_stride": 16,
                                  "max_query_length": 16}
-    assert 0 <= saved["value"] <= 100 and saved["trials"]["COMPLETE"] == 2  # dev F1, in percent
+    assert saved["trials"]["COMPLETE"] == 2
+    # the value is the best trial's dev F1 (percent), as its MLflow run logged it after its last epoch
+    study = optuna.load_study(study_name="squad-squad-tiny", storage=f"sqlite:///{tmp / 'o.db'}")
+    assert (saved["trial"], saved["value"]) == (study.best_trial.number, study.best_value)
+    (trial_run,) = mlflow_store.runs(tmp / "m.db", f"tags.optuna_study = 'squad-squad-tiny' and "
+                                                   f"tags.optuna_trial = '{saved['trial']}'")
+    assert saved["value"] == pytest.approx(trial_run.data.metrics["validation_f1"])
     best = str(tmp / "out" / "best_params.json")
     code, _, err = run(["run", "glue", "--model", "m", "--params-from", best], capsys)
     assert code == 2 and "holds a squad search, not a glue one" in err

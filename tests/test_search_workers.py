@@ -4,14 +4,10 @@ The workers are real subprocesses fine-tuning the tiny model; the trials must ad
 run twice, and a dead worker's trial must end FAIL and be queued again rather than stay RUNNING.
 """
 
-import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import optuna
 import pytest
@@ -22,10 +18,9 @@ from harness.cli import main
 from harness.search import study as studies
 from harness.search.space import SEARCHED, SearchSpace
 from harness.search.trials import SearchInvocation, run_search
-from tests import mlflow_store, postgres
+from tests import mlflow_store, postgres, processes
 from tests.search_fakes import fake_target, fast_dir
 
-REPO = Path(__file__).resolve().parents[1]
 SPACE = "num_epochs = [2, 4]\nbatch_size = [8]\nlearning_rate = [1e-4, 1e-2]\n"
 ALL_PARAMS = set(SEARCHED)  # a trial's parameters; never the seed
 
@@ -65,10 +60,7 @@ def worker_args(tiny_model, glue_data, tmp, storage, trials, *extra, space=SPACE
 
 
 def start(args, tmp, module="harness.cli"):
-    env = os.environ | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                        "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=tmp, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return processes.start(args, tmp, module)
 
 
 def nested_runs(tmp):
@@ -77,6 +69,8 @@ def nested_runs(tmp):
             for run in mlflow_store.runs(tmp / "mlflow.db") if "optuna_trial" in run.data.tags]
 
 
+# Slow tier, over 30 s: real worker processes on one study, the only check of a shared study on SQLite
+# and on a real PostgreSQL server.
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_two_workers_share_one_study(backend, tiny_model, glue_data, tmp, request):

@@ -1,4 +1,6 @@
-"""SQuAD windows, answer positions and span post-processing, with the ELECTRA-small tokenizer offline."""
+"""SQuAD windows, answer positions and span post-processing, on a WordPiece tokenizer whose vocabulary the
+test makes (ELECTRA-small's uncased BERT one splits these words alike: one token a word or mark), so the
+windowing is checked without ../shared."""
 
 import datasets
 import numpy as np
@@ -17,13 +19,20 @@ SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank. "  
 SMALL = {"max_length": 64, "doc_stride": 42, "max_query_length": 8}
 
 
+# Every word and mark the tests' texts use, each one token; "1990s" is one token, as in ELECTRA's vocabulary.
+VOCABULARY = ("the quick brown fox jumps over lazy dog near river bank denver broncos won game who what is "
+              "name of team that in end which it rose 1990s 1990 when why . ? ,").split()
+
+
 @pytest.fixture(scope="module")
-def tokenizer(shared):
-    model_dir = shared / "models" / "electra-small-discriminator"
-    if not (model_dir / "vocab.txt").is_file():
-        pytest.skip(f"no ELECTRA-small tokenizer at {model_dir}")
-    transformers = pytest.importorskip("transformers")
-    return transformers.AutoTokenizer.from_pretrained(str(model_dir))
+def tokenizer(tmp_path_factory):
+    import transformers
+
+    folder = tmp_path_factory.mktemp("squad-vocab")
+    vocab = folder / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *VOCABULARY]) + "\n")
+    transformers.BertTokenizer(vocab=str(vocab), do_lower_case=True).save_pretrained(folder)  # v5: `vocab`
+    return transformers.AutoTokenizer.from_pretrained(folder)
 
 
 def _row(qid, question, context, answer, start):

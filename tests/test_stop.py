@@ -10,9 +10,7 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -25,10 +23,9 @@ from tasks.finetune import LoopIO, finetune
 from tasks.finetune_state import SeedState, seed_path
 from tasks.glue_data import load_glue
 from tasks.registry import GLUE_TASKS
-from tests.conftest import free_port, write_corpus, write_glue_dir
+from tests.conftest import write_corpus, write_glue_dir
 from tests.pretrain_helpers import final_weights
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.processes import finish, start
 
 
 def test_a_signal_asks_an_armed_loop_to_stop_and_a_second_one_interrupts():
@@ -180,18 +177,6 @@ def test_persistent_workers_resume_the_same_batches_and_random_draws(tiny_model,
 
 # --- real `harness` processes -------------------------------------------------------------------------
 
-def _start(args: list[str], cwd) -> subprocess.Popen:
-    env = os.environ | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                        "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def _finish(process: subprocess.Popen, earlier: str = "") -> tuple[int, str]:
-    output = earlier + process.communicate(timeout=600)[0]
-    return process.returncode, output
-
-
 def _resume_line(output: str, signum: int, where: str) -> list[str]:
     """The one line a stopped run ends with, checked; the command it says resumes the run."""
     last = output.strip().splitlines()[-1]
@@ -215,24 +200,26 @@ def pretrained(tmp_path_factory):
     """An unbroken `harness pretrain` of 60 steps: the corpus and the folder it ran in."""
     folder = tmp_path_factory.mktemp("pretrain")
     corpus = write_corpus(folder / "corpus.txt")
-    code, output = _finish(_start(_pretrain_args(folder, corpus, "whole"), folder))
+    code, output = finish(start(_pretrain_args(folder, corpus, "whole"), folder))
     assert code == 0, output
     return folder, corpus
 
 
+# Slow tier, over 30 s: real `harness pretrain` processes, the only check that a signal to the CLI
+# checkpoints and the resumed run ends bit-identical.
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signalled_pretrain_checkpoints_and_resumes_bit_identical(pretrained, signum):
     folder, corpus = pretrained
     out = folder / f"stopped-{signum}"
-    process = _start(_pretrain_args(folder, corpus, out.name), folder)
+    process = start(_pretrain_args(folder, corpus, out.name), folder)
     seen = ""
     while "pretrain " + out.name + ": step 10 " not in seen:  # the first progress line: step 10 is done
         line = process.stdout.readline()
         assert line, seen
         seen += line
     process.send_signal(signum)
-    code, output = _finish(process, seen)
+    code, output = finish(process, seen)
     assert code == 128 + signum, output
     step = int(re.search(r"stopped by \w+ at step (\d+);", output).group(1))
     assert 10 <= step < 60  # within a step or two of the signal, before the run's end
@@ -240,7 +227,7 @@ def test_a_signalled_pretrain_checkpoints_and_resumes_bit_identical(pretrained, 
     argv = _resume_line(output, signum, rf"at step {step}; its checkpoint is {re.escape(repr(str(checkpoint)))}")
     assert (checkpoint / "training_state.pt").is_file() and not (out / "pretrain_meta.json").exists()
 
-    code, output = _finish(_start(argv, folder))
+    code, output = finish(start(argv, folder))
     assert code == 0, output
     expected, got = final_weights(folder / "whole"), final_weights(out)
     assert expected.keys() == got.keys()
@@ -258,21 +245,21 @@ def finetuned(tiny_model, tmp_path_factory):
     """An unbroken `harness run glue` of one RTE seed, 12 epochs of 4 steps: the folder it ran in."""
     folder = tmp_path_factory.mktemp("finetune")
     write_glue_dir(folder / "glue_data")
-    code, output = _finish(_start(_glue_args(tiny_model, folder / "glue_data", folder, "whole"), folder))
+    code, output = finish(start(_glue_args(tiny_model, folder / "glue_data", folder, "whole"), folder))
     assert code == 0, output
     return folder
 
 
 def _stop_after_an_epoch(args: list[str], folder, signum: int) -> tuple[int, str]:
     """Start `args`, send `signum` once the seed's first epoch state is written, and wait for the end."""
-    process = _start(args, folder)
+    process = start(args, folder)
     state = seed_path(folder / args[args.index("--output-dir") + 1], "rte", 0)
     deadline = time.monotonic() + 300
     while not state.is_file():
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()[0]
         time.sleep(0.05)
     process.send_signal(signum)
-    return _finish(process)
+    return finish(process)
 
 
 def _same_seed(folder, name: str) -> dict:
@@ -306,7 +293,7 @@ def test_a_seed_killed_9_after_an_epoch_resumes_from_it_bit_identical(tiny_model
     code, output = _stop_after_an_epoch(args, folder, signal.SIGKILL)
     assert code == -signal.SIGKILL and seed_path(folder / "killed", "rte", 0).is_file(), output
 
-    code, output = _finish(_start(args, folder))
+    code, output = finish(start(args, folder))
     assert code == 0, output
     record = _same_seed(folder, "killed")
     [point] = record["resumed"]
@@ -326,7 +313,7 @@ def test_a_seed_stopped_by_sigterm_resumes_bit_identical(tiny_model, finetuned):
                         rf"at step {step} \(epoch {(step - 1) // 4 + 1}\); its state is {re.escape(repr(str(state)))}")
     assert 4 <= step < 48 and state.is_file()
 
-    code, output = _finish(_start(argv, folder))
+    code, output = finish(start(argv, folder))
     assert code == 0, output
     assert _same_seed(folder, "stopped")["resumed"] == [{"epoch": (step - 1) // 4, "step": step}]
     assert _resumed_tag(folder, "stopped") == f"epoch {(step - 1) // 4 + 1} step {step}"
@@ -340,7 +327,9 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-@pytest.mark.slow
+# Release tier (tox -e release), not CI: three two-process torchrun launches of 60 steps.
+# CI keeps DDP's parity with one process (test_pretrain_cli.py) and the one-process signal tests above.
+@pytest.mark.release
 def test_a_signal_to_one_ddp_process_stops_both_at_one_step_and_resumes_bit_identical(pretrained):
     """`torchrun` with two CPU processes: SIGTERM to rank 1 alone; rank 0 stops at the same step and writes
     the checkpoint (both processes' RNGs), and `torchrun` on it ends like an unbroken `torchrun`."""
@@ -348,13 +337,10 @@ def test_a_signal_to_one_ddp_process_stops_both_at_one_step_and_resumes_bit_iden
     (folder / "launch.py").write_text(DDP_LAUNCHER)
 
     def torchrun(name: str) -> subprocess.Popen:
-        env = os.environ | {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-        return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-                                 f"--master_port={free_port()}", str(folder / "launch.py"), str(folder),
-                                 *_pretrain_args(folder, corpus, name)],
-                                cwd=folder, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return start(["--nproc_per_node=2", "--standalone", folder / "launch.py", folder,
+                      *_pretrain_args(folder, corpus, name)], folder, module="torch.distributed.run")
 
-    code, output = _finish(torchrun("ddp-whole"))
+    code, output = finish(torchrun("ddp-whole"))
     assert code == 0, output[-3000:]
     process, seen = torchrun("ddp-stopped"), ""
     while "pretrain ddp-stopped: step 10 " not in seen:
@@ -362,7 +348,7 @@ def test_a_signal_to_one_ddp_process_stops_both_at_one_step_and_resumes_bit_iden
         assert line, seen[-3000:]
         seen += line
     os.kill(int((folder / "rank-1.pid").read_text()), signal.SIGTERM)
-    code, output = _finish(process, seen)
+    code, output = finish(process, seen)
     assert code != 0
     steps = set(re.findall(r"harness: stopped by SIGTERM at step (\d+);", output))
     assert len(steps) == 1, output[-3000:]  # each process says so, at the same step
@@ -370,7 +356,7 @@ def test_a_signal_to_one_ddp_process_stops_both_at_one_step_and_resumes_bit_iden
                        weights_only=True)
     assert state["world_size"] == 2 and len(state["rng"]) == 2
 
-    code, output = _finish(torchrun("ddp-stopped"))
+    code, output = finish(torchrun("ddp-stopped"))
     assert code == 0, output[-3000:]
     expected, got = final_weights(folder / "ddp-whole"), final_weights(folder / "ddp-stopped")
     assert [name for name in expected if not torch.equal(expected[name], got[name])] == []
