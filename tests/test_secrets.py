@@ -177,3 +177,39 @@ def test_mlflow_prints_no_run_url_for_a_uri_with_a_password(monkeypatch):
     with pytest.raises(UserError) as raised:
         mlflow_runs.use_experiment("x", f"http://me:{SECRET}@127.0.0.1:{free_port()}")
     assert os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] == "true" and SECRET not in str(raised.value)
+
+
+def test_an_unreachable_postgresql_storage_is_one_line_with_the_password_hidden(tmp_path, capsys):
+    """`harness search` at a PostgreSQL server nobody answers: exit 2, one line, no password anywhere."""
+    uri = f"postgresql://optuna:{SECRET}@127.0.0.1:{free_port()}/studies?connect_timeout=3"
+    code, out, err = run_cli(["search", "glue", "--task", "rte", "--model", tmp_path / "no-model", "--trials",
+                              "1", "--storage", uri, "--output-dir", tmp_path / "out", "--tracking-uri",
+                              f"sqlite:///{tmp_path / 'mlflow.db'}"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "cannot open Optuna storage 'postgresql://optuna:***@127.0.0.1:" in err
+    assert SECRET not in out + err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_server_that_asks_for_credentials_is_left_to_mlflow(monkeypatch):
+    """/health answered 401 (an auth proxy in front of MLflow) is a server that is up: no 'unreachable'."""
+    import http.server
+    import threading
+
+    from harness.tracking import mlflow_runs
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(401)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        uri = f"http://me:{SECRET}@127.0.0.1:{server.server_port}"
+        assert mlflow_runs.check_server(uri) == uri
+    finally:
+        server.shutdown()

@@ -143,6 +143,11 @@ def check_server(uri: str) -> str:
     try:
         with urllib.request.urlopen(request, timeout=5):
             pass
+    except urllib.error.HTTPError as error:  # it answered: a proxy's or auth's refusal is MLflow's to word
+        if error.code in (401, 403, 404, 405):
+            return uri
+        raise UserError(f"MLflow tracking server {shown} answered /health with HTTP {error.code}; {fix}") \
+            from error
     except (urllib.error.URLError, OSError, ValueError) as error:
         reason = getattr(error, "reason", None) or getattr(error, "code", None) or error
         raise UserError(f"MLflow tracking server {shown} is unreachable ({redact_uri(str(reason))}); "
