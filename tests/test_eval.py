@@ -121,3 +121,30 @@ def test_an_evaluated_text_checkpoint_and_its_card(glue_run, tmp_path, capsys):
     trained = next(r for r in glue["runs"] if r["task"] == "rte")["metrics"]["validation"]["accuracy"]
     assert results["runs"][0]["metrics"]["validation"]["accuracy"] == pytest.approx(trained, abs=1e-9)
     assert not (tmp_path / "ev" / "models").exists()  # an evaluated checkpoint is not saved again
+
+
+@pytest.mark.slow
+def test_a_fine_tuned_checkpoint_from_a_hub_cache_is_scored_and_paired(glue_run, tmp_path, capsys, monkeypatch):
+    """A fine-tuned RTE model published as someone/tiny-rte (a hub-layout cache, offline), with the placeholder
+    label names many Hub checkpoints carry, scored by its Hub id and paired with the run by compare."""
+    from huggingface_hub import constants
+
+    from tests.families import write_hub_cache
+
+    source = tmp_path / "published"
+    source.mkdir()
+    for file in (glue_run / "out" / "models" / "rte-seed0").iterdir():
+        (source / file.name).write_bytes(file.read_bytes())
+    config = json.loads((source / "config.json").read_text())
+    config["id2label"], config["label2id"] = {"0": "LABEL_0", "1": "LABEL_1"}, {"LABEL_0": 0, "LABEL_1": 1}
+    (source / "config.json").write_text(json.dumps(config))
+    write_hub_cache(tmp_path / "hub", "someone/tiny-rte", source, commit="1" * 40)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    code, out, err = _eval("someone/tiny-rte", glue_run, tmp_path / "ev", "rte", capsys)
+    assert code == 0, err
+    assert "labels are unnamed (LABEL_0, LABEL_1); taken in order as entailment, not_entailment" in out
+    results = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert results["model"]["path"].endswith("snapshots/" + "1" * 40)
+    code, out, _ = run_cli(["compare", tmp_path / "ev", glue_run / "out", "--tasks", "rte"], capsys)
+    assert code == 0 and "+0.00" in out  # the same weights: no difference, paired example by example
