@@ -148,3 +148,28 @@ def test_a_fine_tuned_checkpoint_from_a_hub_cache_is_scored_and_paired(glue_run,
     assert results["model"]["path"].endswith("snapshots/" + "1" * 40)
     code, out, _ = run_cli(["compare", tmp_path / "ev", glue_run / "out", "--tasks", "rte"], capsys)
     assert code == 0 and "+0.00" in out  # the same weights: no difference, paired example by example
+
+
+@pytest.mark.slow
+def test_a_squad_checkpoint_is_scored_with_the_heads_it_saved(tiny_model, tmp_path, capsys):
+    """A SQuAD 2.0 run's saved span model (ELECTRA's answerability and joint heads beside it), scored by eval
+    on the same held-out articles: the run's EM and F1, and compare pairs the two."""
+    from tests.conftest import SQUAD_SMALL, squad_args, write_squad
+
+    data = write_squad(tmp_path / "squad" / "dev-v2.0.json", "2.0")
+    assert run_cli(squad_args(tiny_model, tmp_path, "--version", "2.0", "--dev-file", data, *SQUAD_SMALL,
+                              "num_epochs=1"), capsys)[0] == 0
+    run = json.loads((tmp_path / "out" / "results.json").read_text())
+    code, out, err = run_cli(["eval", "squad", "--model", tmp_path / "out" / "models" / "squad_v2-seed0",
+                              "--version", "2.0", "--dev-file", data, "--output-dir", tmp_path / "ev",
+                              "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", *SQUAD_SMALL], capsys)
+    assert code == 0, err
+    evaluated = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert evaluated["settings"]["answerability_head"] is True and evaluated["settings"]["joint_prediction"]
+    assert evaluated["runs"][0]["metrics"]["validation"] == pytest.approx(run["runs"][0]["metrics"]["validation"],
+                                                                        abs=1e-6)
+    code, out, _ = run_cli(["compare", tmp_path / "ev", tmp_path / "out"], capsys)
+    assert code == 0 and "+0.00" in out
+    code, _, err = run_cli(["eval", "squad", "--model", tiny_model, "--version", "2.0", "--dev-file", data,
+                            "--output-dir", tmp_path / "bad", *SQUAD_SMALL], capsys)
+    assert code == 2 and "no fine-tuned span (question answering) head" in err

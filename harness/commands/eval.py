@@ -1,4 +1,4 @@
-"""`harness eval glue|text`: score a checkpoint that is already fine-tuned, training nothing."""
+"""`harness eval glue|squad|text`: score a checkpoint that is already fine-tuned, training nothing."""
 
 from __future__ import annotations
 
@@ -48,6 +48,20 @@ def add_parser(subparsers) -> None:
     text.add_argument("--task-file", help="TOML file describing the task (the same keys as the flags)")
     add_flags(text, TextTaskConfig)
     text.set_defaults(handler=handle_text)
+    squad = kinds.add_parser("squad", help="a SQuAD span model", epilog=EPILOG,
+                             formatter_class=argparse.RawDescriptionHelpFormatter,
+                             description="Score a fine-tuned SQuAD checkpoint on the dev questions "
+                                         "(ELECTRA's answerability and joint heads where it saved them).")
+    _common(squad, "squad")
+    squad.add_argument("--version", default="1.1", help="SQuAD version: 1.1 or 2.0 (default: %(default)s)")
+    squad.add_argument("--data-dir",
+                       help="folder of train-vX.json/dev-vX.json (default: $SQUAD_DIR, else the Hub)")
+    squad.add_argument("--train-file",
+                       help="official-format training JSON: with it, the whole dev file is scored")
+    squad.add_argument("--dev-file",
+                       help="official-format dev JSON; alone, the articles a run would hold out are scored "
+                            "(holdout_fraction, holdout_seed), so the two pair")
+    squad.set_defaults(handler=handle_squad)
 
 
 def _common(parser, benchmark: str) -> None:
@@ -55,15 +69,19 @@ def _common(parser, benchmark: str) -> None:
 
 
 def _settings(args):
-    """The settings of a scoring pass: the checkpoint's head as saved (transformers' own, on the task's
-    scale: a harness run writes ELECTRA's head into it) and nothing saved again."""
-    import dataclasses
-
+    """The settings of a scoring pass (see _settings_of)."""
     from harness.config import load_config
     from tasks.config import FinetuneConfig
 
-    return dataclasses.replace(load_config(FinetuneConfig, args.config, args.overrides), head="hf",
-                               save_models=False)
+    return _settings_of(load_config(FinetuneConfig, args.config, args.overrides))
+
+
+def _settings_of(config):
+    """The checkpoint's head as saved (transformers' own, on the task's scale: a harness run writes ELECTRA's
+    head into it), and nothing saved again."""
+    import dataclasses
+
+    return dataclasses.replace(config, head="hf", save_models=False)
 
 
 def _output(args, stem: str) -> Path:
@@ -98,6 +116,32 @@ def handle_text(args) -> int:
     output_dir = _output(args, task.name or Path(task.train or task.dataset or "data").stem)
     results = run_text(TextInvocation(model=args.model, task=task, output_dir=output_dir, config=config,
                                       task_file_dir=base, tracking_uri=args.tracking_uri, evaluate_only=True))
+    print(summary_table(results))
+    print(f"\nresults: {output_dir / 'results.json'}")
+    return 0
+
+
+def handle_squad(args) -> int:
+    import dataclasses
+
+    from harness.config import load_squad_settings
+    from harness.finetuning.evaluation import span_heads
+    from pretrain.models.resolve import resolve_model
+    from tasks.registry import squad_task
+
+    task = squad_task(args.version)
+    config, squad_config = load_squad_settings(args.config, args.overrides)
+    config = dataclasses.replace(_settings_of(config), head="hf")
+    answerability, joint = span_heads(resolve_model(args.model, config.trust_remote_code))
+    squad_config = dataclasses.replace(squad_config, answerability_head=answerability, joint_prediction=joint)
+    from harness.finetuning.squad_benchmark import SquadInvocation, run_squad, summary_table
+    from tasks.squad import SquadSource
+
+    output_dir = _output(args, task.name)
+    source = SquadSource(data_dir=args.data_dir, train_file=args.train_file, dev_file=args.dev_file)
+    results = run_squad(SquadInvocation(model=args.model, task=task, output_dir=output_dir, config=config,
+                                        squad_config=squad_config, source=source,
+                                        tracking_uri=args.tracking_uri, evaluate_only=True))
     print(summary_table(results))
     print(f"\nresults: {output_dir / 'results.json'}")
     return 0

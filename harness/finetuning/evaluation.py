@@ -30,8 +30,13 @@ PLACEHOLDER = re.compile(r"LABEL_\d+$")
 def evaluate_seed(built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup
                   ) -> tuple[torch.nn.Module, FinetuneResult]:
     """The checkpoint's predictions and dev scores on the task, in a FinetuneResult with no training."""
-    model = load_classifier(setup)
-    order = label_order(model.config, built.task)
+    from tasks.squad import SquadFinetuneTask
+
+    if isinstance(built, SquadFinetuneTask):  # span heads, and ELECTRA's where their files are saved
+        model, order = load_span_model(setup, built), None
+    else:
+        model = load_classifier(setup)
+        order = label_order(model.config, built.task)
     model.to(setup.device)
     precision = placement.resolve_precision(config.precision, setup.device)
     autocast = placement.autocast(setup.device, precision)
@@ -45,13 +50,34 @@ def evaluate_seed(built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup
     return model, FinetuneResult([row], metrics, outputs, 0, 0.0, 0.0, 0.0, 0)
 
 
-def require_head(setup: ModelSetup) -> None:
-    """A UserError, before any data is read, where config.json names no classification head."""
+def require_head(setup: ModelSetup, architecture: str = "ForSequenceClassification") -> None:
+    """A UserError, before any data is read, where config.json names no head of the kind the task needs
+    (`architecture`: the class name's ending, ForSequenceClassification or ForQuestionAnswering)."""
     architectures = getattr(setup.model_config, "architectures", None) or []
-    if not any(name.endswith("ForSequenceClassification") for name in architectures):
+    if not any(name.endswith(architecture) for name in architectures):
+        kind = "span (question answering)" if architecture == "ForQuestionAnswering" else "classification"
         raise UserError(f"{setup.model_path!r} is a {', '.join(architectures) or 'bare encoder'}, with no "
-                        "fine-tuned classification head; harness eval scores a fine-tuned checkpoint, "
+                        f"fine-tuned {kind} head; harness eval scores a fine-tuned checkpoint, "
                         "harness run fine-tunes one")
+
+
+def span_heads(model_path: str) -> tuple[bool, bool]:
+    """(answerability classifier, joint end head): whether a SQuAD checkpoint saved ELECTRA's heads."""
+    from pathlib import Path
+
+    from tasks.squad_model import HEAD_FILE, JOINT_FILE
+
+    return (Path(model_path) / HEAD_FILE).is_file(), (Path(model_path) / JOINT_FILE).is_file()
+
+
+def load_span_model(setup: ModelSetup, built) -> torch.nn.Module:
+    """The checkpoint's span model with the heads it saved (harness eval squad sets the settings from
+    span_heads, so none is fresh)."""
+    from tasks.squad_model import SquadModel
+
+    with quiet_transformers():
+        return SquadModel.from_pretrained(setup.model_path, answerability=built.uses_head, joint=built.joint,
+                                          **setup.load_options)
 
 
 def load_classifier(setup: ModelSetup) -> torch.nn.Module:

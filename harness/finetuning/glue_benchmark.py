@@ -62,6 +62,7 @@ class GlueBenchmark:
     """GLUE's part of the one orchestration: its tasks' data, classifiers, prediction files and summary."""
 
     experiment = "glue"
+    head_architecture = "ForSequenceClassification"
     results_format = RESULTS_FORMAT
     same = ("format", "config")
 

@@ -68,6 +68,7 @@ class Benchmark(Protocol[P]):
     results_format: str
     same: tuple[str, ...]  # results.json keys an earlier invocation must share to be resumed
     leaderboard: bool  # record the run on the leaderboard at the end
+    head_architecture: str  # how a fine-tuned checkpoint's class name ends (harness eval checks it)
 
     def prepare(self, setup: ModelSetup) -> P:
         """Read and validate all data, resolve each task's settings."""
@@ -101,7 +102,7 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any],
                              invocation.config.trust_remote_code)
     config = model_setup.for_model(invocation.config, setup)  # head=auto recorded as the head it stands for
     if invocation.evaluate_only:  # one pass of the checkpoint as it is (harness eval sets head=hf: its own)
-        evaluation.require_head(setup)
+        evaluation.require_head(setup, benchmark.head_architecture)
         invocation = replace(invocation, seeds=1)
     plan = benchmark.prepare(setup)
     model = results_schema.ModelBlock(name=invocation.model, path=setup.model_path, family=setup.family,

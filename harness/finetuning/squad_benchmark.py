@@ -65,6 +65,7 @@ class SquadBenchmark:
     """SQuAD's part of the one orchestration: its windows, span model, answer files and summary."""
 
     experiment = "squad"
+    head_architecture = "ForQuestionAnswering"
     results_format = RESULTS_FORMAT
     same = ("format", "config", "settings", "data", "tasks")
     leaderboard = True

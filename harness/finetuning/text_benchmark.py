@@ -62,6 +62,7 @@ class TextBenchmark:
     """Your own data's part of the one orchestration: read files, a classifier, named predictions."""
 
     experiment = "text"
+    head_architecture = "ForSequenceClassification"
     results_format = RESULTS_FORMAT
     same = ("format", "config", "data")  # `data` holds each file's sha256: a changed file is refused
     leaderboard = True
