@@ -351,3 +351,20 @@ def test_readme_worked_example_runs_as_written(model128, tmp_path, shared):
     assert done.returncode == 0, done.stderr[-3000:]
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert answer["label"] in ("0", "1") and set(answer["probabilities"]) == {"0", "1"}
+
+
+def test_a_datasets_folder_or_hub_id_is_read_by_split(tmp_path):
+    """--dataset goes to datasets.load_dataset (a Hub id offline from its cache; here a local folder of
+    split files, the same call), its splits by name; an id in no cache is one line saying what to do."""
+    from pretrain.infra.errors import UserError
+
+    folder = tmp_path / "reviews"
+    folder.mkdir()
+    _csv(folder / "train.csv", "review,stars", [f"text {i},{['good', 'bad'][i % 2]}" for i in range(10)])
+    _csv(folder / "validation.csv", "review,stars", ["fine,good", "awful,bad"])
+    read = _read(dataset=str(folder), dev_split="validation", text="review", label="stars")
+    assert read.task.name == "reviews" and read.task.label_names == ("bad", "good")
+    assert len(read.splits["validation"]) == 2 and "dev" not in read.record
+    with pytest.raises(UserError, match=r"cannot load nobody/no-such-set\[train\] .*offline, a Hub data set must be "
+                                        r"in the datasets cache"):
+        _read(dataset="nobody/no-such-set", text="review", label="stars")
