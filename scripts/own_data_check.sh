@@ -96,7 +96,8 @@ printf '%s\n' \
 step predict-jsonl harness predict --bundle "$WORK/bundles/jsonl" --input "$WORK/requests.jsonl"
 
 PORT=${PORT:-$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
-harness serve --bundle "$WORK/bundles/jsonl" --port "$PORT" > "$WORK/logs/serve.log" 2>&1 &
+# not through harness(): $! must be the server itself, not a subshell that would leave it running
+"$PYTHON" -m harness.cli serve --bundle "$WORK/bundles/jsonl" --port "$PORT" > "$WORK/logs/serve.log" 2>&1 &
 SERVER=$!
 trap 'kill "$SERVER" 2>/dev/null || true' EXIT
 for _ in $(seq 120); do
