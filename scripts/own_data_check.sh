@@ -5,7 +5,7 @@
 # predict -> serve. The model is a random-init electra-tiny: the scores are near chance by design;
 # the point is the path, and label names in every answer.
 #
-#   scripts/own_data_check.sh [WORK]        (default WORK: runs/own-data-check)
+#   scripts/own_data_check.sh [WORK]   from the repository root (default WORK: runs/own-data-check)
 #
 # Env: SHARED_DIR (default ../shared), PYTHON (default python3), TRAIN_N (max_train_examples, 800),
 # SEARCH_N (the search's max_train_examples, 400), PORT (serve's port, default: a free one).
