@@ -288,8 +288,13 @@ def _infer_kind(values: list, config: TextTaskConfig, source: Source) -> str:
                             f"label {values[0]!r} is {first}; make the column one type, or set --kind")
     if first == "list" or config.label_separator:
         return "multilabel"
-    if first == "number" and any(float(v) != int(float(v)) for v in values):
-        return "regression"
+    if first == "number":
+        for row, value in enumerate(values):  # "nan" and "inf" parse as floats but are no label
+            if not math.isfinite(float(value)):
+                raise UserError(f"{source.at(row)}: label {value!r} is not a finite number; label the row "
+                                "or drop it, or set --kind")
+        if any(float(v) != int(float(v)) for v in values):
+            return "regression"
     return "classification"
 
 

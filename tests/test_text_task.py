@@ -151,6 +151,10 @@ def _bad_cases(tmp: Path) -> dict:
         "a regression label that is not a number": (
             {"train": str(_csv(tmp / "r.csv", "s,y", ["a,0.5", "b,x"])), "kind": "regression"},
             "r.csv:3: label 'x' is not a finite number"),
+        "a nan among integer labels": ({"train": str(_csv(tmp / "nan.csv", "s,y", ["a,1", "b,2", "c,nan", "d,3"]))},
+                                       "nan.csv:4: label 'nan' is not a finite number"),
+        "an inf among integer labels": ({"train": str(_csv(tmp / "inf.csv", "s,y", ["a,1", "b,-inf", "c,2"]))},
+                                        "inf.csv:3: label '-inf' is not a finite number"),
         "a ragged CSV row": ({"train": str(_csv(tmp / "rag.csv", "s,y", ["a,x", "b,y,z"]))},
                              "rag.csv:3: 3 fields where the header has 2"),
         "a benchmark's task name": ({"train": str(_csv(tmp / "t3.csv", "s,y", good)), "name": "sst2"},
@@ -168,7 +172,8 @@ def bad_cases(tmp_path_factory):
 BAD = ["missing file", "missing column lists the columns", "empty split", "dev label never trained on",
        "mixed label types", "empty text cell", "a number where text belongs", "bytes that are not UTF-8",
        "duplicate column names", "a JSON line that does not parse", "a Parquet file that does not parse",
-       "a regression label that is not a number", "a ragged CSV row", "a benchmark's task name",
+       "a regression label that is not a number", "a nan among integer labels", "an inf among integer labels",
+       "a ragged CSV row", "a benchmark's task name",
        "a metric of another kind"]
 
 
