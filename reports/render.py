@@ -7,7 +7,7 @@ import csv
 import html
 import io
 
-from reports.leaderboard import FINE_TUNED, MEASURED, PUBLISHED, VALUE_COLUMNS, Row, ranked
+from reports.leaderboard import FINE_TUNED, MEASURED, OWN_PREFIX, PUBLISHED, VALUE_COLUMNS, Row, ranked
 from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS
 
 TITLE = "ELECTRA harness leaderboard"
@@ -108,7 +108,13 @@ def title(row: Row) -> str:
         parts.append(f"GLUE {row.values['glue_score']:.1f}")
     else:
         squad = [c for c in ("squad20_f1", "squad11_f1", "squad20_em", "squad11_em") if c in row.values]
-        parts.append(f"{HEADERS[squad[0]]} {row.values[squad[0]]:.1f}" if squad else "no GLUE score")
+        own = [c for c in row.values if c.startswith(OWN_PREFIX) and not c.endswith(("_ci_low", "_ci_high"))]
+        if squad:
+            parts.append(f"{HEADERS[squad[0]]} {row.values[squad[0]]:.1f}")
+        elif own:  # your own task: its name, training data digest and headline median
+            parts.append(f"{own[0].removeprefix(OWN_PREFIX)} {row.values[own[0]]:.1f}")
+        else:
+            parts.append("no GLUE score")
     if row.source != MEASURED:
         parts.append(row.reference)
     return " · ".join(parts) + (f" [{row.recipe}]" if row.departures else "")

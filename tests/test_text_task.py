@@ -373,3 +373,18 @@ def test_a_datasets_folder_or_hub_id_is_read_by_split(tmp_path):
     with pytest.raises(UserError, match=r"cannot load nobody/no-such-set\[train\] .*offline, a Hub data set must be "
                                         r"in the datasets cache"):
         _read(dataset="nobody/no-such-set", text="review", label="stars")
+
+
+def test_a_text_runs_leaderboard_row_names_its_task_and_data():
+    from reports import leaderboard, render
+
+    summary = {"accuracy": {"median": 0.5, "mean": 0.52, "ci_low": 0.41, "ci_high": 0.63, "std": 0.0,
+                            "best": 0.5, "n": 3}}
+    results = {"format": "electra-harness/text-results/1", "model": {"name": "tiny", "path": "/x/tiny"},
+               "config": {}, "runs": [], "summary": {"intents": summary},
+               "data": {"task": {"name": "intents", "headline": "accuracy"},
+                        "files": {"train": {"sha256": "ab" * 32}}}}
+    row = leaderboard.measured_row(Path("/x/out/results.json"), results)
+    assert row.values["own.intents.abababab"] == 50.0
+    assert row.values["own.intents.abababab_ci_low"] == pytest.approx(41.0)
+    assert "intents.abababab 50.0" in render.title(row) and "GLUE" not in render.title(row)

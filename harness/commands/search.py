@@ -225,5 +225,6 @@ def summary(record: dict, invocation) -> str:
                   f"the highest of {counts['COMPLETE']} complete trials, so likely optimistic): {params}",
                   f"best parameters: {invocation.output_dir / 'best_params.json'}",
                   f"re-measure it on fresh seeds: harness run {invocation.benchmark} --params-from "
-                  f"{invocation.output_dir / 'best_params.json'} --seeds 5 (with --model, data and tasks)"]
+                  f"{invocation.output_dir / 'best_params.json'} --seeds 5 (with the same --model and data "
+                  "flags)"]
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from typing import Any
 from harness.finetuning import model_setup
 from harness.finetuning.orchestration import Benchmark, train_seed
 from harness.search.trials import SearchTarget
+from pretrain.training.quiet import quiet_libraries
 from tasks.finetune import LoopIO
 
 
@@ -27,11 +28,12 @@ def benchmark_target(benchmark: Benchmark[Any], model: str,
     The benchmark's invocation carries the fixed settings every trial shares, with num_epochs unset (the
     task's recipe epochs centre the search range) and no test prediction (of no use to a search)."""
     config = benchmark.invocation.config
-    setup = model_setup.load(model, config.precision, config.trust_remote_code)
-    plan = benchmark.prepare(setup)
-    [task] = plan.configs  # a search tunes one task
-    resolved = plan.configs[task]
-    built = benchmark.build(plan, task, setup)
+    with quiet_libraries():  # as in a run: no tokenising or loading bars
+        setup = model_setup.load(model, config.precision, config.trust_remote_code)
+        plan = benchmark.prepare(setup)
+        [task] = plan.configs  # a search tunes one task
+        resolved = plan.configs[task]
+        built = benchmark.build(plan, task, setup)
 
     def train(trial_config, on_epoch):
         trial_config = dataclasses.replace(trial_config, max_length=resolved.max_length)
