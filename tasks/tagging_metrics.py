@@ -137,21 +137,25 @@ def conlleval(gold: Sequence[Sequence[str]], guessed: Sequence[Sequence[str]]) -
     return scores(sentence_counts(gold, guessed))
 
 
-def batched_scores(metric: str, types: Sequence[str]):
-    """scorer(counts (..., n, K), _) -> (...,): `metric` of each resample from summed sentence rows. The
-    rows are those `flat_rows` makes: per type (correct, guessed, gold), then tokens (correct, total)."""
+def metric_rows(rows: np.ndarray, types: Sequence[str], metric: str) -> np.ndarray:
+    """The columns of `flat_rows` rows (..., n, 3 * types + 2) a metric needs: the tags' (correct, total)
+    for accuracy, one type's (correct, guessed, gold) for f1_TYPE, their sum over types otherwise."""
     k = len(types)
+    if metric == "accuracy":
+        return rows[..., 3 * k:]
+    per_type = rows[..., :3 * k].reshape(*rows.shape[:-1], k, 3)
+    if metric.startswith("f1_"):
+        return per_type[..., list(types).index(metric[3:]), :]
+    return per_type.sum(axis=-2)
 
-    def scorer(rows: np.ndarray, references: np.ndarray) -> np.ndarray:
+
+def batched_score(metric: str):
+    """scorer(rows (..., n, C), _) -> (...,): `metric` from the summed `metric_rows` of each resample."""
+    def scorer(rows: np.ndarray, references: np.ndarray | None = None) -> np.ndarray:
         summed = rows.sum(axis=-2)
         if metric == "accuracy":
-            return summed[..., 3 * k] / np.maximum(summed[..., 3 * k + 1], 1)
-        per_type = summed[..., :3 * k].reshape(*summed.shape[:-1], k, 3)
-        if metric.startswith("f1_"):
-            chosen = per_type[..., list(types).index(metric[3:]), :]
-        else:
-            chosen = per_type.sum(axis=-2)
-        precision, recall, f1 = _prf(chosen[..., 0], chosen[..., 1], chosen[..., 2])
+            return summed[..., 0] / np.maximum(summed[..., 1], 1)
+        precision, recall, f1 = _prf(summed[..., 0], summed[..., 1], summed[..., 2])
         return {"precision": precision, "recall": recall}.get(metric, f1)
 
     return scorer

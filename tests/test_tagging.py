@@ -61,16 +61,20 @@ def test_tags_of_each_scheme_read_back_as_the_same_chunks(scheme, expected):
 
 
 def test_batched_scores_sum_sentences_as_conlleval_counts():
-    from tasks.tagging_metrics import batched_scores, flat_rows, sentence_counts
+    from tasks.tagging_metrics import batched_score, flat_rows, metric_rows, sentence_counts
 
     counts = sentence_counts(GOLD, GUESS)
     rows = flat_rows(counts)[None]  # one seed
-    assert batched_scores("f1", counts.types)(rows, None) == pytest.approx([2 / 7])
-    assert batched_scores("accuracy", counts.types)(rows, None) == pytest.approx([8 / 14])
-    assert batched_scores("f1_NP", counts.types)(rows, None) == pytest.approx([0.4])
+
+    def score(metric, chosen=rows):
+        return batched_score(metric)(metric_rows(chosen, counts.types, metric), None)
+
+    assert score("f1") == pytest.approx([2 / 7])
+    assert score("accuracy") == pytest.approx([8 / 14])
+    assert score("f1_NP") == pytest.approx([0.4])
+    assert score("recall") == pytest.approx([0.25])
     # a resample of sentences 1 and 2 twice: 2 correct of 2 guessed, 2 gold: F1 1
-    resampled = rows[:, [1, 1]]
-    assert batched_scores("f1", counts.types)(resampled, None) == pytest.approx([1.0])
+    assert score("f1", rows[:, [1, 1]]) == pytest.approx([1.0])
 
 
 # ---- reading --------------------------------------------------------------------------------------
