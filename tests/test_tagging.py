@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pretrain.infra.errors import UserError
@@ -163,3 +164,96 @@ def test_scheme_detected_and_tags_converted_to_bioes(tmp_path):
                                dev=str(dev), scheme="IOB2"))
     with pytest.raises(UserError, match="pass --dev FILE"):
         read(TaggingTaskConfig(train=str(train)))
+
+
+# ---- windows and the run ----------------------------------------------------------------------------
+
+
+def _tagged_corpus(path: Path, sentences: int, seed: int) -> Path:
+    """Sentences of the tiny model's words; NP chunks 'the/a ADJ* NOUN', VP 'sat/ran', PP 'on'."""
+    import random
+
+    rng = random.Random(seed)
+    lines = ["-DOCSTART- -X- O", ""]
+    for _ in range(sentences):
+        for _ in range(rng.randint(1, 3)):
+            lines += [f"{rng.choice(['the', 'a'])} DT B-NP",
+                      *(f"{w} JJ I-NP" for w in rng.sample(["big", "small", "red"], rng.randint(0, 2))),
+                      f"{rng.choice(['cat', 'dog', 'mat'])} NN I-NP", f"{rng.choice(['sat', 'ran'])} VB B-VP",
+                      "on IN B-PP"]
+        lines.append("")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_long_sentence_is_split_into_windows_of_whole_words_and_joined(tiny_model, tmp_path):
+    import transformers
+
+    from tasks import tagging
+    from tasks.tagging_data import read
+    from tasks.tagging_task import TaggingTaskConfig
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
+    words = ["the", "big", "cat", "sat", "on", "the", "mat", ".", "it", "ran"]
+    tags = ["B-NP", "I-NP", "I-NP", "B-VP", "B-PP", "B-NP", "I-NP", "O", "B-NP", "B-VP"]
+    train = tmp_path / "train.jsonl"
+    train.write_text(json.dumps({"tokens": words, "tags": tags}) + "\n")
+    data = read(TaggingTaskConfig(train=str(train), dev=str(train)))
+    built = tagging.build_task(data, tokenizer, max_length=6)  # 4 words a window beside [CLS] and [SEP]
+    windows = built.windows["validation"]
+    assert [(w.first, w.positions) for w in windows] == [(0, (1, 2, 3, 4)), (4, (1, 2, 3, 4)), (8, (1, 2))]
+    labels = built.train["labels"][0]
+    names = data.task.label_names
+    assert [names[i] if i >= 0 else None for i in labels] == [None, "B-NP", "I-NP", "E-NP", "S-VP", None]
+    # each window predicting the gold BIOES tags of its words: joined, they read back as the gold chunks
+    gold = data.model_tags("validation")[0]
+    outputs = [np.array([0] + [names.index(gold[w.first + k]) for k in range(len(w.positions))] + [0])
+               for w in windows]
+    assert built.predicted_tags("validation", outputs) == [tags]
+    assert built.score("validation", outputs)["f1"] == 1.0
+    with pytest.raises(UserError, match=r"train.jsonl:1: a sentence of 10 tokens, more than max_length 6"):
+        tagging.build_task(data, tokenizer, max_length=6, long_sentences="refuse")
+
+
+@pytest.fixture(scope="session")
+def tagged_runs(tiny_model, tmp_path_factory):
+    """Two seeds of a made-up chunking set, and the same at another learning rate."""
+    from harness.cli import main
+
+    root = tmp_path_factory.mktemp("tagging")
+    train, dev = _tagged_corpus(root / "train.txt", 40, 0), _tagged_corpus(root / "dev.txt", 12, 1)
+    for name, rate in (("a", "3e-3"), ("b", "1e-3")):
+        assert main([str(a) for a in [
+            "run", "tagging", "--model", tiny_model, "--train", train, "--dev", dev, "--name", "phrases",
+            "--seeds", "2", "--output-dir", root / name, "--tracking-uri", f"sqlite:///{root / 'mlflow.db'}",
+            "precision=fp32", "num_epochs=2", "batch_size=8", f"learning_rate={rate}"]]) == 0
+    return root
+
+
+@pytest.mark.slow
+def test_run_tagging_reports_conlleval_f1_per_type_with_intervals(tagged_runs):
+    from tasks.tagging_data import read_file
+    from tasks.tagging_metrics import conlleval
+
+    results = json.loads((tagged_runs / "a" / "results.json").read_text())
+    assert results["format"] == "electra-harness/tagging-results/1"
+    assert results["data"]["task"]["types"] == ["NP", "PP", "VP"] and results["data"]["task"]["scheme"] == "IOB2"
+    summary = results["summary"]["phrases"]
+    for metric in ("f1", "precision", "recall", "accuracy", "f1_NP", "f1_PP", "f1_VP"):
+        assert summary[metric]["n"] == 2 and summary[metric]["ci_low"] <= summary[metric]["mean"]
+    # the written predictions, scored by conlleval, are seed 0's reported figures
+    gold = [s.tags for s in read_file("validation", tagged_runs / "dev.txt").sentences]
+    lines = (tagged_runs / "a" / "predictions" / "phrases-seed0" / "validation.jsonl").read_text().splitlines()
+    guessed = [json.loads(line)["tags"] for line in lines]
+    seed0 = next(r for r in results["runs"] if r["seed"] == 0)
+    assert conlleval(gold, guessed)["f1"] == pytest.approx(seed0["metrics"]["validation"]["f1"])
+    config = json.loads((tagged_runs / "a" / "models" / "phrases-seed0" / "config.json").read_text())
+    assert config["architectures"] == ["ElectraForTokenClassification"] and "S-VP" in config["label2id"]
+
+
+@pytest.mark.slow
+def test_compare_pairs_two_tagging_runs_sentence_by_sentence(tagged_runs, capsys):
+    from tests.conftest import run_cli
+
+    code, out, _ = run_cli(["compare", tagged_runs / "a", tagged_runs / "b"], capsys)
+    assert code == 0 and "phrases" in out and "f1" in out
