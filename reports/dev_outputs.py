@@ -62,6 +62,16 @@ def text_split(ids: Sequence, references: Sequence, predictions: Sequence, token
             "metrics": list(metrics), "headline": headline}
 
 
+def tagging_split(ids: Sequence, rows: np.ndarray, types: Sequence[str], gold: Sequence, tokenization: str,
+                  metrics: Sequence[str], headline: str) -> dict:
+    """One dev split of a tagging task (tasks/tagging.py): per sentence, conlleval's counts
+    (tagging_metrics.flat_rows: each type's correct, guessed and gold chunks, then correct and total tags),
+    whose sums over a resample of sentences give its F1."""
+    return {"ids": list(ids), "counts": np.asarray(rows).astype(int).tolist(), "types": list(types),
+            "dev_set": fingerprint(list(ids), [list(tags) for tags in gold]), "tokenization": tokenization,
+            "metrics": list(metrics), "headline": headline}
+
+
 def squad_split(ids: Sequence[str], scores: Mapping[str, Sequence[float]], gold: Sequence,
                 tokenization: str) -> dict:
     """One SQuAD dev split's block: per-question scores (percent) for each metric that is their mean."""
@@ -91,6 +101,8 @@ class SplitOutputs:
     scores: dict[str, np.ndarray] = field(default_factory=dict)  # metric -> (seeds, n), SQuAD
     metrics: tuple[str, ...] = ()  # your own task's metrics (text_split); GLUE's come from the registry
     headline: str | None = None  # your own task's `score`
+    counts: np.ndarray | None = None  # (seeds, n, columns), tagging: conlleval's counts per sentence
+    types: tuple[str, ...] = ()  # tagging: the chunk types of `counts`
 
     @property
     def num_examples(self) -> int:
@@ -129,5 +141,10 @@ def _stack(run_dir: Path, task: str, seeds: tuple[int, ...], blocks: list[dict])
                             predictions=np.array([b["predictions"] for b in blocks]),
                             references=np.array(first["references"]),
                             metrics=tuple(first.get("metrics", ())), headline=first.get("headline"))
+    if "counts" in first:
+        return SplitOutputs(first["ids"], first["dev_set"], first["tokenization"], seeds,
+                            counts=np.array([b["counts"] for b in blocks], dtype=np.int64),
+                            types=tuple(first["types"]), metrics=tuple(first["metrics"]),
+                            headline=first["headline"])
     scores = {name: np.array([b["scores"][name] for b in blocks], dtype=float) for name in first["scores"]}
     return SplitOutputs(first["ids"], first["dev_set"], first["tokenization"], seeds, scores=scores)

@@ -16,7 +16,7 @@ import numpy as np
 
 from reports import stats
 from reports.dev_outputs import SplitOutputs
-from tasks import metrics
+from tasks import metrics, tagging_metrics
 from tasks.registry import GLUE_AVERAGE_TASKS, GLUE_TASKS
 
 
@@ -36,6 +36,9 @@ def _mean_scorer(scores: np.ndarray, references: np.ndarray) -> np.ndarray:
 
 
 def _scorer(split: SplitOutputs, metric: str) -> tuple[stats.Scorer, np.ndarray, np.ndarray]:
+    if split.counts is not None:  # tagging: ratios of per-sentence counts summed over the resample
+        rows = tagging_metrics.metric_rows(split.counts, split.types, metric)
+        return tagging_metrics.batched_score(metric), rows, np.zeros(split.num_examples)
     if split.predictions is not None:
         batched = metrics.BATCHED_MULTILABEL if split.predictions.ndim == 3 else metrics.BATCHED
         return batched[metric], split.predictions, split.references

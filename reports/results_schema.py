@@ -31,6 +31,7 @@ FILE = "results.json"
 GLUE_FORMAT = "electra-harness/glue-results/1"
 SQUAD_FORMAT = "electra-harness/squad-results/1"
 TEXT_FORMAT = "electra-harness/text-results/1"  # your own data (tasks/text.py)
+TAGGING_FORMAT = "electra-harness/tagging-results/1"  # tagging: chunk, NER, your own tags (tasks/tagging.py)
 RECORDS = ("runs", "diverged")  # the (task, seed) record lists, merged across invocations
 
 

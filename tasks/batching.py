@@ -16,17 +16,21 @@ from pretrain.training import stop
 @dataclasses.dataclass
 class Collator(DataCollatorWithPadding):
     """transformers' dynamic padding, plus the per-token features the tokenizer does not know (SQuAD's
-    context_mask), padded with zeros on the right to the same length."""
+    context_mask, padded with zeros; tagging's labels, with -100) on the right to the same length."""
 
     zero_padded: tuple[str, ...] = ("context_mask",)
 
     def __call__(self, features: list[dict]) -> dict:
         names = [name for name in self.zero_padded if features and name in features[0]]
+        # a label per token (tagging): padded with -100, which the loss ignores
+        if features and isinstance(features[0].get("labels"), list):
+            names.append("labels")
         extra = {name: [f[name] for f in features] for name in names}
         batch = super().__call__([{k: v for k, v in f.items() if k not in extra} for f in features])
         length = batch["input_ids"].shape[1]
         for name, rows in extra.items():
-            batch[name] = torch.tensor([list(row) + [0] * (length - len(row)) for row in rows])
+            pad = -100 if name == "labels" else 0
+            batch[name] = torch.tensor([list(row) + [pad] * (length - len(row)) for row in rows])
         return batch
 
 

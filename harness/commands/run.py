@@ -37,6 +37,7 @@ def add_parser(subparsers) -> None:
     glue.set_defaults(handler=handle_glue)
     add_squad_parser(benchmarks)
     add_text_parser(benchmarks)
+    add_tagging_parser(benchmarks)
 
 
 def params_from_argument(parser) -> None:
@@ -241,6 +242,69 @@ def handle_text(args) -> int:
     results = run_text(TextInvocation(model=args.model, task=task, output_dir=output_dir, config=config,
                                       seeds=args.seeds, task_file_dir=base, tracking_uri=args.tracking_uri,
                                       search=origin))
+    print(summary_table(results))
+    _remeasured(results, origin)
+    print(f"\nresults: {output_dir / 'results.json'}")
+    return _diverged(results)
+
+
+TAGGING_EPILOG = """examples:
+  harness run tagging --model electra-small --task chunk --seeds 3   # CoNLL-2000 in ../shared/data
+  harness run tagging --model M --train ner/train.txt --dev ner/dev.txt --test ner/test.txt
+  harness run tagging --model M --train train.jsonl --dev dev.jsonl max_train_examples=2000
+
+CoNLL column files (word first, the tag in --tag-column, by default the last; a blank line between
+sentences; -DOCSTART- lines are boundaries) or JSON Lines ({"tokens": [...], "tags": [...]}); tags in
+IOB1, IOB2 or BIOES. As ELECTRA: trained on BIOES tags, each word's first sub-token labelled; scored by
+conlleval's phrase-level F1 (precision, recall, token accuracy, F1 per type beside it). A sentence
+longer than max_length is split into windows of whole words (long_sentences=refuse: refused).
+
+""" + settings_help(FinetuneConfig, "settings (key=value or a TOML --config file; unset ones follow "
+                                  "ELECTRA's tagging recipe: 3 epochs, 128 tokens, 256 for chunk):")
+
+
+def add_tagging_parser(benchmarks) -> None:
+    from harness.config import add_flags
+    from tasks.tagging_task import TaggingTaskConfig
+
+    parser = benchmarks.add_parser(
+        "tagging", help="chunking, NER or your own tagged files (conlleval F1)", epilog=TAGGING_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Fine-tune a token classifier on CoNLL column or JSON Lines files (or --task chunk) "
+                    "with ELECTRA's recipe; writes results.json, predicted tags per split, the models, "
+                    "logs to MLflow, prints conlleval's F1 with intervals.")
+    common_arguments(parser, "tagging")
+    params_from_argument(parser)
+    parser.add_argument("--task-file", help="TOML file describing the task (the same keys as the flags)")
+    add_flags(parser, TaggingTaskConfig)
+    parser.set_defaults(handler=handle_tagging)
+
+
+def tagging_task_config(args):
+    """The task description (the task file's keys, then the flags given) and the folder its paths start
+    from."""
+    from harness.config import flag_values, load_config
+    from tasks.tagging_task import TaggingTaskConfig
+
+    given = [f"{key}={value}" for key, value in flag_values(args, TaggingTaskConfig).items()]
+    task = load_config(TaggingTaskConfig, args.task_file, given)
+    return task, Path(args.task_file).resolve().parent if args.task_file else None
+
+
+def handle_tagging(args) -> int:
+    from harness.config import load_config
+
+    task, base = tagging_task_config(args)
+    params, origin = _searched(args, "tagging")
+    config = _fresh_seeds(load_config(FinetuneConfig, args.config, params + args.overrides), args, origin)
+    from harness.finetuning.tagging_benchmark import TaggingInvocation, run_tagging, summary_table
+
+    stem = task.name or task.task or Path(task.train or "data").stem
+    output_dir = args.output_dir or Path("runs/tagging") / (
+        f"{Path(args.model).name}-{stem}-{datetime.now():%Y%m%d-%H%M%S}")
+    results = run_tagging(TaggingInvocation(model=args.model, task=task, output_dir=output_dir, config=config,
+                                            seeds=args.seeds, task_file_dir=base,
+                                            tracking_uri=args.tracking_uri, search=origin))
     print(summary_table(results))
     _remeasured(results, origin)
     print(f"\nresults: {output_dir / 'results.json'}")

@@ -29,6 +29,10 @@ TEXT_EXAMPLES = """examples:
   harness run text --model M --train train.csv --dev dev.csv --text question --label coarse_label \\
       --params-from runs/search/text-train-M/best_params.json --seeds 5
 """
+TAGGING_EXAMPLES = """examples:
+  harness search tagging --model M --task chunk --trials 20 max_train_examples=2000
+  harness run tagging --model M --task chunk --params-from runs/search/tagging-chunk-M/best_params.json
+"""
 EPILOG = """
 semantics:
   --trials is the study's total: a worker starts trials until COMPLETE + PRUNED + RUNNING ones reach
@@ -91,6 +95,43 @@ def add_parser(subparsers) -> None:
     add_flags(text, TextTaskConfig)
     _common(text)
     text.set_defaults(handler=handle_text)
+    add_tagging_parser(benchmarks)
+
+
+def add_tagging_parser(benchmarks) -> None:
+    from harness.config import add_flags
+    from tasks.tagging_task import TaggingTaskConfig
+
+    tagging = benchmarks.add_parser(
+        "tagging", help="search a tagging task's hyperparameters (conlleval F1)",
+        epilog=TAGGING_EXAMPLES + EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run trials of an Optuna study on a tagging task, described as for harness run "
+                    "tagging; each trial is scored by the mean dev F1 over its trial seeds.")
+    tagging.add_argument("--task-file", help="TOML file describing the task (the same keys as the flags)")
+    add_flags(tagging, TaggingTaskConfig)
+    _common(tagging)
+    tagging.set_defaults(handler=handle_tagging)
+
+
+def handle_tagging(args) -> int:
+    from harness.commands.run import tagging_task_config
+    from harness.config import load_config
+    from tasks.config import FinetuneConfig
+
+    description, base = tagging_task_config(args)
+    config = load_config(FinetuneConfig, args.config, args.overrides)
+    name = description.name or description.task or Path(description.train).stem
+
+    def target():
+        from harness.finetuning.tagging_benchmark import TaggingBenchmark, TaggingInvocation
+        from harness.search.targets import benchmark_target, search_config
+
+        benchmark = TaggingBenchmark(TaggingInvocation(
+            model=args.model, task=description, output_dir=Path("."), config=search_config(config),
+            task_file_dir=base, leaderboard=False))
+        return benchmark_target(benchmark, args.model)
+
+    return _search(args, name, config, target)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

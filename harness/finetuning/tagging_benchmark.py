@@ -1,0 +1,133 @@
+"""`harness run tagging`: CoNLL chunking, NER or your own tagged files x seeds through the one
+orchestration, their part here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import transformers
+
+from harness.finetuning import model_setup
+from harness.finetuning.model_setup import ModelSetup
+from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
+from pretrain.infra import atomic
+from pretrain.infra.errors import UserError
+from reports import dev_outputs, results_schema, seed_summary
+from tasks import tagging, tagging_data, tagging_metrics
+from tasks.config import FinetuneConfig
+from tasks.finetune import FinetuneResult
+from tasks.tagging_task import TaggingTaskConfig
+
+RESULTS_FORMAT = results_schema.TAGGING_FORMAT
+PREDICTIONS = "{split}.jsonl"
+
+
+@dataclass(frozen=True)
+class TaggingInvocation:
+    """One `harness run tagging`: which model, data and seeds, where the outputs live."""
+
+    model: str
+    task: TaggingTaskConfig
+    output_dir: Path
+    config: FinetuneConfig = FinetuneConfig()
+    seeds: int = 1
+    task_file_dir: Path | None = None  # a --task-file's folder: its relative paths start there
+    tracking_uri: str | None = None
+    leaderboard: bool = True
+    search: dict | None = None
+    evaluate_only: bool = False
+
+
+def run_tagging(invocation: TaggingInvocation, progress: bool | None = None) -> results_schema.ResultsBody:
+    """Fine-tune and evaluate; resumes seeds already in output_dir/results.json (on the same data)."""
+    return run_finetuning(invocation, TaggingBenchmark(invocation), progress)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaggingPlan(BenchmarkPlan):
+    """The data read and validated, the task resolved from it."""
+
+    data: tagging_data.TaggingData
+
+
+def load_model(built: tagging.TaggingFinetuneTask, config: FinetuneConfig,
+               setup: ModelSetup) -> torch.nn.Module:
+    return tagging.load_model(setup.model_path, built.task, **setup.load_options)
+
+
+class TaggingBenchmark:
+    """Tagging's part of the one orchestration: read CoNLL/JSON Lines files, a token classifier, tags."""
+
+    experiment = "tagging"
+    results_format = RESULTS_FORMAT
+    same = ("format", "config", "data")  # `data` holds each file's sha256: a changed file is refused
+    leaderboard = True
+
+    def __init__(self, invocation: TaggingInvocation):
+        self.invocation = invocation
+        self.leaderboard = invocation.leaderboard
+
+    def prepare(self, setup: ModelSetup) -> TaggingPlan:
+        model_setup.require(setup, transformers.AutoModelForTokenClassification, "a tagging task")
+        data = tagging_data.read(self.invocation.task, self.invocation.task_file_dir)
+        task = data.task
+        positions = getattr(setup.model_config, "max_position_embeddings", None) or task.max_length
+        # the recipe's length (128; chunk 256), or fewer where the model has fewer positions
+        config = self.invocation.config.resolved(setup.size, task.num_epochs, min(task.max_length, positions),
+                                                 "hf")
+        if config.max_length > positions:
+            raise UserError(f"max_length {config.max_length} exceeds the model's {positions} positions; pass "
+                            f"max_length={positions} or less")
+        searched = {"search": self.invocation.search} if self.invocation.search else {}
+        return TaggingPlan(task.name, (task.name,), {task.name: config},
+                           results={"data": data.record} | searched, data=data)
+
+    def build(self, plan: TaggingPlan, task: str, setup: ModelSetup) -> tagging.TaggingFinetuneTask:
+        config = plan.configs[task]
+        splits = ("train", "validation", "test") if config.predict_test else ("train", "validation")
+        return tagging.build_task(plan.data, setup.tokenizer, config.max_length,
+                                  self.invocation.task.long_sentences, config.max_train_examples, splits)
+
+    load_model = staticmethod(load_model)
+
+    def write_predictions(self, plan: TaggingPlan, built: tagging.TaggingFinetuneTask, config: FinetuneConfig,
+                          result: FinetuneResult, stem: Path) -> dict:
+        """Per split, one JSON line per sentence: its file line, words and predicted tags (the files'
+        scheme); and the dev outputs (conlleval's counts per sentence)."""
+        for split, outputs in result.outputs.items():
+            sentences = built.sentences[split]
+            lines = [json.dumps({"line": s.line, "tokens": list(s.words), "tags": tags})
+                     for s, tags in zip(sentences, built.predicted_tags(split, outputs), strict=True)]
+            atomic.write_text(stem / PREDICTIONS.format(split=split), "\n".join(lines) + "\n")
+        task = built.task
+        blocks = {}
+        for split in task.dev_splits:
+            sentences = built.sentences[split]
+            counts = built.counts(split, result.outputs[split])
+            blocks[split] = dev_outputs.tagging_split(
+                [s.line for s in sentences], tagging_metrics.flat_rows(counts), task.types,
+                [s.tags for s in sentences], dev_outputs.token_fingerprint(built.evals[split]["input_ids"]),
+                task.all_metrics, task.headline)
+        atomic.write_json(stem / dev_outputs.FILE, dev_outputs.record(task.name, config.seed, blocks))
+        return {"num_train_examples": len(built.train)}
+
+    def saved_model(self, model: torch.nn.Module, built: tagging.TaggingFinetuneTask) -> torch.nn.Module:
+        return model
+
+    def summarize(self, results: results_schema.ResultsBody) -> None:
+        task = results["data"]["task"]
+        results["summary"] = seed_summary.summarize(results["runs"], {task["name"]: task["metrics"]},
+                                                    results.get("diverged", ()))
+        seed_summary.add_intervals(self.invocation.output_dir, results)
+
+
+def summary_table(results: results_schema.ResultsBody) -> str:
+    """conlleval's figures over seeds (x100), F1 first, with intervals; what was scored."""
+    from harness.finetuning.text_benchmark import summary_table as text_table
+
+    table = text_table(results)
+    scored = results["data"].get("scored")
+    return table + (f"\nscored: {scored['file']} ({scored['note']})" if scored else "")

@@ -1,0 +1,136 @@
+"""Tagging (chunking, NER) on CoNLL column or JSON Lines files: its description (flags or a TOML task
+file, the same keys) and the task it resolves to once the data is read (types, labels, metrics).
+
+Torch-free, so the CLI can build its help and check a description without loading torch. Reading and
+validating the files is tasks/tagging_data.py; the conlleval metric tasks/tagging_metrics.py; features,
+head and scoring tasks/tagging.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pretrain.infra.settings import Flag, setting
+
+Scheme = Literal["auto", "IOB1", "IOB2", "BIOES"]
+
+# ELECTRA trains every tagging task on BIOES tags whatever the file's scheme (finetune/tagging/
+# tagging_tasks.py: LABEL_ENCODING = "BIOES"), 3 epochs (configure_finetuning.py: num_train_epochs), 128
+# tokens (max_seq_length), 256 for chunk.
+MODEL_SCHEME = "BIOES"
+NUM_EPOCHS = 3
+MAX_LENGTH = 128
+# conlleval's figures: phrase-level F1 (the headline), precision, recall; token accuracy of the written tags
+METRICS = ("f1", "precision", "recall", "accuracy")
+HEADLINE = "f1"
+JSON_SUFFIXES = (".jsonl", ".json")
+
+
+@dataclass(frozen=True)
+class NamedCorpus:
+    """A named task on a corpus in ../shared/data (ELECTRA's chunk)."""
+
+    name: str
+    folder: str  # under the shared data folder
+    train: str
+    scored: str  # the file scored each epoch and reported
+    max_length: int
+    note: str
+
+
+# ELECTRA's chunk task: CoNLL-2000, which has no dev set; ELECTRA and the shared task report test-set F1,
+# so the test file is the scored split (results.json records it as such).
+NAMED = {"chunk": NamedCorpus("chunk", "conll2000", "train.txt", "test.txt", 256,
+                              "CoNLL-2000 has no dev set: the test file is scored each epoch and reported, "
+                              "as ELECTRA reports it (test F1)")}
+
+
+@dataclass(frozen=True)
+class TaggingTaskConfig:
+    """A tagging task, described once: the same keys as flags or in a TOML --task-file."""
+
+    task: str = setting("", kind="recipe", flag=Flag("--task", "NAME", choices=tuple(NAMED)), help=(
+        "a named corpus instead of files: chunk (CoNLL-2000 in DATA_DIR, default $SHARED_DIR/data/conll2000; "
+        "scored on its test file, as ELECTRA reports it)"))
+    data_dir: str = setting("", kind="recipe", flag=Flag("--data-dir", "DIR"), help=(
+        "with --task: the corpus folder"))
+    train: str = setting("", kind="recipe", flag=Flag("--train", "FILE"), help=(
+        "training file: CoNLL columns (word first, a blank line between sentences) or .jsonl with "
+        "{\"tokens\": [...], \"tags\": [...]} per line (a task file's paths are relative to it)"))
+    dev: str = setting("", kind="recipe", flag=Flag("--dev", "FILE"), help="dev file scored each epoch")
+    test: str = setting("", kind="output", flag=Flag("--test", "FILE"), help=(
+        "file to predict after training (its tags, if any, are not used)"))
+    tag_column: int = setting(-1, kind="recipe", flag=Flag("--tag-column", "N"), help=(
+        "CoNLL files: the tag's column, counted from 0 (the word) or from the end when negative; -1: the "
+        "last, as conlleval and ELECTRA read it"))
+    scheme: Scheme = setting("auto", kind="recipe", flag=Flag("--scheme"), help=(
+        "the files' tag scheme; auto: BIOES where an E- or S- tag occurs, IOB1 where a chunk starts with "
+        "I-, else IOB2. Chunks are read as conlleval reads them; predictions are written in this scheme"))
+    long_sentences: Literal["split", "refuse"] = setting(
+        "split", kind="recipe", flag=Flag("--long-sentences"), help=(
+        "a sentence longer than max_length tokens: split into windows of whole words, or refused"))
+    name: str = setting("", kind="recipe", flag=Flag("--name", "NAME"), help=(
+        "the task's name in results, leaderboard and bundles; default: the train file's stem"))
+
+    def __post_init__(self):
+        if self.task and self.task not in NAMED:
+            raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(NAMED)}")
+        if self.tag_column == 0:
+            raise ValueError("tag_column 0 is the word; the tag is a later column (default -1: the last)")
+
+
+@dataclass(frozen=True)
+class TaggingTask:
+    """A tagging task read from its data: what the loop, the scorer, results and bundles need to know.
+
+    Its attributes beside GLUE's (tasks/registry.GlueTask) let the same tables, intervals and bundles
+    serve it: dev_splits, paper_metric (the headline), num_labels."""
+
+    name: str
+    types: tuple[str, ...]  # chunk types (NP, PER, ...), sorted
+    label_names: tuple[str, ...]  # the model's BIOES tags, sorted as ELECTRA's label mapping
+    scheme: str  # the files' scheme: predictions are written in it
+    metrics: tuple[str, ...] = METRICS
+    headline: str = HEADLINE
+    num_epochs: float = NUM_EPOCHS
+    max_length: int = MAX_LENGTH
+    kind: str = "tagging"
+    is_regression: bool = False
+    is_multilabel: bool = False
+    target_scale: float = 1.0
+    double_unordered: bool = False
+    predicted_by: None = None
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+    @property
+    def dev_splits(self) -> tuple[str, ...]:
+        return ("validation",)
+
+    @property
+    def paper_metric(self) -> str:
+        return self.headline
+
+    @property
+    def paper_label(self) -> str:
+        return self.headline
+
+    @property
+    def all_metrics(self) -> tuple[str, ...]:
+        """The summary's metrics: conlleval's, then each type's F1."""
+        return self.metrics + tuple(f"f1_{t}" for t in self.types)
+
+    def record(self) -> dict:
+        """results.json's and the bundle's description of the task."""
+        return {"name": self.name, "kind": self.kind, "types": list(self.types),
+                "label_names": list(self.label_names), "scheme": self.scheme,
+                "metrics": list(self.all_metrics),
+                "headline": self.headline, "max_length": self.max_length}
+
+    @classmethod
+    def from_record(cls, record: dict) -> TaggingTask:
+        return cls(record["name"], tuple(record["types"]), tuple(record["label_names"]), record["scheme"],
+                   max_length=record.get("max_length", MAX_LENGTH))

@@ -1,0 +1,259 @@
+"""Tagging (`harness run tagging`): conlleval's figures worked by hand, CoNLL and JSON Lines files read
+and refused, and the task run end to end on a tiny model with data the tests make."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pretrain.infra.errors import UserError
+
+# ---- conlleval ------------------------------------------------------------------------------------
+
+# A worked fixture; conlleval's answer by hand. Gold chunks: S1 NP(0,1) VP(3,4) PP(6); S2 NP(1,2); S3 NP(0)
+# VP(1) (I- after another type starts a chunk); S4 NP(0) NP(1). Guessed: S1 NP(0,1) VP(3) NP(6); S2 NP(1,2)
+# (I- after O starts a chunk); S3 NP(0,1); S4 NP(0,1). Correct: S1 NP(0,1), S2 NP(1,2): 2 of 6 guessed, 2 of 8
+# gold: precision 33.33, recall 25.00, FB1 28.57; tags 5 + 2 + 1 + 0 = 8 of 7 + 3 + 2 + 2 = 14 equal: accuracy
+# 57.14.
+# NP: 2 correct of 5 guessed and 5 gold (FB1 40.00); VP 0 of 1 and 2; PP 0 of 0 and 1.
+GOLD = [["B-NP", "I-NP", "O", "B-VP", "I-VP", "O", "B-PP"], ["O", "B-NP", "I-NP"], ["I-NP", "I-VP"],
+        ["B-NP", "B-NP"]]
+GUESS = [["B-NP", "I-NP", "O", "B-VP", "O", "O", "B-NP"], ["O", "I-NP", "I-NP"], ["I-NP", "I-NP"],
+         ["I-NP", "I-NP"]]
+
+
+def test_conlleval_on_a_worked_fixture():
+    from tasks.tagging_metrics import conlleval
+
+    found = conlleval(GOLD, GUESS)
+    assert found["precision"] == pytest.approx(2 / 6)
+    assert found["recall"] == pytest.approx(2 / 8)
+    assert found["f1"] == pytest.approx(2 / 7)  # conlleval: FB1 28.57
+    assert found["accuracy"] == pytest.approx(8 / 14)
+    assert found["f1_NP"] == pytest.approx(0.4)
+    assert found["f1_VP"] == 0.0 and found["f1_PP"] == 0.0
+
+
+def test_chunks_read_as_conlleval_reads_them():
+    from tasks.tagging_metrics import chunks
+
+    assert chunks(["O", "I-NP", "I-NP"]) == [("NP", 1, 2)]  # I- after O starts a chunk
+    assert chunks(["I-NP", "B-NP", "I-NP"]) == [("NP", 0, 0), ("NP", 1, 2)]  # IOB1
+    assert chunks(["B-NP", "I-VP"]) == [("NP", 0, 0), ("VP", 1, 1)]  # a change of type
+    assert chunks(["B-NP", "E-NP", "S-NP", "S-VP", "B-PP", "I-PP", "E-PP"]) == [
+        ("NP", 0, 1), ("NP", 2, 2), ("VP", 3, 3), ("PP", 4, 6)]
+    assert chunks(["B-I-PER", "I-I-PER"]) == [("I-PER", 0, 1)]  # the type is all after the first '-'
+
+
+@pytest.mark.parametrize("scheme, expected", [
+    ("IOB2", ["B-NP", "I-NP", "B-NP", "O", "B-VP"]),
+    ("IOB1", ["I-NP", "I-NP", "B-NP", "O", "I-VP"]),
+    ("BIOES", ["B-NP", "E-NP", "S-NP", "O", "S-VP"]),
+])
+def test_tags_of_each_scheme_read_back_as_the_same_chunks(scheme, expected):
+    from tasks.tagging_metrics import chunks, tags_of
+
+    spans = [("NP", 0, 1), ("NP", 2, 2), ("VP", 4, 4)]
+    assert tags_of(spans, 5, scheme) == expected
+    assert chunks(expected) == spans
+
+
+def test_batched_scores_sum_sentences_as_conlleval_counts():
+    from tasks.tagging_metrics import batched_score, flat_rows, metric_rows, sentence_counts
+
+    counts = sentence_counts(GOLD, GUESS)
+    rows = flat_rows(counts)[None]  # one seed
+
+    def score(metric, chosen=rows):
+        return batched_score(metric)(metric_rows(chosen, counts.types, metric), None)
+
+    assert score("f1") == pytest.approx([2 / 7])
+    assert score("accuracy") == pytest.approx([8 / 14])
+    assert score("f1_NP") == pytest.approx([0.4])
+    assert score("recall") == pytest.approx([0.25])
+    # a resample of sentences 1 and 2 twice: 2 correct of 2 guessed, 2 gold: F1 1
+    assert score("f1", rows[:, [1, 1]]) == pytest.approx([1.0])
+
+
+# ---- reading --------------------------------------------------------------------------------------
+
+
+def _conll(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+CONLL = """-DOCSTART- -X- -X- O
+
+Confidence NN B-NP
+in IN B-PP
+the DT B-NP
+pound NN I-NP
+
+
+He PRP B-NP
+ran VBD B-VP
+"""
+
+
+def test_conll_columns_docstart_and_blank_lines(tmp_path):
+    from tasks.tagging_data import read_file
+
+    split = read_file("train", _conll(tmp_path / "train.txt", CONLL))
+    assert [s.words for s in split.sentences] == [("Confidence", "in", "the", "pound"), ("He", "ran")]
+    assert split.sentences[0].tags == ("B-NP", "B-PP", "B-NP", "I-NP")
+    assert split.sentences[1].line == 9
+
+
+def test_json_lines_and_a_chosen_tag_column(tmp_path):
+    from tasks.tagging_data import read_file
+
+    path = tmp_path / "dev.jsonl"
+    path.write_text(json.dumps({"tokens": ["Ann", "lives"], "tags": ["B-PER", "O"]}) + "\n\n"
+                    + json.dumps({"tokens": ["Oslo"], "tags": ["S-LOC"]}) + "\n", encoding="utf-8")
+    split = read_file("validation", path)
+    assert [(s.words, s.tags, s.line) for s in split.sentences] == [
+        (("Ann", "lives"), ("B-PER", "O"), 1), (("Oslo",), ("S-LOC",), 3)]
+    ner = _conll(tmp_path / "ner.txt", "Ann B-PER NNP\nlives O VBZ\n")
+    assert read_file("train", ner, tag_column=1).sentences[0].tags == ("B-PER", "O")
+
+
+@pytest.mark.parametrize("name, text, column, message", [
+    ("cols.txt", "a x B-NP\nb I-NP\n", -1, "cols.txt:2: 2 columns, but the file's first word line has 3"),
+    ("prefix.txt", "a B-NP\nb X-NP\n", -1, "prefix.txt:2: tag 'X-NP' has an unknown prefix"),
+    ("pos.txt", "a NN B-NP\n", 1, "pos.txt:1: tag 'NN' has an unknown prefix"),
+    ("column.txt", "a NN B-NP\n", 5, "column.txt:1: tag column 5 does not exist: the line has 3 columns"),
+    ("words.txt", "a\nb\n", -1, "words.txt:1: a word without a tag column"),
+    ("empty.jsonl", '{"tokens": [], "tags": []}\n', -1, "empty.jsonl:1: an empty sentence"),
+    ("length.jsonl", '{"tokens": ["a"], "tags": ["O", "O"]}\n', -1, "length.jsonl:1: 1 tokens but 2 tags"),
+    ("blank.txt", "\n-DOCSTART- O\n\n", -1, "blank.txt: no sentences in the train file"),
+])
+def test_bad_input_is_one_line_naming_file_and_line(tmp_path, name, text, column, message):
+    from tasks.tagging_data import read_file
+
+    with pytest.raises(UserError) as raised:
+        read_file("train", _conll(tmp_path / name, text), tag_column=column)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_non_utf8_bytes_name_their_line(tmp_path):
+    from tasks.tagging_data import read_file
+
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("a B-NP\nna\xefve I-NP\n".encode("latin-1"))
+    with pytest.raises(UserError, match=r"latin1.txt:2: bytes that are not UTF-8"):
+        read_file("train", path)
+
+
+def test_scheme_detected_and_tags_converted_to_bioes(tmp_path):
+    from tasks.tagging_data import read
+    from tasks.tagging_task import TaggingTaskConfig
+
+    train = _conll(tmp_path / "train.txt", "a I-NP\nb I-NP\nc B-NP\nd O\ne I-VP\n")
+    dev = _conll(tmp_path / "dev.txt", "a I-NP\nb O\n")
+    data = read(TaggingTaskConfig(train=str(train), dev=str(dev)))
+    assert data.task.scheme == "IOB1" and data.task.types == ("NP", "VP")
+    assert data.model_tags("train") == [["B-NP", "E-NP", "S-NP", "O", "S-VP"]]
+    assert data.task.label_names == ("B-NP", "E-NP", "O", "S-NP", "S-VP")  # sorted, as ELECTRA's mapping
+    assert data.record["files"]["train"]["sentences"] == 1
+    with pytest.raises(UserError, match=r"train.txt:3: tag 'S-NP' is not in scheme IOB2"):
+        read(TaggingTaskConfig(train=str(_conll(tmp_path / "train.txt", "a B-NP\nb I-NP\nc S-NP\n")),
+                               dev=str(dev), scheme="IOB2"))
+    with pytest.raises(UserError, match="pass --dev FILE"):
+        read(TaggingTaskConfig(train=str(train)))
+
+
+# ---- windows and the run ----------------------------------------------------------------------------
+
+
+def _tagged_corpus(path: Path, sentences: int, seed: int) -> Path:
+    """Sentences of the tiny model's words; NP chunks 'the/a ADJ* NOUN', VP 'sat/ran', PP 'on'."""
+    import random
+
+    rng = random.Random(seed)
+    lines = ["-DOCSTART- -X- O", ""]
+    for _ in range(sentences):
+        for _ in range(rng.randint(1, 3)):
+            lines += [f"{rng.choice(['the', 'a'])} DT B-NP",
+                      *(f"{w} JJ I-NP" for w in rng.sample(["big", "small", "red"], rng.randint(0, 2))),
+                      f"{rng.choice(['cat', 'dog', 'mat'])} NN I-NP", f"{rng.choice(['sat', 'ran'])} VB B-VP",
+                      "on IN B-PP"]
+        lines.append("")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_long_sentence_is_split_into_windows_of_whole_words_and_joined(tiny_model, tmp_path):
+    import transformers
+
+    from tasks import tagging
+    from tasks.tagging_data import read
+    from tasks.tagging_task import TaggingTaskConfig
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
+    words = ["the", "big", "cat", "sat", "on", "the", "mat", ".", "it", "ran"]
+    tags = ["B-NP", "I-NP", "I-NP", "B-VP", "B-PP", "B-NP", "I-NP", "O", "B-NP", "B-VP"]
+    train = tmp_path / "train.jsonl"
+    train.write_text(json.dumps({"tokens": words, "tags": tags}) + "\n")
+    data = read(TaggingTaskConfig(train=str(train), dev=str(train)))
+    built = tagging.build_task(data, tokenizer, max_length=6)  # 4 words a window beside [CLS] and [SEP]
+    windows = built.windows["validation"]
+    assert [(w.first, w.positions) for w in windows] == [(0, (1, 2, 3, 4)), (4, (1, 2, 3, 4)), (8, (1, 2))]
+    labels = built.train["labels"][0]
+    names = data.task.label_names
+    assert [names[i] if i >= 0 else None for i in labels] == [None, "B-NP", "I-NP", "E-NP", "S-VP", None]
+    # each window predicting the gold BIOES tags of its words: joined, they read back as the gold chunks
+    gold = data.model_tags("validation")[0]
+    outputs = [np.array([0] + [names.index(gold[w.first + k]) for k in range(len(w.positions))] + [0])
+               for w in windows]
+    assert built.predicted_tags("validation", outputs) == [tags]
+    assert built.score("validation", outputs)["f1"] == 1.0
+    with pytest.raises(UserError, match=r"train.jsonl:1: a sentence of 10 tokens, more than max_length 6"):
+        tagging.build_task(data, tokenizer, max_length=6, long_sentences="refuse")
+
+
+@pytest.fixture(scope="session")
+def tagged_runs(tiny_model, tmp_path_factory):
+    """Two seeds of a made-up chunking set, and the same at another learning rate."""
+    from harness.cli import main
+
+    root = tmp_path_factory.mktemp("tagging")
+    train, dev = _tagged_corpus(root / "train.txt", 40, 0), _tagged_corpus(root / "dev.txt", 12, 1)
+    for name, rate in (("a", "3e-3"), ("b", "1e-3")):
+        assert main([str(a) for a in [
+            "run", "tagging", "--model", tiny_model, "--train", train, "--dev", dev, "--name", "phrases",
+            "--seeds", "2", "--output-dir", root / name, "--tracking-uri", f"sqlite:///{root / 'mlflow.db'}",
+            "precision=fp32", "num_epochs=2", "batch_size=8", f"learning_rate={rate}"]]) == 0
+    return root
+
+
+@pytest.mark.slow
+def test_run_tagging_reports_conlleval_f1_per_type_with_intervals(tagged_runs):
+    from tasks.tagging_data import read_file
+    from tasks.tagging_metrics import conlleval
+
+    results = json.loads((tagged_runs / "a" / "results.json").read_text())
+    assert results["format"] == "electra-harness/tagging-results/1"
+    assert results["data"]["task"]["types"] == ["NP", "PP", "VP"] and results["data"]["task"]["scheme"] == "IOB2"
+    summary = results["summary"]["phrases"]
+    for metric in ("f1", "precision", "recall", "accuracy", "f1_NP", "f1_PP", "f1_VP"):
+        assert summary[metric]["n"] == 2 and summary[metric]["ci_low"] <= summary[metric]["mean"]
+    # the written predictions, scored by conlleval, are seed 0's reported figures
+    gold = [s.tags for s in read_file("validation", tagged_runs / "dev.txt").sentences]
+    lines = (tagged_runs / "a" / "predictions" / "phrases-seed0" / "validation.jsonl").read_text().splitlines()
+    guessed = [json.loads(line)["tags"] for line in lines]
+    seed0 = next(r for r in results["runs"] if r["seed"] == 0)
+    assert conlleval(gold, guessed)["f1"] == pytest.approx(seed0["metrics"]["validation"]["f1"])
+    config = json.loads((tagged_runs / "a" / "models" / "phrases-seed0" / "config.json").read_text())
+    assert config["architectures"] == ["ElectraForTokenClassification"] and "S-VP" in config["label2id"]
+
+
+@pytest.mark.slow
+def test_compare_pairs_two_tagging_runs_sentence_by_sentence(tagged_runs, capsys):
+    from tests.conftest import run_cli
+
+    code, out, _ = run_cli(["compare", tagged_runs / "a", tagged_runs / "b"], capsys)
+    assert code == 0 and "phrases" in out and "f1" in out
