@@ -195,6 +195,7 @@ def read_only_dir(tmp_path):
         subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
+@pytest.mark.slow
 def test_unwritable_mlflow_store_or_hf_home_is_one_line_before_training(read_only_dir, tiny_model, glue_data,
                                                                         tmp_path, capsys, monkeypatch):
     import harness.finetuning.orchestration

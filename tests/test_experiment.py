@@ -157,6 +157,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, micro, glue_data, ca
     assert not (tmp_path / "exp").exists()
 
 
+@pytest.mark.slow
 def test_diverged_seeds_end_the_experiment_with_one_line_and_exit_2(tmp_path, micro, glue_data, capsys):
     # lr 1e30 diverges every seed (batch 4: step 2 is past warmup, and the epoch's mean loss is nan)
     corpus = write_corpus(tmp_path / "corpus.txt")

@@ -194,6 +194,7 @@ def test_a_hub_id_and_revision_resolve_from_the_hub_cache_offline(session_glue_d
         assert results["flops"]["model_id"] == model  # the leaderboard's key: the id, not this cache's path
 
 
+@pytest.mark.slow
 def test_an_id_in_neither_place_is_one_line_naming_it_and_the_cache(session_glue_data, tmp_path):
     cache = tmp_path / "empty-hub"
     done = _offline(cache, *glue("someone/not-here", session_glue_data, tmp_path))

@@ -15,6 +15,7 @@ from tests.conftest import finetune_glue as _train
 from tests.conftest import write_glue_dir
 
 
+@pytest.mark.slow
 def test_loss_falls_and_outputs_cover_every_split(tiny_model, tmp_path):
     # A random 0.02-std ELECTRA sits at ln 2 for a few epochs before it breaks through; 64 examples
     # and 10 epochs at 2e-3 get well past that (the words decide the label, so it is learnable).
@@ -41,6 +42,7 @@ def test_examples_seen_counts_a_fractional_last_epoch(tiny_model, glue_data):
     assert result.train_examples_seen == full * len(built.train) + 4 * rest
 
 
+@pytest.mark.slow
 def test_regression_task_trains(tiny_model, glue_data):
     result, _, built = _train(tiny_model, glue_data, "stsb", learning_rate=2e-3, num_epochs=4)
     assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]

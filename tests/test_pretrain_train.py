@@ -65,6 +65,7 @@ def test_the_first_budget_reached_stops():
 # ELECTRA's optimiser takes larger early steps (no bias correction): at the micro preset's 2e-3 its
 # generator gets good so fast that the detector falls back to "original" everywhere (replaced-token
 # accuracy 0.12 -> 0.02 in 120 steps); at ELECTRA's own Small rate, 5e-4, both learn.
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer, learning_rate", [("electra", 5e-4), ("adamw", 2e-3)])
 def test_tiny_model_losses_fall(tmp_path, micro, corpus, optimizer, learning_rate):
     logged = []
@@ -165,6 +166,7 @@ def test_the_discriminator_levers_are_checked(tmp_path, micro, corpus, settings,
         micro_config(tmp_path, corpus, **settings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["electra", "two-stage"])
 def test_resume_after_a_kill_matches_an_uninterrupted_run(tmp_path, micro, corpus, objective):
     settings = {"max_steps": 12, "checkpoint_every_steps": 5, "objective": objective}

@@ -93,6 +93,7 @@ def test_sampler_draws_follow_the_trial_number():
     assert dict(draws(1, [0]))[0] != first[0]
 
 
+@pytest.mark.slow
 def test_search_prunes_fails_and_records_every_trial(tmp, mlflow_db):
     record = search(tmp, mlflow_db, trials=10)
     study = load(tmp)
@@ -123,6 +124,7 @@ def test_search_prunes_fails_and_records_every_trial(tmp, mlflow_db):
     assert saved["settings"] == {} and saved["storage"].endswith("optuna.db")
 
 
+@pytest.mark.slow
 def test_hyperband_pruner(tmp, mlflow_db, monkeypatch):
     made, make = [], studies.make_pruner
     monkeypatch.setattr(studies, "make_pruner", lambda *args: made.append(make(*args)) or made[-1])

@@ -16,6 +16,7 @@ def statuses(tmp_path):
     return mlflow_store.statuses(tmp_path / "mlflow.db")
 
 
+@pytest.mark.slow
 def test_v1_holds_out_dev_articles_and_writes_results(tiny_model, tmp_path, capsys):
     data = tmp_path / "squad"
     write_squad(data / "dev-v1.1.json", "1.1", bad_offset=True)
@@ -74,6 +75,7 @@ def test_a_finished_run_adds_its_row_to_the_leaderboard(tiny_model, tmp_path, ca
     assert f"leaderboard: tiny · FLOPs ? · fine-tuned on squad11 · SQuAD1.1 F1 {f1:.1f} [departs: " in out
 
 
+@pytest.mark.slow
 def test_v2_with_train_file_writes_null_odds(tiny_model, tmp_path, capsys):
     train = write_squad(tmp_path / "train.json", "2.0", num_articles=3, seed=1)
     dev = write_squad(tmp_path / "dev.json", "2.0", num_articles=2, seed=2)
