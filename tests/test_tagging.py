@@ -257,3 +257,22 @@ def test_compare_pairs_two_tagging_runs_sentence_by_sentence(tagged_runs, capsys
 
     code, out, _ = run_cli(["compare", tagged_runs / "a", tagged_runs / "b"], capsys)
     assert code == 0 and "phrases" in out and "f1" in out
+
+
+@pytest.mark.slow
+def test_eval_scores_a_saved_tagger_as_its_run_did_and_compare_pairs_them(tagged_runs, tmp_path, capsys):
+    """harness eval tagging on seed 0's saved model: its run's F1 on the same sentences, paired by compare."""
+    from tests.conftest import run_cli
+
+    code, _, err = run_cli(["eval", "tagging", "--model", tagged_runs / "a" / "models" / "phrases-seed0",
+                            "--train", tagged_runs / "train.txt", "--dev", tagged_runs / "dev.txt", "--name",
+                            "phrases", "--output-dir", tmp_path / "ev", "--tracking-uri",
+                            f"sqlite:///{tmp_path / 'mlflow.db'}", "precision=fp32"], capsys)
+    assert code == 0, err
+    run = json.loads((tagged_runs / "a" / "results.json").read_text())
+    evaluated = json.loads((tmp_path / "ev" / "results.json").read_text())
+    seed0 = next(r for r in run["runs"] if r["seed"] == 0)["metrics"]["validation"]
+    assert evaluated["evaluated"] is True
+    assert evaluated["runs"][0]["metrics"]["validation"] == pytest.approx(seed0, abs=1e-9)
+    code, out, _ = run_cli(["compare", tmp_path / "ev", tagged_runs / "a"], capsys)
+    assert code == 0 and "phrases" in out

@@ -1,4 +1,4 @@
-"""`harness eval glue|squad|text`: score a checkpoint that is already fine-tuned, training nothing."""
+"""`harness eval glue|squad|text|tagging`: score a checkpoint that is already fine-tuned, training nothing."""
 
 from __future__ import annotations
 
@@ -62,6 +62,16 @@ def add_parser(subparsers) -> None:
                        help="official-format dev JSON; alone, the articles a run would hold out are scored "
                             "(holdout_fraction, holdout_seed), so the two pair")
     squad.set_defaults(handler=handle_squad)
+    tagging = kinds.add_parser("tagging", help="a token classifier (chunking, NER, your tagged files)",
+                               epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                               description="Score a fine-tuned token classifier on a tagging task, described "
+                                           "as for harness run tagging (conlleval's F1).")
+    _common(tagging, "tagging")
+    from tasks.tagging_task import TaggingTaskConfig
+
+    tagging.add_argument("--task-file", help="TOML file describing the task (the same keys as the flags)")
+    add_flags(tagging, TaggingTaskConfig)
+    tagging.set_defaults(handler=handle_tagging)
 
 
 def _common(parser, benchmark: str) -> None:
@@ -142,6 +152,22 @@ def handle_squad(args) -> int:
     results = run_squad(SquadInvocation(model=args.model, task=task, output_dir=output_dir, config=config,
                                         squad_config=squad_config, source=source,
                                         tracking_uri=args.tracking_uri, evaluate_only=True))
+    print(summary_table(results))
+    print(f"\nresults: {output_dir / 'results.json'}")
+    return 0
+
+
+def handle_tagging(args) -> int:
+    from harness.commands.run import tagging_task_config
+
+    task, base = tagging_task_config(args)
+    config = _settings(args)
+    from harness.finetuning.tagging_benchmark import TaggingInvocation, run_tagging, summary_table
+
+    output_dir = _output(args, task.name or task.task or Path(task.train or "data").stem)
+    results = run_tagging(TaggingInvocation(model=args.model, task=task, output_dir=output_dir, config=config,
+                                            task_file_dir=base, tracking_uri=args.tracking_uri,
+                                            evaluate_only=True))
     print(summary_table(results))
     print(f"\nresults: {output_dir / 'results.json'}")
     return 0

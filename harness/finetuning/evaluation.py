@@ -31,17 +31,24 @@ def evaluate_seed(built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup
                   ) -> tuple[torch.nn.Module, FinetuneResult]:
     """The checkpoint's predictions and dev scores on the task, in a FinetuneResult with no training."""
     from tasks.squad import SquadFinetuneTask
+    from tasks.tagging import TaggingFinetuneTask
 
+    tagging = isinstance(built, TaggingFinetuneTask)
     if isinstance(built, SquadFinetuneTask):  # span heads, and ELECTRA's where their files are saved
         model, order = load_span_model(setup, built), None
     else:
-        model = load_classifier(setup)
+        model = load_classifier(setup, transformers.AutoModelForTokenClassification if tagging else
+                                transformers.AutoModelForSequenceClassification)
         order = label_order(model.config, built.task)
     model.to(setup.device)
     precision = placement.resolve_precision(config.precision, setup.device)
     autocast = placement.autocast(setup.device, precision)
     outputs = predict(model, built, built.evals, config, batching.collator(setup.tokenizer), autocast)
-    if order is not None:  # the checkpoint's logits in the task's label order
+    if order is not None and tagging:  # each token's tag id, the checkpoint's, as the task's id
+        task_id = np.argsort(order)
+        outputs = {split: [task_id[row].astype(row.dtype) for row in rows]
+                   for split, rows in outputs.items()}
+    elif order is not None:  # the checkpoint's logits in the task's label order
         outputs = {split: [row[order] for row in rows] for split, rows in outputs.items()}
     metrics = {split: built.score(split, rows) for split, rows in outputs.items()
                if split.startswith("validation")}
@@ -52,10 +59,12 @@ def evaluate_seed(built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup
 
 def require_head(setup: ModelSetup, architecture: str = "ForSequenceClassification") -> None:
     """A UserError, before any data is read, where config.json names no head of the kind the task needs
-    (`architecture`: the class name's ending, ForSequenceClassification or ForQuestionAnswering)."""
+    (`architecture`: the class name's ending: ForSequenceClassification, ForQuestionAnswering, ...)."""
     architectures = getattr(setup.model_config, "architectures", None) or []
     if not any(name.endswith(architecture) for name in architectures):
-        kind = "span (question answering)" if architecture == "ForQuestionAnswering" else "classification"
+        kinds = {"ForQuestionAnswering": "span (question answering)",
+                 "ForTokenClassification": "token-classification (tagging)"}
+        kind = kinds.get(architecture, "classification")
         raise UserError(f"{setup.model_path!r} is a {', '.join(architectures) or 'bare encoder'}, with no "
                         f"fine-tuned {kind} head; harness eval scores a fine-tuned checkpoint, "
                         "harness run fine-tunes one")
@@ -80,12 +89,14 @@ def load_span_model(setup: ModelSetup, built) -> torch.nn.Module:
                                           **setup.load_options)
 
 
-def load_classifier(setup: ModelSetup) -> torch.nn.Module:
-    """The checkpoint with its own classification head, or a UserError where it has none."""
+def load_classifier(setup: ModelSetup, auto_class=transformers.AutoModelForSequenceClassification
+                    ) -> torch.nn.Module:
+    """The checkpoint with its own classification (or token-classification) head, or a UserError where it
+    has none."""
     try:
         with quiet_transformers():
-            model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
-                setup.model_path, output_loading_info=True, **setup.load_options)
+            model, info = auto_class.from_pretrained(setup.model_path, output_loading_info=True,
+                                                     **setup.load_options)
     except ValueError as error:  # a family without a sequence-classification head
         raise UserError(f"{setup.model_path!r} cannot be loaded as a classifier ({error}); pass a fine-tuned "
                         "classification checkpoint") from error

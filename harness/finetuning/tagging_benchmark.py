@@ -62,6 +62,7 @@ class TaggingBenchmark:
     """Tagging's part of the one orchestration: read CoNLL/JSON Lines files, a token classifier, tags."""
 
     experiment = "tagging"
+    head_architecture = "ForTokenClassification"
     results_format = RESULTS_FORMAT
     same = ("format", "config", "data")  # `data` holds each file's sha256: a changed file is refused
     leaderboard = True
