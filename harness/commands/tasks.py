@@ -4,7 +4,9 @@ from __future__ import annotations
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("tasks", help="list the tasks", description="List GLUE and SQuAD tasks.")
+    parser = subparsers.add_parser("tasks", help="list the tasks",
+                                   description="List GLUE, SQuAD and tagging tasks, and the kinds your own "
+                                               "files can be.")
     parser.set_defaults(handler=handle)
 
 
@@ -21,4 +23,14 @@ def handle(args) -> int:
         labels = "answer spans" + (", unanswerable" if task.has_unanswerable else "")
         note = f"harness run squad --version {task.version}"
         print(f"{task.name:8} {','.join(task.metrics):30} {labels:32} {task.num_epochs:<6} {note}")
+    from tasks.tagging_task import NAMED
+    from tasks.tagging_task import NUM_EPOCHS as TAGGING_EPOCHS
+    from tasks.text_task import KIND_METRICS, NUM_EPOCHS
+
+    for name, corpus in NAMED.items():
+        print(f"{name:8} {'f1,precision,recall,accuracy':30} {'phrase tags (conlleval)':32} "
+              f"{TAGGING_EPOCHS:<6} harness run tagging --task {name} ({corpus.folder})")
+    print("\nyour own files (harness run text, headline metric first; harness run tagging for tagged files):")
+    for kind, names in KIND_METRICS.items():
+        print(f"  {kind:14} {','.join(names):30} {NUM_EPOCHS} epochs")
     return 0
