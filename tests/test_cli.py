@@ -280,6 +280,8 @@ def test_listings(capsys):
                                      "squad", "--version", "1.1"]
     assert rows["squad_v2"].split()[:5] == ["squad_v2", "exact,f1,best_exact,best_f1", "answer", "spans,",
                                             "unanswerable"]
+    assert "harness run tagging --task chunk" in rows["chunk"]
+    assert rows["multilabel"].split()[:2] == ["multilabel", "micro_f1,macro_f1"]
     code, out, _ = run_cli(["models"], capsys)
     assert code == 0 and "google/electra-base-discriminator" in out and "electra-tiny" in out
 

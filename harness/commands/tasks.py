@@ -30,7 +30,7 @@ def handle(args) -> int:
     for name, corpus in NAMED.items():
         print(f"{name:8} {'f1,precision,recall,accuracy':30} {'phrase tags (conlleval)':32} "
               f"{TAGGING_EPOCHS:<6} harness run tagging --task {name} ({corpus.folder})")
-    print("\nyour own files (harness run text, headline metric first; harness run tagging for tagged files):")
+    print("your own files (harness run text, headline metric first; harness run tagging for tagged files):")
     for kind, names in KIND_METRICS.items():
         print(f"  {kind:14} {','.join(names):30} {NUM_EPOCHS} epochs")
     return 0
