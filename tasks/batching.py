@@ -22,8 +22,10 @@ class Collator(DataCollatorWithPadding):
 
     def __call__(self, features: list[dict]) -> dict:
         names = [name for name in self.zero_padded if features and name in features[0]]
-        # a label per token (tagging): padded with -100, which the loss ignores
-        if features and isinstance(features[0].get("labels"), list):
+        # a label id per token (tagging): padded with -100, which the loss ignores. A multi-label row's
+        # 0/1 floats (tasks/text.py) are one target per label, not per token: left as they are.
+        labels = features[0].get("labels") if features else None
+        if isinstance(labels, list) and labels and isinstance(labels[0], int):
             names.append("labels")
         extra = {name: [f[name] for f in features] for name in names}
         batch = super().__call__([{k: v for k, v in f.items() if k not in extra} for f in features])

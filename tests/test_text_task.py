@@ -388,3 +388,17 @@ def test_a_text_runs_leaderboard_row_names_its_task_and_data():
     assert row.values["own.intents.abababab"] == 50.0
     assert row.values["own.intents.abababab_ci_low"] == pytest.approx(41.0)
     assert "intents.abababab 50.0" in render.title(row) and "GLUE" not in render.title(row)
+
+
+def test_the_collator_pads_tag_ids_per_token_but_not_multilabel_targets(tiny_model):
+    import transformers
+
+    from tasks import batching
+
+    collate = batching.collator(transformers.AutoTokenizer.from_pretrained(tiny_model))
+    rows = [{"input_ids": [2, 5, 3], "attention_mask": [1, 1, 1], "labels": [1.0, 0.0, 1.0, 0.0]},
+            {"input_ids": [2, 5, 6, 7, 3], "attention_mask": [1] * 5, "labels": [0.0, 0.0, 0.0, 1.0]}]
+    assert collate(rows)["labels"].tolist() == [[1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
+    tagged = [{"input_ids": [2, 5, 3], "attention_mask": [1, 1, 1], "labels": [-100, 4, -100]},
+              {"input_ids": [2, 5, 6, 3], "attention_mask": [1] * 4, "labels": [-100, 1, 2, -100]}]
+    assert collate(tagged)["labels"][0].tolist()[:4] == [-100, 4, -100, -100]
