@@ -21,6 +21,7 @@ from typing import Any
 from pretrain.infra.errors import UserError
 from tasks import tagging_metrics
 from tasks.tagging_task import JSON_SUFFIXES, MODEL_SCHEME, NAMED, NUM_EPOCHS, TaggingTask, TaggingTaskConfig
+from tasks.text_data import decode_utf8
 
 PREFIXES = ("B", "I", "E", "S")
 DOCSTART = "-DOCSTART-"
@@ -138,7 +139,7 @@ def read_file(split: str, path: Path, tag_column: int = -1, labelled: bool = Tru
     if not path.is_file():
         raise UserError(f"{split} file {str(path)!r} does not exist; check the path")
     data = path.read_bytes()
-    text = _utf8(path, data)
+    text = decode_utf8(path, data)
     reader = _json_sentences if path.suffix.lower() in JSON_SUFFIXES else _conll_sentences
     sentences = reader(path, text, tag_column, labelled)
     if not sentences:
@@ -149,15 +150,6 @@ def read_file(split: str, path: Path, tag_column: int = -1, labelled: bool = Tru
         raise UserError(f"{path}:{untagged}: a sentence without tags "
                         f"in the {split} file, which must be tagged")
     return found
-
-
-def _utf8(path: Path, data: bytes) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = data[:error.start].count(b"\n") + 1
-        raise UserError(f"{path}:{line}: bytes that are not UTF-8 ({data[error.start:error.start + 4]!r}); "
-                        "re-save the file as UTF-8") from None
 
 
 def _conll_sentences(path: Path, text: str, tag_column: int, labelled: bool) -> list[Sentence]:

@@ -118,9 +118,9 @@ def _read_file(split: str, path: Path) -> Source:
     digest = hashlib.sha256(data).hexdigest()
     lines, options = None, {}
     if kind == "json":
-        lines = _json_lines(path, _utf8(path, data))
+        lines = _json_lines(path, decode_utf8(path, data))
     elif kind == "csv":
-        header, lines = _csv_lines(path, _utf8(path, data))
+        header, lines = _csv_lines(path, decode_utf8(path, data))
         # every cell as text: labels are typed here, and "NA" is a word, not a missing value
         from datasets import Features, Value
 
@@ -179,7 +179,8 @@ def _hub_sources(config: TextTaskConfig) -> dict[str, Source]:
     return sources
 
 
-def _utf8(path: Path, data: bytes) -> str:
+def decode_utf8(path: Path, data: bytes) -> str:
+    """A data file's text, or one line naming the line of its first byte that is not UTF-8."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:

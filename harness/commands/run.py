@@ -216,16 +216,21 @@ def add_text_parser(benchmarks) -> None:
     parser.set_defaults(handler=handle_text)
 
 
-def text_task_config(args):
-    """The task description (the task file's keys, then the flags given) and the folder its paths start
-    from."""
+def task_description(args, cls):
+    """A task description of type `cls` (TextTaskConfig, TaggingTaskConfig): the --task-file's keys, then the
+    flags given; and the folder its relative paths start from."""
     from harness.config import flag_values, load_config, shown
-    from tasks.text_task import TextTaskConfig
 
     given = [f"{key}={shown(value) if isinstance(value, tuple) else value}"
-             for key, value in flag_values(args, TextTaskConfig).items()]
-    task = load_config(TextTaskConfig, args.task_file, given)
+             for key, value in flag_values(args, cls).items()]
+    task = load_config(cls, args.task_file, given)
     return task, Path(args.task_file).resolve().parent if args.task_file else None
+
+
+def text_task_config(args):
+    from tasks.text_task import TextTaskConfig
+
+    return task_description(args, TextTaskConfig)
 
 
 def handle_text(args) -> int:
@@ -281,14 +286,9 @@ def add_tagging_parser(benchmarks) -> None:
 
 
 def tagging_task_config(args):
-    """The task description (the task file's keys, then the flags given) and the folder its paths start
-    from."""
-    from harness.config import flag_values, load_config
     from tasks.tagging_task import TaggingTaskConfig
 
-    given = [f"{key}={value}" for key, value in flag_values(args, TaggingTaskConfig).items()]
-    task = load_config(TaggingTaskConfig, args.task_file, given)
-    return task, Path(args.task_file).resolve().parent if args.task_file else None
+    return task_description(args, TaggingTaskConfig)
 
 
 def handle_tagging(args) -> int:
