@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pretrain.infra.settings import Flag, setting
+from tasks.text_task import ReadTask
 
 Scheme = Literal["auto", "IOB1", "IOB2", "BIOES"]
 
@@ -81,7 +82,7 @@ class TaggingTaskConfig:
 
 
 @dataclass(frozen=True)
-class TaggingTask:
+class TaggingTask(ReadTask):
     """A tagging task read from its data: what the loop, the scorer, results and bundles need to know.
 
     Its attributes beside GLUE's (tasks/registry.GlueTask) let the same tables, intervals and bundles
@@ -105,18 +106,6 @@ class TaggingTask:
     @property
     def num_labels(self) -> int:
         return len(self.label_names)
-
-    @property
-    def dev_splits(self) -> tuple[str, ...]:
-        return ("validation",)
-
-    @property
-    def paper_metric(self) -> str:
-        return self.headline
-
-    @property
-    def paper_label(self) -> str:
-        return self.headline
 
     @property
     def all_metrics(self) -> tuple[str, ...]:

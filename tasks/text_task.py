@@ -77,8 +77,28 @@ class TextTaskConfig:
             raise ValueError("; ".join(problems))
 
 
+class ReadTask:
+    """What a task read from files (your own text, tagging) shows the tables, intervals and bundles that
+    were written for GLUE's registry rows: one dev split, and its headline in the place of the paper's
+    metric."""
+
+    headline: str
+
+    @property
+    def dev_splits(self) -> tuple[str, ...]:
+        return ("validation",)
+
+    @property
+    def paper_metric(self) -> str:
+        return self.headline
+
+    @property
+    def paper_label(self) -> str:
+        return self.headline
+
+
 @dataclass(frozen=True)
-class TextTask:
+class TextTask(ReadTask):
     """A task read from your data: what the loop, the scorer, results and bundles need to know of it.
 
     Its attributes beside GLUE's (tasks/registry.GlueTask) let the same tables, intervals and bundles
@@ -108,18 +128,6 @@ class TextTask:
     @property
     def num_labels(self) -> int:
         return 1 if self.label_names is None else len(self.label_names)
-
-    @property
-    def dev_splits(self) -> tuple[str, ...]:
-        return ("validation",)
-
-    @property
-    def paper_metric(self) -> str:
-        return self.headline
-
-    @property
-    def paper_label(self) -> str:
-        return self.headline
 
     @property
     def problem_type(self) -> str:
