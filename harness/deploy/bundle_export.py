@@ -163,8 +163,8 @@ def _build(source: Source, job: ExportJob, tokenizer, examples: Dataset, staging
     return manifest
 
 
-def _quality(task: GlueTask | SquadTask | TextTask | TaggingTask, staging: Path, examples: Dataset, int8: bool,
-             null_threshold: float) -> dict:
+def _quality(task: GlueTask | SquadTask | TextTask | TaggingTask, staging: Path, examples: Dataset,
+             int8: bool, null_threshold: float) -> dict:
     """Dev scores of each precision through the runtime; warns when int8 misses its target."""
     precisions = ["fp32", "int8"] if int8 else ["fp32"]
     results = {p: onnx_check.dev_predictions(Predictor(staging, p), task, examples) for p in precisions}

@@ -75,8 +75,8 @@ def inspect_checkpoint(path: Path) -> Checkpoint:
         kind = TOKEN_CLASSIFICATION
     else:
         raise UserError(f"{str(path)!r} holds a {architecture}, not a fine-tuned classifier, span model or "
-                        "tagger; fine-tune it with `harness run glue`, `run squad` or `run tagging` and export "
-                        "that run")
+                        "tagger; fine-tune it with `harness run glue`, `run squad` or `run tagging` and "
+                        "export that run")
     weight_shapes(path)  # a cut or corrupt weights file: one line, before anything is exported
     num_labels = len(config.get("id2label") or {}) or 2  # 2: transformers' default when unset
     return Checkpoint(path, kind, architecture, num_labels, int(config.get("max_position_embeddings", 512)),

@@ -411,8 +411,8 @@ def request_from_record(record: object, kind: str, where: str) -> Request:
         tokens = record["tokens"]
         if "text" in record or not isinstance(tokens, list) or not tokens or \
                 not all(isinstance(t, str) and t.strip() for t in tokens):
-            raise UserError(f"{where}: 'tokens' must be a non-empty list of non-blank strings, without 'text' "
-                            "(or send the raw sentence as 'text')")
+            raise UserError(f"{where}: 'tokens' must be a non-empty list of non-blank strings, without "
+                            "'text' (or send the raw sentence as 'text')")
     texts = [record.get(first), record.get(second)] if kind != TAGGING or "tokens" not in record else \
         [" ".join(record["tokens"]), None]
     if not isinstance(texts[0], str) or not isinstance(texts[1], str | None):

@@ -39,8 +39,8 @@ class Source:
 
 def get_task(name: str) -> GlueTask | SquadTask:
     if not name:
-        raise UserError(f"pass --task: one of {', '.join(TASKS)} (a `harness run text` or `run tagging` folder "
-                        "needs none)")
+        raise UserError(f"pass --task: one of {', '.join(TASKS)} (a `harness run text` or `run tagging` "
+                        "folder needs none)")
     if name not in TASKS:
         raise UserError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
     return TASKS[name]

@@ -11,9 +11,10 @@ over MAX_DEPTH) or objects with wrong keys or types, 408 for a body still arrivi
 cannot take (empty, a pair for a one-sentence task). Overload is a 5xx with one line: 503 when the
 queue (in model rows) is full, 504 when the answer is not ready within the time limit. Limits count
 model rows (Predictor.rows: one per classification object, one per SQuAD context window, one per
-tagging window of whole words), as that is what a request costs. A tagging bundle answers each text's
-words, tags and spans (text, type, character offsets). A client that leaves mid-upload is one info line. The bundle's
-checksums are verified before the server listens (harness/deploy/onnx_predictor.Predictor).
+tagging window of whole words), as that is what a request costs. A tagging bundle answers each
+text's words, tags and spans (text, type, character offsets). A client that leaves mid-upload is one
+info line. The bundle's checksums are verified before the server listens
+(harness/deploy/onnx_predictor.Predictor).
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ Word = tuple[str, tuple[int, int]]  # the word and its character offsets (start,
 
 @dataclass(frozen=True)
 class Placed:
-    """One model window: words [first, first + len(positions)) of request `request`, and where each word's
-    first sub-token sits in the window's encoding (-1: the word has no sub-token, e.g. a control character)."""
+    """One model window: words [first, first + len(positions)) of request `request`, and where each
+    word's first sub-token sits in the window's encoding (-1: no sub-token, e.g. a control character)."""
 
     request: int
     first: int
@@ -94,7 +94,8 @@ def windows(tokenizer: Tokenizer, sentences: Sequence[Sequence[str]], max_length
     """Each window's encoding and placement, and a note per sentence split into several windows."""
     room = max_length - specials(tokenizer)
     pieces, placed, notes = [], [], {}
-    for number, (words, lengths) in enumerate(zip(sentences, word_lengths(tokenizer, sentences), strict=True)):
+    lengths_of = word_lengths(tokenizer, sentences)
+    for number, (words, lengths) in enumerate(zip(sentences, lengths_of, strict=True)):
         longest = max(range(len(words)), key=lambda k: lengths[k])
         if lengths[longest] > room:
             raise UserError(f"{wheres[number]}: the word {words[longest][:40]!r} alone is {lengths[longest]} "
