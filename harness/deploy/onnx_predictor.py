@@ -407,14 +407,14 @@ def request_from_record(record: object, kind: str, where: str) -> Request:
     if unknown:
         raise UserError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; use "
                         f"{', '.join(map(repr, sorted(allowed)))}")
-    if kind == TAGGING and "tokens" in record:
+    pre_split = kind == TAGGING and "tokens" in record  # a tagging request's words, split already
+    if pre_split:
         tokens = record["tokens"]
         if "text" in record or not isinstance(tokens, list) or not tokens or \
                 not all(isinstance(t, str) and t.strip() for t in tokens):
             raise UserError(f"{where}: 'tokens' must be a non-empty list of non-blank strings, without "
                             "'text' (or send the raw sentence as 'text')")
-    texts = [record.get(first), record.get(second)] if kind != TAGGING or "tokens" not in record else \
-        [" ".join(record["tokens"]), None]
+    texts = [" ".join(record["tokens"]), None] if pre_split else [record.get(first), record.get(second)]
     if not isinstance(texts[0], str) or not isinstance(texts[1], str | None):
         wanted = f"a string (or {second!r} a list of strings)" if kind == TAGGING else \
             f"a string (and {second!r} a string if given)"
@@ -424,6 +424,6 @@ def request_from_record(record: object, kind: str, where: str) -> Request:
     except UnicodeEncodeError:
         raise UserError(f"{where}: 'id' holds a lone surrogate, not text (from an escape such as \\ud800); "
                         "send valid Unicode") from None
-    if kind == TAGGING and "tokens" in record:
+    if pre_split:
         return Request.of_tokens(record["tokens"], record.get("id"), where)
     return Request(texts[0], texts[1], record.get("id"), where)
