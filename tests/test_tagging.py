@@ -388,7 +388,7 @@ def test_a_long_sentence_is_tagged_in_windows_and_an_empty_one_refused(tagging_b
 
 @pytest.mark.slow
 def test_serve_answers_a_tagging_bundle_as_predict_does(tagging_bundle, tmp_path, capsys):
-    from tests.test_serve import Server, call, harness_predict
+    from tests.serving import Server, call, harness_predict
 
     records = [{"text": RAW, "id": 1}, {"tokens": ["a", "red", "dog", "sat"]}]
     expected = harness_predict(tagging_bundle, records, tmp_path, capsys)
