@@ -310,6 +310,22 @@ def test_bioes_tags_decode_to_spans_of_the_text_in_the_tasks_scheme():
                               {"text": "Oslo", "type": "LOC", "start": 19, "end": 23}]
 
 
+def test_an_export_rereads_the_runs_dev_sentences_and_refuses_a_changed_file(tmp_path):
+    from harness.deploy.bundle_export import dev_examples
+    from tasks.tagging_data import read
+    from tasks.tagging_task import TaggingTaskConfig
+
+    train = _conll(tmp_path / "train.txt", "the B-NP\ncat I-NP\nsat B-VP\n")
+    dev = _conll(tmp_path / "dev.txt", "a B-NP\ndog I-NP\n\nran B-VP\n")
+    data = read(TaggingTaskConfig(train=str(train), dev=str(dev)))
+    examples = dev_examples(data.task, None, 64, data.record)
+    assert (examples["tokens"], examples["tags"], examples["line"]) == (
+        [["a", "dog"], ["ran"]], [["B-NP", "I-NP"], ["B-VP"]], [1, 4])
+    dev.write_text("a B-NP\ndog I-NP\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"^the validation data changed since the run \(sha256"):
+        dev_examples(data.task, None, 64, data.record)
+
+
 @pytest.fixture(scope="session")
 def tagging_bundle(tagged_runs):
     """Run a's best seed exported with its int8 model (no --task: the run's own)."""
