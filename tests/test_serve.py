@@ -5,9 +5,7 @@ import json
 import random
 import re
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -19,7 +17,8 @@ import pytest
 
 from harness.cli import main
 from harness.deploy.batcher import Busy, MicroBatcher
-from tests.conftest import PLAIN, REPO, write_glue_dir, write_squad, write_tiny_model
+from tests.conftest import PLAIN, write_glue_dir, write_squad, write_tiny_model
+from tests.serving import Server, call, harness_predict
 
 PAIRS = [("the cat was very happy .", "the cat is happy ."), ("a dog was sad .", "he is bad ."),
          ("she was good .", "the film is big and red ."), ("it ran on the mat .", "they sat on a rug ."),
@@ -43,37 +42,6 @@ def bundle(tmp_path_factory):
     return root / "bundle"
 
 
-class Server:
-    """`harness serve` in its own process on port 0; the port is read from its first line."""
-
-    def __init__(self, bundle, log_path, *settings):
-        self.log_path = log_path
-        self.log = log_path.open("w")
-        self.process = subprocess.Popen([sys.executable, "-m", "harness.cli", "serve", "--bundle", str(bundle),
-                                         "--port", "0", *settings], cwd=REPO, stdout=self.log,
-                                        stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while not (found := re.search(r"on http://127\.0\.0\.1:(\d+)", log_path.read_text())):
-            assert self.process.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, "server did not start in 60 s"
-            time.sleep(0.1)
-        self.url = f"http://127.0.0.1:{found[1]}"
-        self.address = ("127.0.0.1", int(found[1]))
-
-    def stop(self) -> None:
-        """SIGTERM: uvicorn shuts down cleanly, then dies of the signal it caught (its convention)."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(timeout=30)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-            self.log.close()
-        log = self.log_path.read_text()
-        assert code in (0, -signal.SIGTERM) and "Application shutdown complete" in log, log
-        assert "Traceback" not in log, log
-
-
 @pytest.fixture(scope="module")
 def server(bundle, tmp_path_factory):
     # Small limits, so that the oversized cases stay small.
@@ -81,22 +49,6 @@ def server(bundle, tmp_path_factory):
                      "max_text_chars=1000")
     yield running
     running.stop()
-
-
-def call(url: str, body: bytes | None = None, path: str = "/predict") -> tuple[int, object]:
-    """(status, decoded JSON answer) of a POST of `body` (GET without one)."""
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url + path, data=body), timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
-
-
-def harness_predict(bundle, records, tmp_path, capsys, *flags) -> list[dict]:
-    path = tmp_path / "requests.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    assert main(["predict", "--bundle", str(bundle), "--input", str(path), *flags]) == 0
-    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
 @pytest.mark.slow

@@ -276,3 +276,144 @@ def test_eval_scores_a_saved_tagger_as_its_run_did_and_compare_pairs_them(tagged
     assert evaluated["runs"][0]["metrics"]["validation"] == pytest.approx(seed0, abs=1e-9)
     code, out, _ = run_cli(["compare", tmp_path / "ev", tagged_runs / "a"], capsys)
     assert code == 0 and "phrases" in out
+
+
+# ---- export, predict, serve -------------------------------------------------------------------------
+
+
+def test_raw_text_splits_into_words_with_character_offsets():
+    from harness.deploy import tag_spans
+
+    text = "Zoë's café,  in Oslo."
+    words = tag_spans.split_words(text, tag_spans.splitter(tag_spans.WORD_SPLITTER))
+    assert [w for w, _ in words] == ["Zoë", "'", "s", "café", ",", "in", "Oslo", "."]
+    assert all(text[start:end] == word for word, (start, end) in words)  # characters, not UTF-8 bytes
+    assert tag_spans.joined_words(["New", "York"]) == [("New", (0, 3)), ("York", (4, 8))]
+
+
+def test_windows_close_before_the_word_that_would_overflow_them():
+    from harness.deploy.tag_spans import bounds
+
+    assert bounds([1, 2, 3, 1], 3) == [(0, 2), (2, 3), (3, 4)]
+    assert bounds([1, 0, 2], 3) == [(0, 3)]  # a word without sub-tokens costs nothing
+    assert bounds([2, 2], 4) == [(0, 2)]
+
+
+def test_bioes_tags_decode_to_spans_of_the_text_in_the_tasks_scheme():
+    from harness.deploy.tag_spans import joined_words, result
+
+    text = "Ann Lee met Bob in Oslo"
+    found = result(text, joined_words(text.split()), ["B-PER", "E-PER", "O", "S-PER", "O", "I-LOC"], "IOB2")
+    assert found["tags"] == ["B-PER", "I-PER", "O", "B-PER", "O", "B-LOC"]  # I- after O starts a chunk
+    assert found["spans"] == [{"text": "Ann Lee", "type": "PER", "start": 0, "end": 7},
+                              {"text": "Bob", "type": "PER", "start": 12, "end": 15},
+                              {"text": "Oslo", "type": "LOC", "start": 19, "end": 23}]
+
+
+def test_an_export_rereads_the_runs_dev_sentences_and_refuses_a_changed_file(tmp_path):
+    from harness.deploy.bundle_export import dev_examples
+    from tasks.tagging_data import read
+    from tasks.tagging_task import TaggingTaskConfig
+
+    train = _conll(tmp_path / "train.txt", "the B-NP\ncat I-NP\nsat B-VP\n")
+    dev = _conll(tmp_path / "dev.txt", "a B-NP\ndog I-NP\n\nran B-VP\n")
+    data = read(TaggingTaskConfig(train=str(train), dev=str(dev)))
+    examples = dev_examples(data.task, None, 64, data.record)
+    assert (examples["tokens"], examples["tags"], examples["line"]) == (
+        [["a", "dog"], ["ran"]], [["B-NP", "I-NP"], ["B-VP"]], [1, 4])
+    dev.write_text("a B-NP\ndog I-NP\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"^the validation data changed since the run \(sha256"):
+        dev_examples(data.task, None, 64, data.record)
+
+
+@pytest.fixture(scope="session")
+def tagging_bundle(tagged_runs):
+    """Run a's best seed exported with its int8 model (no --task: the run's own)."""
+    from harness.cli import main
+
+    bundle = tagged_runs / "bundle"
+    assert main(["export", "onnx", "--run", str(tagged_runs / "a"), "--quantize", "int8", "--output", str(bundle),
+                 "--tracking-uri", f"sqlite:///{tagged_runs / 'mlflow.db'}"]) == 0
+    return bundle
+
+
+RAW = "The big cat sat on the mat, and a small dog ran."
+
+
+@pytest.mark.slow
+def test_export_of_a_tagging_run_checks_parity_and_scores_conlleval_f1(tagged_runs, tagging_bundle):
+    manifest = json.loads((tagging_bundle / "manifest.json").read_text())
+    results = json.loads((tagged_runs / "a" / "results.json").read_text())
+    task = results["data"]["task"]
+    assert (manifest["kind"], manifest["task"], manifest["outputs"]) == ("token-classification", "phrases",
+                                                                         ["tag_logits"])
+    assert manifest["labels"] == task["label_names"] and manifest["scheme"] == "IOB2"
+    assert manifest["word_splitter"] == "BertPreTokenizer" and manifest["max_length"] == 64  # the model's positions
+    assert manifest["parity"]["examples"] == 12 and manifest["parity"]["max_abs_diff"] <= 1e-4
+    assert "model.int8.onnx" in manifest["files"]
+    # fp32 through the runtime, on the run's dev file: the F1 its seed scored in PyTorch
+    seed = next(r for r in results["runs"] if r["seed"] == manifest["source"]["seed"])
+    quality = manifest["quality"]
+    assert quality["fp32"]["f1"] == pytest.approx(seed["metrics"]["validation"]["f1"], abs=1e-9)
+    assert set(quality["int8_vs_fp32"]) == {"same_prediction", "same_tags"}
+    assert quality["int8_delta_points"] == pytest.approx(100 * (quality["int8"]["f1"] - quality["fp32"]["f1"]))
+
+
+@pytest.mark.slow
+def test_predict_answers_spans_with_character_offsets_into_the_raw_sentence(tagging_bundle, capsys):
+    from harness.deploy import tag_spans
+    from harness.deploy.onnx_predictor import Predictor, Request
+    from tasks.tagging_metrics import chunks
+    from tests.conftest import run_cli
+
+    code, out, _ = run_cli(["predict", "--bundle", tagging_bundle, RAW], capsys)
+    assert code == 0
+    answer = json.loads(out)
+    assert answer["tokens"] == ["The", "big", "cat", "sat", "on", "the", "mat", ",", "and", "a", "small", "dog",
+                                "ran", "."]
+    spans = answer["spans"]
+    assert spans and {s["type"] for s in spans} <= {"NP", "PP", "VP"}
+    assert all(RAW[s["start"]:s["end"]] == s["text"] for s in spans)
+    # the tags, read as conlleval reads them, are the spans: from a chunk's first word to its last
+    offsets = [where for _, where in tag_spans.split_words(RAW, tag_spans.splitter("BertPreTokenizer"))]
+    assert spans == [{"text": RAW[offsets[a][0]:offsets[b][1]], "type": kind, "start": offsets[a][0],
+                      "end": offsets[b][1]} for kind, a, b in chunks(answer["tags"])]
+    # the same words pre-split: the same tags, offsets into the tokens joined by single spaces
+    (split,) = Predictor(tagging_bundle).predict([Request.of_tokens(answer["tokens"])])
+    assert split["tags"] == answer["tags"]
+    assert all(" ".join(answer["tokens"])[s["start"]:s["end"]] == s["text"] for s in split["spans"])
+
+
+@pytest.mark.slow
+def test_a_long_sentence_is_tagged_in_windows_and_an_empty_one_refused(tagging_bundle, capsys):
+    from harness.deploy.onnx_predictor import Predictor, Request
+    from tests.conftest import run_cli
+
+    predictor = Predictor(tagging_bundle, "fp32")
+    text = " ".join(["the big cat sat on the mat ."] * 10)  # 80 words of one token: 62 fit a window
+    (found,) = predictor.predict([Request(text, where="TEXT")])
+    assert len(found["tags"]) == 80 and "tagged in 2 windows of whole words" in found["note"]
+    assert predictor.rows([Request(text)]) == [2]
+    (first,) = predictor.predict([Request.of_tokens(text.split()[:62])])  # the first window alone
+    # chunks ending by word 60 ("on", characters 219-221) are read from the first window's tags alone
+    early = [s for s in first["spans"] if s["end"] <= 221]
+    assert early and [s for s in found["spans"] if s["end"] <= 221] == early
+    code, out, err = run_cli(["predict", "--bundle", tagging_bundle, "  "], capsys)
+    assert (code, out) == (2, "") and "TEXT: empty text; give some text" in err and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_serve_answers_a_tagging_bundle_as_predict_does(tagging_bundle, tmp_path, capsys):
+    from tests.serving import Server, call, harness_predict
+
+    records = [{"text": RAW, "id": 1}, {"tokens": ["a", "red", "dog", "sat"]}]
+    expected = harness_predict(tagging_bundle, records, tmp_path, capsys)
+    server = Server(tagging_bundle, tmp_path / "serve.log")
+    try:
+        assert call(server.url, json.dumps(records).encode()) == (200, expected)
+        status, answer = call(server.url, json.dumps({"text": ""}).encode())
+        assert status == 422 and "empty text" in answer["error"]
+        status, answer = call(server.url, json.dumps({"tokens": "a dog"}).encode())
+        assert status == 400 and "'tokens' must be a non-empty list" in answer["error"]
+    finally:
+        server.stop()

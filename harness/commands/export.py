@@ -25,16 +25,18 @@ def add_parser(subparsers) -> None:
     onnx = formats.add_parser(
         "onnx", help="ONNX bundle for onnxruntime, checked against PyTorch", epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Export a fine-tuned classifier, regressor or SQuAD span model to ONNX (dynamic batch "
-                    "and sequence axes), check parity and dev scores, write a bundle and log it to MLflow.")
+        description="Export a fine-tuned classifier, regressor, SQuAD span model or tagger to ONNX (dynamic "
+                    "batch and sequence axes), check parity and dev scores, write a bundle and log it to "
+                    "MLflow.")
     source = onnx.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", type=Path, metavar="RUN_DIR",
-                        help="output directory of `harness run glue`, `run squad` or `run text`")
+                        help="output directory of `harness run glue`, `run squad`, `run text` or "
+                             "`run tagging`")
     source.add_argument("--model", metavar="DIR_OR_HUB_ID",
                         help="a fine-tuned checkpoint: a directory or a Hub id (org/name[@revision])")
     onnx.add_argument("--task", default="",
                       help="GLUE task (sst2, mnli, ...) or squad / squad_v2 the model was fine-tuned on; a "
-                           "`harness run text` folder's own task by default")
+                           "`harness run text` or `run tagging` folder's own task by default")
     onnx.add_argument("--seed", type=int, help="which seed of --run (default: the best dev score)")
     onnx.add_argument("--output", type=Path, help="bundle directory; an older bundle there is replaced")
     onnx.add_argument("--quantize", choices=["int8"], help="also write a dynamically quantised int8 model")

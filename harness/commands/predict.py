@@ -16,9 +16,11 @@ EPILOG = """input:
   ... | harness predict --bundle B                             JSON Lines from stdin
 
 JSON Lines: one object per line, blank lines skipped; {"text": ..., "text_pair": ...} for GLUE
-bundles, {"question": ..., "context": ...} for SQuAD bundles; an optional "id" is echoed.
-Output: one JSON object per input on stdout, in input order. Inputs over the bundle's max_length
-are truncated with a note on stderr (SQuAD contexts are windowed instead)."""
+bundles, {"question": ..., "context": ...} for SQuAD bundles, {"text": ...} or {"tokens": [...]}
+for tagging bundles; an optional "id" is echoed.
+Output: one JSON object per input on stdout, in input order (tagging: tokens, tags and spans with
+character offsets). Inputs over the bundle's max_length are truncated with a note on stderr (SQuAD
+contexts and tagging sentences are windowed instead)."""
 
 
 def add_parser(subparsers) -> None:

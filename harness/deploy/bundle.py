@@ -28,8 +28,9 @@ MODEL_FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
 # model the answer mask's context_mask (tasks/squad_spans.context_mask); a bundle lists its own.
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids", "context_mask")
 TOKEN_INPUTS = INPUT_NAMES[:3]
-KINDS = ("sequence-classification", "question-answering")
-PER_TOKEN_OUTPUTS = ("start_logits", "end_logits")  # one value per position; the rest one per example
+KINDS = ("sequence-classification", "question-answering", "token-classification")
+# One value (a tagger's: one row of tag logits) per position; the rest one per example.
+PER_TOKEN_OUTPUTS = ("start_logits", "end_logits", "tag_logits")
 VERSIONED = ("electra-harness", "torch", "transformers", "onnx", "onnxruntime", "tokenizers", "numpy")
 
 

@@ -17,13 +17,14 @@ from pathlib import Path
 
 from datasets import Dataset
 
-from harness.deploy import bundle, onnx_check, onnx_export
+from harness.deploy import bundle, onnx_check, onnx_export, tag_spans
 from harness.deploy.onnx_predictor import Predictor
 from harness.deploy.onnx_source import Source, resolve_source
 from harness.tracking import mlflow_runs
 from pretrain.infra import atomic
 from pretrain.infra.errors import UserError
 from tasks.registry import GlueTask, SquadTask
+from tasks.tagging_task import TaggingTask
 from tasks.text_task import TextTask
 
 PARITY_EXAMPLES = 64  # dev examples compared with PyTorch, in batches of PARITY_BATCH (several shapes)
@@ -79,14 +80,17 @@ def _export(job: ExportJob, source: Source, output: Path, started: float) -> dic
     return manifest | {"output": str(output)}
 
 
-def dev_examples(task: GlueTask | SquadTask | TextTask, data_dir: str | None, limit: int,
+def dev_examples(task: GlueTask | SquadTask | TextTask | TaggingTask, data_dir: str | None, limit: int,
                  data: dict | None = None) -> Dataset:
     """The first `limit` examples of the task's (first) dev split, in file order (your own task: as its
-    run read it, from the files results.json names, refused if they changed since)."""
+    run read it, from the files results.json names, refused if they changed since; tagging: sentences,
+    their words and gold tags)."""
     if limit < PARITY_EXAMPLES:
         raise UserError(f"--max-eval-examples {limit} is below the {PARITY_EXAMPLES} the parity check uses; "
                         f"pass {PARITY_EXAMPLES} or more")
-    if isinstance(task, TextTask):
+    if isinstance(task, TaggingTask):
+        examples = _tagging_dev(data)
+    elif isinstance(task, TextTask):
         from tasks import text_data
 
         read = text_data.read(text_data.description_of(data))
@@ -107,6 +111,25 @@ def dev_examples(task: GlueTask | SquadTask | TextTask, data_dir: str | None, li
 
         examples = load_glue(task, glue_dir(data_dir))[task.dev_splits[0]]
     return examples.select(range(min(limit, len(examples))))
+
+
+def _tagging_dev(data: dict) -> Dataset:
+    """A tagging run's dev sentences, re-read as the run read them (train too: the task's tags come from
+    both); a changed file is refused."""
+    import dataclasses
+
+    from tasks import tagging_data
+
+    described = dataclasses.replace(tagging_data.description_of(data), test="")  # the test file: not needed
+    read = tagging_data.read(described)
+    changed = [split for split in ("train", "validation")
+               if read.record["files"][split]["sha256"] != data["files"].get(split, {}).get("sha256")]
+    if changed:
+        raise UserError(f"the {', '.join(changed)} data changed since the run (sha256 differs from "
+                        "results.json's); restore the files the run read, or fine-tune again")
+    sentences = read.splits["validation"].sentences
+    return Dataset.from_dict({"tokens": [list(s.words) for s in sentences],
+                              "tags": [list(s.tags) for s in sentences], "line": [s.line for s in sentences]})
 
 
 def _build(source: Source, job: ExportJob, tokenizer, examples: Dataset, staging: Path) -> dict:
@@ -140,8 +163,8 @@ def _build(source: Source, job: ExportJob, tokenizer, examples: Dataset, staging
     return manifest
 
 
-def _quality(task: GlueTask | SquadTask | TextTask, staging: Path, examples: Dataset, int8: bool,
-             null_threshold: float) -> dict:
+def _quality(task: GlueTask | SquadTask | TextTask | TaggingTask, staging: Path, examples: Dataset,
+             int8: bool, null_threshold: float) -> dict:
     """Dev scores of each precision through the runtime; warns when int8 misses its target."""
     precisions = ["fp32", "int8"] if int8 else ["fp32"]
     results = {p: onnx_check.dev_predictions(Predictor(staging, p), task, examples) for p in precisions}
@@ -177,6 +200,10 @@ def _manifest(source: Source, tokenizer, staging: Path, files: list[str], inputs
     labels = None if isinstance(task, SquadTask) or task.is_regression else list(task.label_names)
     own = {"pair": len(task.text_columns) == 2, "multilabel": task.is_multilabel} \
         if isinstance(task, TextTask) else {}
+    if isinstance(task, TaggingTask):
+        # labels: the model's BIOES tags; answers are written in the task's scheme, over raw text split into
+        # words by the named `tokenizers` pre-tokenizer (harness/deploy/tag_spans.py)
+        own = {"scheme": task.scheme, "types": list(task.types), "word_splitter": tag_spans.WORD_SPLITTER}
     return bundle.new_manifest(staging, files, own | {
         "task": task.name, "kind": source.checkpoint.kind, "labels": labels, "max_length": source.max_length,
         "pad_token_id": tokenizer.pad_token_id or 0, "inputs": list(inputs),  # padding is masked
@@ -244,7 +271,9 @@ def summary(manifest: dict) -> str:
         same = quality["int8_vs_fp32"].get("same_prediction")
         lines.append(f"  int8 - fp32: {quality['int8_delta_points']:+.2f} points (target >= "
                      f"{quality['int8_target_points']:+g}) {verdict}"
-                     + (f"; same prediction on {100 * same:.1f}% of examples" if same is not None else ""))
+                     + (f"; same prediction on {100 * same:.1f}% of examples" if same is not None else "")
+                     + (f", same tag on {100 * quality['int8_vs_fp32']['same_tags']:.1f}% of words"
+                        if "same_tags" in quality["int8_vs_fp32"] else ""))
     sizes = ", ".join(f"{name} {entry['bytes'] / 1e6:.1f} MB" for name, entry in manifest["files"].items())
     lines += [f"  files: {sizes}", f"bundle: {manifest['output']}  (MLflow run {manifest['mlflow_run_id']})"]
     return "\n".join(lines)

@@ -11,12 +11,19 @@ from datasets import Dataset
 from harness.deploy.onnx_predictor import Predictor, Request
 from tasks import evaluate_metrics, metrics
 from tasks.registry import GlueTask, SquadTask
+from tasks.tagging_task import TaggingTask
 from tasks.text_task import TextTask
 
+Task = GlueTask | SquadTask | TextTask | TaggingTask
 
-def requests_for(task: GlueTask | SquadTask | TextTask, examples: Dataset) -> list[Request]:
-    """One runtime request per dev example, named by its position for error messages."""
+
+def requests_for(task: Task, examples: Dataset) -> list[Request]:
+    """One runtime request per dev example, named by its position for error messages (a tagging
+    sentence: its words, pre-split as the file has them)."""
     where = f"{task.name} dev example"
+    if isinstance(task, TaggingTask):
+        return [Request.of_tokens(row["tokens"], str(i), f"{task.name} dev sentence at line {row['line']}")
+                for i, row in enumerate(examples)]
     if isinstance(task, SquadTask):
         return [Request(row["question"], row["context"], row["id"], f"{where} {row['id']}")
                 for row in examples]
@@ -25,14 +32,21 @@ def requests_for(task: GlueTask | SquadTask | TextTask, examples: Dataset) -> li
             for i, (text, pair) in enumerate(zip(examples["text_a"], pairs, strict=True))]
 
 
-def dev_predictions(predictor: Predictor, task: GlueTask | SquadTask, examples: Dataset) -> list[dict]:
+def dev_predictions(predictor: Predictor, task: Task, examples: Dataset) -> list[dict]:
     """The runtime's result for each dev example, in order."""
     return predictor.predict(requests_for(task, examples))
 
 
-def dev_scores(task: GlueTask | SquadTask, examples: Dataset, results: list[dict],
+def dev_scores(task: Task, examples: Dataset, results: list[dict],
                null_threshold: float = 0.0) -> dict[str, float]:
-    """The task's dev metrics plus `score`, in the task's own units (GLUE fractions, SQuAD percent)."""
+    """The task's dev metrics plus `score`, in the task's own units (GLUE fractions, SQuAD percent;
+    tagging: conlleval's, as fractions)."""
+    if isinstance(task, TaggingTask):
+        from tasks import tagging_metrics
+
+        counts = tagging_metrics.sentence_counts(examples["tags"], [r["tags"] for r in results], task.types)
+        values = tagging_metrics.scores(counts)
+        return {name: values[name] for name in task.metrics} | {"score": values[task.headline]}
     if isinstance(task, SquadTask):
         answers = {r["id"]: r["answer"] for r in results}
         null_odds = {r["id"]: r["null_odds"] for r in results} if task.has_unanswerable else None
@@ -53,6 +67,10 @@ def dev_scores(task: GlueTask | SquadTask, examples: Dataset, results: list[dict
 def agreement(first: list[dict], second: list[dict]) -> dict[str, float]:
     """How closely two precisions' results match: share of equal labels (answers), largest output gap."""
     pairs = list(zip(first, second, strict=True))
+    if "tags" in first[0]:  # tagging: whole sentences tagged alike, and single tags
+        tags = [(x, y) for a, b in pairs for x, y in zip(a["tags"], b["tags"], strict=True)]
+        return {"same_prediction": sum(a["tags"] == b["tags"] for a, b in pairs) / len(pairs),
+                "same_tags": sum(x == y for x, y in tags) / len(tags)}
     if "score" in first[0] and "answer" not in first[0]:  # regression
         return {"max_abs_diff": max(abs(a["score"] - b["score"]) for a, b in pairs)}
     if "labels" in first[0]:  # multi-label: the label sets, and each label's probability

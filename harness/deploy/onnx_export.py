@@ -25,7 +25,10 @@ from pretrain.models.checkpoint_check import weight_shapes
 
 OPSET = 17
 PARITY_TOLERANCE = 1e-4  # max |logit difference| between PyTorch and onnxruntime fp32
-CLASSIFICATION, QUESTION_ANSWERING = KINDS
+CLASSIFICATION, QUESTION_ANSWERING, TOKEN_CLASSIFICATION = KINDS
+# Graph output names that differ from the model output they carry: a tagger's per-token `logits` get their
+# own name, so that bundle readers tell them from a classifier's one row by name (PER_TOKEN_OUTPUTS).
+MODEL_OUTPUTS = {"tag_logits": "logits"}
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class Checkpoint:
     """What a fine-tuned checkpoint directory holds, read from its config.json without loading it."""
 
     path: Path
-    kind: str  # CLASSIFICATION or QUESTION_ANSWERING
+    kind: str  # CLASSIFICATION, QUESTION_ANSWERING or TOKEN_CLASSIFICATION
     architecture: str
     num_labels: int
     max_position_embeddings: int
@@ -45,9 +48,11 @@ class Checkpoint:
     def output_names(self) -> tuple[str, ...]:
         if self.kind == CLASSIFICATION:
             return ("logits",)
+        if self.kind == TOKEN_CLASSIFICATION:
+            return ("tag_logits",)
         from tasks.squad_spans import JOINT_OUTPUTS
 
-        spans = ("start_logits", *JOINT_OUTPUTS) if self.joint_prediction else PER_TOKEN_OUTPUTS
+        spans = ("start_logits", *JOINT_OUTPUTS) if self.joint_prediction else ("start_logits", "end_logits")
         return spans + (("null_logits",) if self.answerability_head else ())
 
 
@@ -66,9 +71,12 @@ def inspect_checkpoint(path: Path) -> Checkpoint:
         kind = CLASSIFICATION
     elif architecture.endswith("ForQuestionAnswering"):
         kind = QUESTION_ANSWERING
+    elif architecture.endswith("ForTokenClassification"):
+        kind = TOKEN_CLASSIFICATION
     else:
-        raise UserError(f"{str(path)!r} holds a {architecture}, not a fine-tuned classifier or span model; "
-                        "fine-tune it with `harness run glue` or `harness run squad` and export that run")
+        raise UserError(f"{str(path)!r} holds a {architecture}, not a fine-tuned classifier, span model or "
+                        "tagger; fine-tune it with `harness run glue`, `run squad` or `run tagging` and "
+                        "export that run")
     weight_shapes(path)  # a cut or corrupt weights file: one line, before anything is exported
     num_labels = len(config.get("id2label") or {}) or 2  # 2: transformers' default when unset
     return Checkpoint(path, kind, architecture, num_labels, int(config.get("max_position_embeddings", 512)),
@@ -94,7 +102,7 @@ class _Outputs(torch.nn.Module):
 
     def forward(self, *inputs):
         output = self.model(**dict(zip(self.input_names, inputs, strict=True)))
-        return tuple(output[name] for name in self.output_names)
+        return tuple(output[MODEL_OUTPUTS.get(name, name)] for name in self.output_names)
 
 
 def load_model(checkpoint: Checkpoint, input_names: Sequence[str]) -> torch.nn.Module:
@@ -103,8 +111,9 @@ def load_model(checkpoint: Checkpoint, input_names: Sequence[str]) -> torch.nn.M
     from tasks.squad_model import SquadModel
 
     # Span models always through SquadModel, heads as saved: its answer mask is part of prediction.
-    model_class = transformers.AutoModelForSequenceClassification if checkpoint.kind == CLASSIFICATION \
-        else SquadModel
+    model_class = {CLASSIFICATION: transformers.AutoModelForSequenceClassification,
+                   TOKEN_CLASSIFICATION: transformers.AutoModelForTokenClassification}.get(checkpoint.kind,
+                                                                                          SquadModel)
     try:
         model = from_pretrained_quietly(model_class, checkpoint.path, attn_implementation="eager")
     except (OSError, ValueError) as error:

@@ -4,12 +4,16 @@ Imports neither torch nor transformers (tests/test_onnx.py checks), so a deploym
 `pip install onnxruntime tokenizers numpy` and this package. Requests are batched longest first and
 padded to the longest in each batch. Classification inputs longer than the bundle's max_length are
 truncated (longest first, as at fine-tuning) with a note; SQuAD contexts are split into overlapping
-windows as at fine-tuning, and the best span over all windows wins.
+windows as at fine-tuning, and the best span over all windows wins. A tagging bundle splits raw text
+into words (the manifest's word_splitter), tags each word, and answers the chunks as spans with
+character offsets (harness/deploy/tag_spans.py); a sentence over max_length is tagged in windows of
+whole words, with a note.
 
 Batch input (`harness predict` from a file or stdin) is JSON Lines, one object per line, blank lines
 skipped: {"text": ..., "text_pair": ...} for classification (text_pair for two-sentence tasks) and
-{"question": ..., "context": ...} for SQuAD; an optional "id" is echoed back. JSON Lines rather than
-TSV because sentences and contexts may hold tabs and quotes that TSV cannot carry unescaped.
+{"question": ..., "context": ...} for SQuAD, {"text": ...} or pre-split {"tokens": [...]} for tagging;
+an optional "id" is echoed back. JSON Lines rather than TSV because sentences and contexts may hold
+tabs and quotes that TSV cannot carry unescaped.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 import onnxruntime
 from tokenizers import Encoding, Tokenizer
 
+from harness.deploy import tag_spans
 from harness.deploy.bundle import (
     INPUT_NAMES,
     MODEL_FILES,
@@ -38,7 +43,9 @@ from tasks.registry import GLUE_TASKS
 
 PRECISIONS = ("auto", *MODEL_FILES)
 REQUEST_KEYS = {"sequence-classification": ("text", "text_pair"),
-                "question-answering": ("question", "context")}
+                "question-answering": ("question", "context"),
+                "token-classification": ("text", "tokens")}  # tokens: pre-split words instead of a text
+TAGGING = "token-classification"
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,11 @@ class Request:
     text_pair: str | None = None
     id: object = None  # echoed back unchanged
     where: str = "input"
+    tokens: tuple[str, ...] | None = None  # tagging: pre-split words (text is them joined by single spaces)
+
+    @classmethod
+    def of_tokens(cls, tokens, id: object = None, where: str = "input") -> Request:
+        return cls(" ".join(tokens), None, id, where, tuple(tokens))
 
 
 @dataclass
@@ -59,6 +71,8 @@ class Encoded:
     owners: list[int]
     notes: dict[int, str] = field(default_factory=dict)  # request index -> what was truncated
     steps: list[int] = field(default_factory=list)  # SQuAD: context tokens between window starts, per request
+    words: list[list[tag_spans.Word]] = field(default_factory=list)  # tagging: each request's words
+    placed: list[tag_spans.Placed] = field(default_factory=list)  # tagging: each encoding's words
 
 
 class Predictor:
@@ -85,6 +99,8 @@ class Predictor:
         task = GLUE_TASKS.get(self.manifest["task"])  # None for SQuAD (always two texts) and your own
         self.pair = self.manifest.get("pair") if task is None else len(task.hub_columns) == 2
         self.multilabel = bool(self.manifest.get("multilabel"))
+        if self.kind == TAGGING:
+            self.words_by = tag_spans.splitter(self.manifest.get("word_splitter", ""))
         self.batch_size = batch_size
         self.tokenizer = _tokenizer(loaded.pop(TOKENIZER), directory / TOKENIZER)
         self.tokenizer.no_padding()
@@ -108,7 +124,9 @@ class Predictor:
             by_request[owner].append(k)
         results = []
         for i, (request, mine) in enumerate(zip(requests, by_request, strict=True)):
-            if self.kind == "question-answering":
+            if self.kind == TAGGING:
+                result = self._tags(request, encoded.words[i], encoded, mine, outputs[0])
+            elif self.kind == "question-answering":
                 result = best_answer(request.text_pair, [encoded.encodings[k] for k in mine],
                                      {name: [output[k] for k in mine]
                                       for name, output in zip(self.output_names, outputs, strict=True)},
@@ -124,6 +142,8 @@ class Predictor:
             self.check(request)
         if self.kind == "question-answering":
             return self._windows(requests)
+        if self.kind == TAGGING:
+            return self._tag_windows(requests)
         inputs = [r.text if r.text_pair is None else (r.text, r.text_pair) for r in requests]
         encodings = self.tokenizer.encode_batch(inputs)
         notes = {}
@@ -140,6 +160,8 @@ class Predictor:
         """Raise UserError unless this bundle can take the request: valid text, the right number of texts."""
         _check_request(request, self.kind)
         task = self.manifest["task"]
+        if self.kind == TAGGING and request.text_pair is not None:
+            raise UserError(f"{request.where}: {task} tags one sentence, got a pair; pass one text")
         if self.pair and request.text_pair is None:
             raise UserError(f"{request.where}: {task} classifies a pair of sentences, got one text; pass "
                             "both (two texts, or text_pair in JSON Lines)")
@@ -149,8 +171,14 @@ class Predictor:
 
     def rows(self, requests: Sequence[Request]) -> list[int]:
         """The model rows `encode` makes of each request, without running the model: 1 for
-        classification, the context's windows for SQuAD (what `harness serve` counts its limits in).
+        classification, the context's windows for SQuAD, the sentence's windows of whole words for
+        tagging (what `harness serve` counts its limits in).
         Uses only the untruncated tokenizer, so it may run beside a `predict` in another thread."""
+        if self.kind == TAGGING:  # its windows of whole words
+            room = self.max_length - tag_spans.specials(self.tokenizer)
+            sentences = [[w for w, _ in self._words(r)] or ["."] for r in requests]
+            return [len(tag_spans.bounds(lengths, room))
+                    for lengths in tag_spans.word_lengths(self.tokenizer, sentences)]
         if self.kind != "question-answering":
             return [1] * len(requests)
         questions, _ = _truncate_questions(self.tokenizer, requests, self.manifest["qa"]["max_query_length"])
@@ -197,6 +225,32 @@ class Predictor:
             encodings += found[i]
             owners += [i] * len(found[i])
         return Encoded(encodings, owners, notes, steps)
+
+    def _words(self, request: Request) -> list[tag_spans.Word]:
+        if request.tokens is not None:
+            return tag_spans.joined_words(request.tokens)
+        return tag_spans.split_words(request.text, self.words_by)
+
+    def _tag_windows(self, requests: Sequence[Request]) -> Encoded:
+        words = [self._words(r) for r in requests]
+        for request, found in zip(requests, words, strict=True):
+            if not found:
+                raise UserError(f"{request.where}: no words in the text; give some text")
+        encodings, placed, notes = tag_spans.windows(
+            self.tokenizer, [[w for w, _ in found] for found in words], self.max_length,
+            [r.where for r in requests])
+        return Encoded(encodings, [p.request for p in placed], notes, words=words, placed=placed)
+
+    def _tags(self, request: Request, words: list[tag_spans.Word], encoded: Encoded, mine: list[int],
+              logits: list[np.ndarray]) -> dict:
+        """The request's spans: each word tagged at its first sub-token, its windows joined."""
+        tags = ["O"] * len(words)
+        for k in mine:
+            placed, ids = encoded.placed[k], logits[k].argmax(axis=-1)
+            for offset, position in enumerate(placed.positions):
+                if position >= 0:
+                    tags[placed.first + offset] = self.labels[int(ids[position])]
+        return tag_spans.result(request.text, words, tags, self.manifest["scheme"])
 
     def _label(self, logits: np.ndarray) -> dict:
         if self.labels is None:  # regression (STS-B): the one output is the score
@@ -353,12 +407,23 @@ def request_from_record(record: object, kind: str, where: str) -> Request:
     if unknown:
         raise UserError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; use "
                         f"{', '.join(map(repr, sorted(allowed)))}")
-    texts = [record.get(first), record.get(second)]
+    pre_split = kind == TAGGING and "tokens" in record  # a tagging request's words, split already
+    if pre_split:
+        tokens = record["tokens"]
+        if "text" in record or not isinstance(tokens, list) or not tokens or \
+                not all(isinstance(t, str) and t.strip() for t in tokens):
+            raise UserError(f"{where}: 'tokens' must be a non-empty list of non-blank strings, without "
+                            "'text' (or send the raw sentence as 'text')")
+    texts = [" ".join(record["tokens"]), None] if pre_split else [record.get(first), record.get(second)]
     if not isinstance(texts[0], str) or not isinstance(texts[1], str | None):
-        raise UserError(f"{where}: {first!r} must be a string (and {second!r} a string if given)")
+        wanted = f"a string (or {second!r} a list of strings)" if kind == TAGGING else \
+            f"a string (and {second!r} a string if given)"
+        raise UserError(f"{where}: {first!r} must be {wanted}")
     try:  # echoed back as UTF-8 JSON: a lone surrogate (from an escape such as \ud800) cannot be written
         json.dumps(record.get("id"), ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         raise UserError(f"{where}: 'id' holds a lone surrogate, not text (from an escape such as \\ud800); "
                         "send valid Unicode") from None
+    if pre_split:
+        return Request.of_tokens(record["tokens"], record.get("id"), where)
     return Request(texts[0], texts[1], record.get("id"), where)

@@ -12,7 +12,10 @@ from pretrain.infra.errors import UserError
 from pretrain.models.resolve import resolve_model
 from reports import accounting, results_schema
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS, GlueTask, SquadTask
+from tasks.tagging_task import TaggingTask
 from tasks.text_task import TextTask
+
+OwnTask = TextTask | TaggingTask  # described by a run's results.json, not by the registry
 
 TASKS: dict[str, GlueTask | SquadTask] = {
     **{name: t for name, t in GLUE_TASKS.items() if t.predicted_by is None},
@@ -24,19 +27,20 @@ class Source:
     """The checkpoint to export and what the bundle must know about how it was fine-tuned."""
 
     checkpoint: onnx_export.Checkpoint
-    task: GlueTask | SquadTask | TextTask
+    task: GlueTask | SquadTask | OwnTask
     max_length: int
     model_name: str  # the --model of the fine-tuning run, for MLflow tags
     model_id: str = ""  # the discriminator's leaderboard key (reports/accounting.py), for --run
     seed: int | None = None
     run_dir: Path | None = None
     qa: dict = field(default_factory=dict)  # SQuAD windowing and post-processing settings
-    data: dict | None = None  # your own task's data block (results.json): where its dev split is read
+    data: dict | None = None  # your own task's (text, tagging) data block (results.json): its dev split
 
 
 def get_task(name: str) -> GlueTask | SquadTask:
     if not name:
-        raise UserError(f"pass --task: one of {', '.join(TASKS)} (a `harness run text` folder needs none)")
+        raise UserError(f"pass --task: one of {', '.join(TASKS)} (a `harness run text` or `run tagging` "
+                        "folder needs none)")
     if name not in TASKS:
         raise UserError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
     return TASKS[name]
@@ -57,22 +61,24 @@ def resolve_source(task_name: str, run_dir: Path | None, model_dir: str | Path |
     return _source(checkpoint, task, str(model_dir))
 
 
-def _own_task(run_dir: Path, task_name: str) -> TextTask | None:
-    """The task of a `harness run text` folder, as its results.json describes it; None for benchmarks."""
+def _own_task(run_dir: Path, task_name: str) -> OwnTask | None:
+    """The task of a `harness run text` or `run tagging` folder, as its results.json describes it; None
+    for benchmarks."""
     path = run_dir / results_schema.FILE
     if not path.is_file():
         return None
     results = results_schema.load(path)
-    if results.get("format") != results_schema.TEXT_FORMAT:
+    own = {results_schema.TEXT_FORMAT: TextTask, results_schema.TAGGING_FORMAT: TaggingTask}
+    if results.get("format") not in own:
         return None
     described = (results.get("data") or {}).get("task")
     if task_name and task_name != described["name"]:
         raise UserError(f"{str(run_dir)!r} fine-tuned the task {described['name']!r}, not {task_name!r}; "
                         f"pass --task {described['name']}")
-    return TextTask.from_record(described)
+    return own[results["format"]].from_record(described)
 
 
-def _from_run(run_dir: Path, task: GlueTask | SquadTask | TextTask, seed: int | None) -> Source:
+def _from_run(run_dir: Path, task: GlueTask | SquadTask | OwnTask, seed: int | None) -> Source:
     path = run_dir / results_schema.FILE
     if not path.is_file():
         raise UserError(f"{str(run_dir)!r} has no results.json; pass the --output-dir of `harness run glue` "
@@ -100,14 +106,18 @@ def _from_run(run_dir: Path, task: GlueTask | SquadTask | TextTask, seed: int | 
         accounting.model_identity(model.get("name", ""), model.get("path", ""))
     source = _source(onnx_export.inspect_checkpoint(model_dir), task, model.get("name", ""),
                      config.get("max_length"), results.get("settings"))
-    data = results.get("data") if isinstance(task, TextTask) else None
+    data = results.get("data") if isinstance(task, OwnTask) else None
     return dataclasses.replace(source, model_id=model_id, seed=chosen["seed"], run_dir=run_dir, data=data)
 
 
 def _source(checkpoint, task, model_name, max_length=None, settings=None) -> Source:
-    if isinstance(task, SquadTask) != (checkpoint.kind == onnx_export.QUESTION_ANSWERING):
-        wanted = "a span model from `harness run squad`" if isinstance(task, SquadTask) else \
-            "a classifier from `harness run glue`"
+    if isinstance(task, SquadTask):
+        kind, wanted = onnx_export.QUESTION_ANSWERING, "a span model from `harness run squad`"
+    elif isinstance(task, TaggingTask):
+        kind, wanted = onnx_export.TOKEN_CLASSIFICATION, "a tagger from `harness run tagging`"
+    else:
+        kind, wanted = onnx_export.CLASSIFICATION, "a classifier from `harness run glue`"
+    if checkpoint.kind != kind:
         raise UserError(f"task {task.name!r} needs {wanted}, but {str(checkpoint.path)!r} holds a "
                         f"{checkpoint.architecture}; pass the task it was fine-tuned on")
     if not isinstance(task, SquadTask) and checkpoint.num_labels != task.num_labels:

@@ -10,9 +10,11 @@ over MAX_DEPTH) or objects with wrong keys or types, 408 for a body still arrivi
 413 for a body, list, text or request (in model rows) over the limits, 422 for texts the bundle
 cannot take (empty, a pair for a one-sentence task). Overload is a 5xx with one line: 503 when the
 queue (in model rows) is full, 504 when the answer is not ready within the time limit. Limits count
-model rows (Predictor.rows: one per classification object, one per SQuAD context window), as
-that is what a request costs. A client that leaves mid-upload is one info line. The bundle's
-checksums are verified before the server listens (harness/deploy/onnx_predictor.Predictor).
+model rows (Predictor.rows: one per classification object, one per SQuAD context window, one per
+tagging window of whole words), as that is what a request costs. A tagging bundle answers each
+text's words, tags and spans (text, type, character offsets). A client that leaves mid-upload is one
+info line. The bundle's checksums are verified before the server listens
+(harness/deploy/onnx_predictor.Predictor).
 """
 
 from __future__ import annotations
@@ -98,8 +100,9 @@ def create_app(predictor: Predictor, config: ServeConfig) -> Starlette:
         rows = await count_rows(predictor, requests)
         if rows > config.max_rows:
             what = "request" if single else f"{len(requests)} objects"
-            unit = "" if predictor.kind != "question-answering" else \
-                f", a context window of {predictor.max_length} tokens each"
+            unit = "" if predictor.kind == "sequence-classification" else \
+                f", a {'context ' if predictor.kind == 'question-answering' else ''}window of " \
+                f"{predictor.max_length} tokens each"
             raise Rejected(413, f"{what} make{'s' if single else ''} {rows} model rows{unit}, over the "
                                 f"server's limit of {config.max_rows} (max_rows); send fewer or shorter "
                                 "texts per request")
@@ -142,8 +145,9 @@ async def read_body(request: HttpRequest, limit: int) -> bytes:
 
 
 async def count_rows(predictor: Predictor, requests: list[Request]) -> int:
-    """The model rows of `requests`; SQuAD's need its tokenizer, run beside the loop (up to a MiB of text)."""
-    if predictor.kind != "question-answering":
+    """The model rows of `requests`; SQuAD's and tagging's need the tokenizer, run beside the loop (up to a
+    MiB of text)."""
+    if predictor.kind == "sequence-classification":
         return sum(predictor.rows(requests))
     return sum(await asyncio.to_thread(predictor.rows, requests))
 
