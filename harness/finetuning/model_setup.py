@@ -130,6 +130,18 @@ def for_model(config: FinetuneConfig, setup: ModelSetup) -> FinetuneConfig:
     return replace(config, head=setup.head) if config.head == "auto" else config
 
 
+def fitted(config: FinetuneConfig, setup: ModelSetup, task_epochs: float, task_max_length: int,
+           head: str | None) -> FinetuneConfig:
+    """`config` resolved for the task (FinetuneConfig.resolved) with the task's max_length cut to the
+    model's positions where it has fewer; a max_length set above them is one line."""
+    positions = getattr(setup.model_config, "max_position_embeddings", None) or task_max_length
+    resolved = config.resolved(setup.size, task_epochs, min(task_max_length, positions), head)
+    if resolved.max_length > positions:
+        raise UserError(f"max_length {resolved.max_length} exceeds the model's {positions} positions; pass "
+                        f"max_length={positions} or less")
+    return resolved
+
+
 def accelerator(device: torch.device) -> str:
     """What computed a run, for results.json: the GPU's name, or "cpu" (`device` names the host CPU)."""
     return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type

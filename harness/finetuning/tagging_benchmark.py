@@ -14,7 +14,6 @@ from harness.finetuning import model_setup
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
 from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
 from reports import dev_outputs, results_schema, seed_summary
 from tasks import tagging, tagging_data, tagging_metrics
 from tasks.config import FinetuneConfig
@@ -75,13 +74,8 @@ class TaggingBenchmark:
         model_setup.require(setup, transformers.AutoModelForTokenClassification, "a tagging task")
         data = tagging_data.read(self.invocation.task, self.invocation.task_file_dir)
         task = data.task
-        positions = getattr(setup.model_config, "max_position_embeddings", None) or task.max_length
-        # the recipe's length (128; chunk 256), or fewer where the model has fewer positions
-        config = self.invocation.config.resolved(setup.size, task.num_epochs, min(task.max_length, positions),
-                                                 "hf")
-        if config.max_length > positions:
-            raise UserError(f"max_length {config.max_length} exceeds the model's {positions} positions; pass "
-                            f"max_length={positions} or less")
+        # the recipe's length, or fewer where the model has fewer positions
+        config = model_setup.fitted(self.invocation.config, setup, task.num_epochs, task.max_length, "hf")
         searched = {"search": self.invocation.search} if self.invocation.search else {}
         return TaggingPlan(task.name, (task.name,), {task.name: config},
                            results={"data": data.record} | searched, data=data)

@@ -75,14 +75,9 @@ class TextBenchmark:
         model_setup.require(setup, transformers.AutoModelForSequenceClassification, "a text task")
         data = text_data.read(self.invocation.task, self.invocation.task_file_dir)
         task = data.task
-        positions = getattr(setup.model_config, "max_position_embeddings", None) or task.max_length
-        # the recipe's 128 tokens, or fewer where the model has fewer positions; a max_length set above
-        # the model's positions is refused
-        config = self.invocation.config.resolved(setup.size, task.num_epochs, min(task.max_length, positions),
-                                                 setup.head)
-        if config.max_length > positions:
-            raise UserError(f"max_length {config.max_length} exceeds the model's {positions} positions; pass "
-                            f"max_length={positions} or less")
+        # the recipe's length, or fewer where the model has fewer positions
+        config = model_setup.fitted(self.invocation.config, setup, task.num_epochs, task.max_length,
+                                    setup.head)
         hidden = getattr(setup.model_config, "hidden_size", None)
         if config.head == "electra" and hidden is not None and 2 * task.num_labels > hidden:
             raise UserError(f"head=electra writes {task.num_labels} labels into a head of hidden size "
