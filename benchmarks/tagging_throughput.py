@@ -53,7 +53,8 @@ def ours(data, tokenizer, shape: str, steps: int, precision: str) -> float:
     device = torch.device("cpu")
     attention = placement.resolve_attention("auto", device, placement.resolve_precision(precision, device))
     model = fresh_model(shape, tokenizer, data.task.num_labels, attention)
-    result = finetune(model, built, config, batching.collator(tokenizer), LoopIO(progress=False))
+    collate = batching.collator(tokenizer, built.pad_to_multiple_of)
+    result = finetune(model, built, config, collate, LoopIO(progress=False))
     return result.train_time_s
 
 

@@ -36,9 +36,12 @@ class Collator(DataCollatorWithPadding):
         return batch
 
 
-def collator(tokenizer: PreTrainedTokenizerBase) -> DataCollatorWithPadding:
-    """Dynamic padding to the longest sequence in the batch (a multiple of 8 keeps kernels aligned)."""
-    return Collator(tokenizer, pad_to_multiple_of=8, return_tensors="pt")
+def collator(tokenizer: PreTrainedTokenizerBase,
+             pad_to_multiple_of: int | None = 8) -> DataCollatorWithPadding:
+    """Dynamic padding to the longest sequence in the batch, rounded up to a multiple of
+    `pad_to_multiple_of` (8 keeps a GPU's tensor-core kernels aligned; on a CPU a step's time is
+    proportional to the length, so None wastes nothing: reports/results/performance.md, tagging)."""
+    return Collator(tokenizer, pad_to_multiple_of=pad_to_multiple_of, return_tensors="pt")
 
 
 def lengths(dataset: Dataset) -> list[int]:

@@ -27,6 +27,9 @@ class FinetuneTask(Protocol):
 
     train: Dataset  # model inputs plus the loss's targets (labels, or start/end positions)
     evals: dict[str, Dataset]  # model inputs only; "validation*" splits are scored each epoch
+    # batches are padded to a multiple of this (None: to their longest; a GPU pads to length buckets
+    # whatever it is, tasks/batching.for_device)
+    pad_to_multiple_of: int | None
 
     def example_outputs(self, output: Any, batch: dict[str, torch.Tensor]) -> list[np.ndarray]:
         """Per-example arrays to keep from one forward pass."""

@@ -87,6 +87,7 @@ class SquadFinetuneTask:
     windows: dict[str, Dataset]  # example_id and offset_mapping of each dev window
     num_train_examples: int  # questions (train holds their windows)
     num_misaligned: int  # training answers that do not start or end on a token boundary
+    pad_to_multiple_of: int | None = 8  # as its recorded figures ran (tagging's None is faster on a CPU)
 
     def example_outputs(self, output, batch) -> list[dict[str, np.ndarray]]:
         """Per window, its outputs by name (`SquadOutput`'s): per-token ones cut to the window's length."""

@@ -46,6 +46,9 @@ class TaggingFinetuneTask:
     sentences: dict[str, list[Sentence]]
     double_unordered: bool = False
     target_scale: float = 1.0
+    # padded to the batch's longest, not a multiple of 8: sentences average 30 tokens, where rounding up
+    # adds 15% of the work on a CPU for nothing (reports/results/performance.md, tagging)
+    pad_to_multiple_of: int | None = None
 
     def example_outputs(self, output, batch) -> list[np.ndarray]:
         """Each window's predicted label id per input token (its padding dropped)."""

@@ -215,6 +215,49 @@ def test_a_long_sentence_is_split_into_windows_of_whole_words_and_joined(tiny_mo
         tagging.build_task(data, tokenizer, max_length=6, long_sentences="refuse")
 
 
+def test_tagging_batches_pad_to_their_longest_sentence_where_glue_pads_to_a_multiple_of_8(tiny_model, tmp_path):
+    """On a CPU a step costs in proportion to its length, so a tagging batch (sentences of ~30 tokens) is
+    not rounded up to a multiple of 8; GLUE and the others still are, as their recorded figures ran."""
+    import dataclasses
+
+    import torch
+    import transformers
+
+    from harness.finetuning import orchestration
+    from harness.finetuning.model_setup import ModelSetup
+    from tasks import tagging
+    from tasks.config import FinetuneConfig
+    from tasks.finetune import LoopIO
+    from tasks.tagging_data import read
+    from tasks.tagging_task import TaggingTaskConfig
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
+    train = _tagged_corpus(tmp_path / "train.txt", 12, 0)
+    data = read(TaggingTaskConfig(train=str(train), dev=str(train)))
+    built = tagging.build_task(data, tokenizer, max_length=64)
+    lengths = sorted(len(ids) for ids in built.train["input_ids"])
+    assert any(length % 8 for length in lengths)  # the check below can tell the two paddings apart
+    seen: list[int] = []
+
+    def load_model(built, config, setup):
+        model = tagging.load_model(str(tiny_model), built.task)
+        model.register_forward_pre_hook(lambda module, args, kwargs: seen.append(kwargs["input_ids"].shape[1]),
+                                        with_kwargs=True)
+        return model
+
+    config = FinetuneConfig(precision="fp32", num_epochs=1, batch_size=1, learning_rate=1e-4,
+                            layerwise_lr_decay=1.0, max_length=64)
+    setup = ModelSetup(str(tiny_model), tokenizer, transformers.AutoConfig.from_pretrained(tiny_model),
+                       "small", torch.device("cpu"), "sdpa", "fp32")
+    orchestration.train_seed(load_model, built, config, setup, LoopIO(progress=False))
+    trained = seen[:len(lengths)]  # one sentence a batch, then the dev predictions
+    assert sorted(trained) == lengths
+    seen.clear()
+    orchestration.train_seed(load_model, dataclasses.replace(built, pad_to_multiple_of=8), config, setup,
+                             LoopIO(progress=False))
+    assert sorted(seen[:len(lengths)]) == sorted(-(-length // 8) * 8 for length in lengths)
+
+
 @pytest.fixture(scope="session")
 def tagged_runs(tiny_model, tmp_path_factory):
     """Two seeds of a made-up chunking set, and the same at another learning rate."""

@@ -43,7 +43,8 @@ def evaluate_seed(built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup
     model.to(setup.device)
     precision = placement.resolve_precision(config.precision, setup.device)
     autocast = placement.autocast(setup.device, precision)
-    outputs = predict(model, built, built.evals, config, batching.collator(setup.tokenizer), autocast)
+    collate = batching.collator(setup.tokenizer, built.pad_to_multiple_of)
+    outputs = predict(model, built, built.evals, config, collate, autocast)
     if order is not None and tagging:  # each token's tag id, the checkpoint's, as the task's id
         task_id = np.argsort(order)
         outputs = {split: [task_id[row].astype(row.dtype) for row in rows]

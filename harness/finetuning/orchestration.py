@@ -191,4 +191,5 @@ def train_seed(load_model: LoadModel, built: FinetuneTask, config: FinetuneConfi
     Seeded first: the new head is drawn from the global RNG as the model is built."""
     transformers.set_seed(config.seed)
     model = load_model(built, config, setup).to(setup.device)
-    return model, finetune(model, built, config, batching.collator(setup.tokenizer), io=io)
+    collate = batching.collator(setup.tokenizer, built.pad_to_multiple_of)
+    return model, finetune(model, built, config, collate, io=io)
