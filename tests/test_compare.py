@@ -167,3 +167,14 @@ def test_squad_runs_compare_on_em_and_f1(tmp_path, capsys):
     assert json.loads(out)["scale"] == "percent"
     code, _, err = compare(capsys, paths[0], tmp_path / "good-glue-missing")
     assert code == 2
+
+
+def test_the_efficiency_report_prints_a_comparison_without_variance_as_n_a():
+    """harness experiment's significance lines take compare's rows, n/a detectable included."""
+    from reports.efficiency import significance
+
+    row = {"difference": 0.0, "ci_low": 0.0, "ci_high": 0.0, "p_value": 1.0, "detectable": None,
+           "verdict": "no detectable difference at this sample size", "seeds_a": 3, "seeds_b": 2,
+           "covers": "seeds and dev examples"}
+    text = significance([{"a": "electra", "b": "mlm", "budget_flops": 0, "row": row}])
+    assert "**electra vs mlm**: +0.0 points [+0.0, +0.0], p = 1: " in text and "(detectable: n/a; 3 vs 2 seeds" in text
