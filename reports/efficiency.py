@@ -185,8 +185,9 @@ def significance(comparisons: Sequence[dict]) -> str:
             lines.append(head + f"not computed ({c['error']})")
             continue
         r = c["row"]
+        detectable = "n/a" if r["detectable"] is None else f"{r['detectable']:.1f} points"  # no variance
         lines.append(head + f"{r['difference']:+.1f} points [{r['ci_low']:+.1f}, {r['ci_high']:+.1f}], "
-                     f"p = {r['p_value']:.3g}: **{r['verdict']}** (detectable: {r['detectable']:.1f} points; "
+                     f"p = {r['p_value']:.3g}: **{r['verdict']}** (detectable: {detectable}; "
                      f"{r['seeds_a']} vs {r['seeds_b']} seeds; interval covers {r['covers']})")
     return "\n".join(lines + [""])
 

@@ -100,8 +100,11 @@ def windows_of(split: str, sentences: list[Sentence], tokenizer: PreTrainedToken
     before, after = special_layout(tokenizer)
     specials = len(before) + len(after)
     room = max_length - specials
+    # verbose=False: the whole sentence is tokenized once to place its words, then cut into windows of
+    # room tokens, so transformers' "longer than the maximum sequence length ... indexing errors" warning
+    # about a long sentence is untrue here
     encoded = tokenizer([list(s.words) for s in sentences], is_split_into_words=True,
-                        add_special_tokens=False)
+                        add_special_tokens=False, verbose=False)
     pieces, windows = [], []
     for number, sentence in enumerate(sentences):
         words: list[list[int]] = [[] for _ in sentence.words]

@@ -66,8 +66,9 @@ class TaggingTaskConfig:
         "CoNLL files: the tag's column, counted from 0 (the word) or from the end when negative; -1: the "
         "last, as conlleval and ELECTRA read it"))
     scheme: Scheme = setting("auto", kind="recipe", flag=Flag("--scheme"), help=(
-        "the files' tag scheme; auto: BIOES where an E- or S- tag occurs, IOB1 where a chunk starts with "
-        "I-, else IOB2. Chunks are read as conlleval reads them; predictions are written in this scheme"))
+        "the files' tag scheme; auto: BIOES where an E- or S- tag occurs, IOB1 where most chunks start "
+        "with I-, else IOB2. Chunks are read as conlleval reads them; predictions are written in this "
+        "scheme"))
     long_sentences: Literal["split", "refuse"] = setting(
         "split", kind="recipe", flag=Flag("--long-sentences"), help=(
         "a sentence longer than max_length tokens: split into windows of whole words, or refused"))

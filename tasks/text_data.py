@@ -86,7 +86,22 @@ def read(config: TextTaskConfig, base: Path | None = None) -> TextData:
         for split, source in sources.items()}}
     if "validation" not in splits:
         splits, record["dev"] = _draw_dev(splits, config, sources["train"], raw["train"], kind, names)
+    _check_scored(splits["validation"], sources, config)
     return TextData(task, splits, record)
+
+
+def _check_scored(dev: Dataset, sources: dict[str, Source], config: TextTaskConfig) -> None:
+    """Two dev rows at least: intervals and `harness compare` resample them (one crashed the run's summary
+    after training, in scipy's bootstrap)."""
+    if len(dev) >= 2:
+        return
+    if "validation" in sources:
+        raise UserError(f"{sources['validation'].where}: the dev split has {len(dev)} row; scores' intervals "
+                        "and harness compare resample its rows, so it needs at least 2: add rows")
+    rows = len(sources["train"].rows)
+    raise UserError(f"{sources['train'].where}: dev_fraction {config.dev_fraction} of {rows} rows draws "
+                    f"{len(dev)} dev row; intervals and harness compare need at least 2: pass a larger "
+                    "dev_fraction, more rows or --dev")
 
 
 # ---- sources -------------------------------------------------------------------------------------

@@ -87,6 +87,24 @@ def test_a_run_against_itself_shows_no_difference(runs, capsys):
     assert row["verdict"] == "no detectable difference at this sample size"
 
 
+def test_two_runs_without_any_variance_claim_no_detectable_difference(tmp_path, capsys):
+    """Every seed of both runs predicts one label everywhere (an untrained tagger predicting O): the
+    difference has no variance, so 'detectable 0.00' and '2 seeds' would be claims; n/a, with a note."""
+    references = {"rte": np.random.default_rng(0).integers(0, 2, N)}
+    constant = {"rte": np.ones((3, N), dtype=int)}
+    a = write_run(tmp_path / "a", constant, references)
+    b = write_run(tmp_path / "b", {"rte": np.ones((2, N), dtype=int)}, references)
+    code, out, err = compare(capsys, a, b, "--json")
+    assert code == 0, err
+    [row] = json.loads(out)["rows"][:1]
+    assert row["difference"] == 0 and row["detectable"] is None and row["seeds_needed"] is None
+    assert row["verdict"] == "no detectable difference at this sample size"
+    code, out, _ = compare(capsys, a, b)
+    cells = [cell.strip() for cell in out.splitlines()[2].split(" | ")]
+    assert cells[-2:] == ["n/a", "n/a"]
+    assert "note: rte accuracy: A and B score the same on every seed and every resample" in out
+
+
 def test_the_table_prints_every_row(runs, capsys):
     _, good, poor = runs
     code, out, _ = compare(capsys, good, poor, "--target", "2")
@@ -149,3 +167,14 @@ def test_squad_runs_compare_on_em_and_f1(tmp_path, capsys):
     assert json.loads(out)["scale"] == "percent"
     code, _, err = compare(capsys, paths[0], tmp_path / "good-glue-missing")
     assert code == 2
+
+
+def test_the_efficiency_report_prints_a_comparison_without_variance_as_n_a():
+    """harness experiment's significance lines take compare's rows, n/a detectable included."""
+    from reports.efficiency import significance
+
+    row = {"difference": 0.0, "ci_low": 0.0, "ci_high": 0.0, "p_value": 1.0, "detectable": None,
+           "verdict": "no detectable difference at this sample size", "seeds_a": 3, "seeds_b": 2,
+           "covers": "seeds and dev examples"}
+    text = significance([{"a": "electra", "b": "mlm", "budget_flops": 0, "row": row}])
+    assert "**electra vs mlm**: +0.0 points [+0.0, +0.0], p = 1: " in text and "(detectable: n/a; 3 vs 2 seeds" in text

@@ -153,7 +153,7 @@ def test_scheme_detected_and_tags_converted_to_bioes(tmp_path):
     from tasks.tagging_task import TaggingTaskConfig
 
     train = _conll(tmp_path / "train.txt", "a I-NP\nb I-NP\nc B-NP\nd O\ne I-VP\n")
-    dev = _conll(tmp_path / "dev.txt", "a I-NP\nb O\n")
+    dev = _conll(tmp_path / "dev.txt", "a I-NP\nb O\n\nc I-NP\n")
     data = read(TaggingTaskConfig(train=str(train), dev=str(dev)))
     assert data.task.scheme == "IOB1" and data.task.types == ("NP", "VP")
     assert data.model_tags("train") == [["B-NP", "E-NP", "S-NP", "O", "S-VP"]]
@@ -164,6 +164,37 @@ def test_scheme_detected_and_tags_converted_to_bioes(tmp_path):
                                dev=str(dev), scheme="IOB2"))
     with pytest.raises(UserError, match="pass --dev FILE"):
         read(TaggingTaskConfig(train=str(train)))
+
+
+def test_a_few_stray_i_starts_leave_an_iob2_file_iob2(tmp_path):
+    """Hand-annotated IOB2 holds stray I- starts (an annotator's slip); the majority of chunk starts
+    decides, so predictions stay in the file's own scheme. B- between two chunks of one type is IOB1's."""
+    from tasks.tagging_data import read
+    from tasks.tagging_task import TaggingTaskConfig
+
+    # chunk starts: B- after nothing (Ann), after O (Oslo, Bob): 3 IOB2 starts; I- after O (Bergen): 1
+    train = _conll(tmp_path / "train.txt", "Ann B-PER\nSmith I-PER\nin O\nOslo B-LOC\n\nsaw O\n"
+                                           "Bergen I-LOC\n\nBob B-PER\n")
+    dev = _conll(tmp_path / "dev.txt", "Eva B-PER\n\nin O\n")
+    assert read(TaggingTaskConfig(train=str(train), dev=str(dev))).task.scheme == "IOB2"
+    # IOB1: I- starts (Ann, Oslo, Eva), and B- only where a PER chunk follows a PER chunk (Bob)
+    iob1 = _conll(tmp_path / "iob1.txt", "Ann I-PER\nBob B-PER\nin O\nOslo I-LOC\n")
+    dev1 = _conll(tmp_path / "dev1.txt", "Eva I-PER\n\nin O\n")
+    assert read(TaggingTaskConfig(train=str(iob1), dev=str(dev1))).task.scheme == "IOB1"
+
+
+def test_a_dev_file_of_one_sentence_is_refused_before_training(tiny_model, tmp_path, capsys):
+    """A file without blank lines is one sentence: the run would train, then fail to resample it for the
+    interval. Refused first, in one line naming the file, with nothing written."""
+    from tests.conftest import run_cli
+
+    train = _tagged_corpus(tmp_path / "train.txt", 8, 0)
+    stream = _conll(tmp_path / "dev.txt", "the B-NP\ncat I-NP\nsat B-VP\n. O\na B-NP\ndog I-NP\nran B-VP\n")
+    code, _, err = run_cli(["run", "tagging", "--model", tiny_model, "--train", train, "--dev", stream,
+                            "--output-dir", tmp_path / "out", "--tracking-uri", "none"], capsys)
+    assert code == 2 and not (tmp_path / "out").exists()
+    assert err.strip().count("\n") == 0
+    assert f"{stream}: the dev file is one sentence of 7 words" in err and "put a blank line" in err
 
 
 # ---- windows and the run ----------------------------------------------------------------------------
@@ -197,19 +228,21 @@ def test_a_long_sentence_is_split_into_windows_of_whole_words_and_joined(tiny_mo
     words = ["the", "big", "cat", "sat", "on", "the", "mat", ".", "it", "ran"]
     tags = ["B-NP", "I-NP", "I-NP", "B-VP", "B-PP", "B-NP", "I-NP", "O", "B-NP", "B-VP"]
     train = tmp_path / "train.jsonl"
-    train.write_text(json.dumps({"tokens": words, "tags": tags}) + "\n")
+    train.write_text(json.dumps({"tokens": words, "tags": tags}) + "\n"
+                     + json.dumps({"tokens": ["ran"], "tags": ["B-VP"]}) + "\n")
     data = read(TaggingTaskConfig(train=str(train), dev=str(train)))
     built = tagging.build_task(data, tokenizer, max_length=6)  # 4 words a window beside [CLS] and [SEP]
     windows = built.windows["validation"]
-    assert [(w.first, w.positions) for w in windows] == [(0, (1, 2, 3, 4)), (4, (1, 2, 3, 4)), (8, (1, 2))]
+    assert [(w.sentence, w.first, w.positions) for w in windows] == [
+        (0, 0, (1, 2, 3, 4)), (0, 4, (1, 2, 3, 4)), (0, 8, (1, 2)), (1, 0, (1,))]
     labels = built.train["labels"][0]
     names = data.task.label_names
     assert [names[i] if i >= 0 else None for i in labels] == [None, "B-NP", "I-NP", "E-NP", "S-VP", None]
     # each window predicting the gold BIOES tags of its words: joined, they read back as the gold chunks
-    gold = data.model_tags("validation")[0]
-    outputs = [np.array([0] + [names.index(gold[w.first + k]) for k in range(len(w.positions))] + [0])
-               for w in windows]
-    assert built.predicted_tags("validation", outputs) == [tags]
+    gold = data.model_tags("validation")
+    outputs = [np.array([0] + [names.index(gold[w.sentence][w.first + k]) for k in range(len(w.positions))]
+                        + [0]) for w in windows]
+    assert built.predicted_tags("validation", outputs) == [tags, ["B-VP"]]
     assert built.score("validation", outputs)["f1"] == 1.0
     with pytest.raises(UserError, match=r"train.jsonl:1: a sentence of 10 tokens, more than max_length 6"):
         tagging.build_task(data, tokenizer, max_length=6, long_sentences="refuse")
@@ -256,6 +289,34 @@ def test_tagging_batches_pad_to_their_longest_sentence_where_glue_pads_to_a_mult
     orchestration.train_seed(load_model, dataclasses.replace(built, pad_to_multiple_of=8), config, setup,
                              LoopIO(progress=False))
     assert sorted(seen[:len(lengths)]) == sorted(-(-length // 8) * 8 for length in lengths)
+
+
+def test_a_sentence_longer_than_the_model_gets_no_indexing_errors_warning(tiny_model, tmp_path):
+    """Windows keep every input within max_length, so transformers' warning that a sentence longer than
+    the model's positions "will result in indexing errors" (what an OCR page without sentence breaks
+    printed) is not given."""
+    import logging
+
+    import transformers
+
+    from tasks import tagging
+    from tasks.tagging_data import read
+    from tasks.tagging_task import TaggingTaskConfig
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model, model_max_length=8)
+    train = _conll(tmp_path / "train.txt", "".join(f"{w} O\n" for w in ["the", "cat", "sat"] * 5)
+                   + "on B-PP\n\nran B-VP\n")
+    data = read(TaggingTaskConfig(train=str(train), dev=str(train)))
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # transformers' own handler writes to a stream pytest has swapped
+    logging.getLogger("transformers").addHandler(handler)
+    try:
+        built = tagging.build_task(data, tokenizer, max_length=8)
+    finally:
+        logging.getLogger("transformers").removeHandler(handler)
+    assert len(built.windows["validation"]) == 4  # 16 words, 6 a window, and the second sentence
+    assert not [r for r in records if "indexing errors" in r.getMessage()]
 
 
 @pytest.fixture(scope="session")
@@ -364,7 +425,7 @@ def test_an_export_rereads_the_runs_dev_sentences_and_refuses_a_changed_file(tmp
     examples = dev_examples(data.task, None, 64, data.record)
     assert (examples["tokens"], examples["tags"], examples["line"]) == (
         [["a", "dog"], ["ran"]], [["B-NP", "I-NP"], ["B-VP"]], [1, 4])
-    dev.write_text("a B-NP\ndog I-NP\n", encoding="utf-8")
+    dev.write_text("a B-NP\ndog I-NP\n\nsat B-VP\n", encoding="utf-8")
     with pytest.raises(UserError, match=r"^the validation data changed since the run \(sha256"):
         dev_examples(data.task, None, 64, data.record)
 

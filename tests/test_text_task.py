@@ -82,23 +82,23 @@ def test_string_labels_are_classes_with_their_names_sorted(tmp_path):
 
 
 def test_integer_labels_sort_as_numbers_and_fractions_mean_regression(tmp_path):
-    rows = [f"text {i},{label}" for i, label in enumerate([2, 10, 1, 2, 10, 1])]
+    rows = [f"text {i},{label}" for i, label in enumerate([2, 10, 1] * 4)]  # 12 rows: a dev split of 2
     classes = _read(train=str(_csv(tmp_path / "c.csv", "s,y", rows)), text="s", label="y")
     assert classes.task.label_names == ("1", "2", "10")
     ids = list(classes.splits["train"]["label"]) + list(classes.splits["validation"]["label"])
-    assert sorted(ids) == [0, 0, 1, 1, 2, 2]  # "1", "2", "10" as ids 0, 1, 2
-    scores = _read(train=str(_csv(tmp_path / "r.csv", "s,y", [f"t {i},{i / 3:.3f}" for i in range(9)])),
+    assert sorted(ids) == [0] * 4 + [1] * 4 + [2] * 4  # "1", "2", "10" as ids 0, 1, 2
+    scores = _read(train=str(_csv(tmp_path / "r.csv", "s,y", [f"t {i},{i / 3:.3f}" for i in range(20)])),
                    text="s", label="y")
     assert scores.task.kind == "regression" and scores.task.label_names is None
     assert scores.task.headline == "spearman"
 
 
 def test_lists_are_multilabel_in_json_lines_and_with_a_separator_in_csv(tmp_path):
-    rows = [{"body": f"text {i}", "tags": ["b", "a"] if i % 2 else ["c"]} for i in range(10)]
+    rows = [{"body": f"text {i}", "tags": ["b", "a"] if i % 2 else ["c"]} for i in range(20)]
     read = _read(train=str(_jsonl(tmp_path / "t.jsonl", rows)), text="body", label="tags")
     assert (read.task.kind, read.task.label_names) == ("multilabel", ("a", "b", "c"))
     assert read.splits["train"][0]["label"] in ([1.0, 1.0, 0.0], [0.0, 0.0, 1.0])
-    csv = _csv(tmp_path / "t.csv", "body,tags", [f"text {i},{'a|b' if i % 2 else 'c'}" for i in range(10)])
+    csv = _csv(tmp_path / "t.csv", "body,tags", [f"text {i},{'a|b' if i % 2 else 'c'}" for i in range(20)])
     separated = _read(train=str(csv), text="body", label="tags", label_separator="|")
     assert separated.task.label_names == ("a", "b", "c") and separated.task.headline == "micro_f1"
 
@@ -161,6 +161,11 @@ def _bad_cases(tmp: Path) -> dict:
                                     "task name 'sst2' is a benchmark task's"),
         "a metric of another kind": ({"train": str(_csv(tmp / "t4.csv", "s,y", good)), "metric": "spearman"},
                                      "metric 'spearman' does not score a classification task"),
+        "a dev file of one row": ({"train": str(_csv(tmp / "t5.csv", "s,y", good)),
+                                   "dev": str(_csv(tmp / "one.csv", "s,y", ["a,x"]))},
+                                  "one.csv: the dev split has 1 row; scores' intervals"),
+        "a drawn dev split of one row": ({"train": str(_csv(tmp / "nine.csv", "s,y", good * 3))},
+                                         "nine.csv: dev_fraction 0.1 of 9 rows draws 1 dev row"),
     }
 
 
@@ -174,7 +179,7 @@ BAD = ["missing file", "missing column lists the columns", "empty split", "dev l
        "duplicate column names", "a JSON line that does not parse", "a Parquet file that does not parse",
        "a regression label that is not a number", "a nan among integer labels", "an inf among integer labels",
        "a ragged CSV row", "a benchmark's task name",
-       "a metric of another kind"]
+       "a metric of another kind", "a dev file of one row", "a drawn dev split of one row"]
 
 
 @pytest.mark.parametrize("case", BAD)

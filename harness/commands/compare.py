@@ -13,7 +13,8 @@ EPILOG = """what it does:
   of the dev examples, the same resample scoring both runs, recomputing the metric). The verdict
   is "A better", "B better" or "no detectable difference at this sample size"; "detectable" is the
   smallest true difference the runs would find with 80% power, and the last column the seeds per
-  run that would detect --target points. With one seed per run only the dev set is covered.
+  run that would detect --target points (both n/a when nothing varies: every seed of both runs scoring
+  the same on every resample). With one seed per run only the dev set is covered.
 
   Both runs must be `harness run` output directories of the same benchmark and tasks, scored on
   the same dev examples (ids and gold labels are checked); they need the per-seed dev outputs

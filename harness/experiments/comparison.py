@@ -90,14 +90,18 @@ def _pair(a: SplitOutputs, b: SplitOutputs, task: str, split: str) -> list[str]:
 def _row(task: str, metric: str, a: stats.Estimate, b: stats.Estimate, difference: stats.Estimate,
          scale: float, target: float) -> dict:
     found = stats.compare(difference)
-    seeds = stats.seeds_needed(difference, target / scale) if difference.seeds > 1 else None
+    # no variance at all (every seed of A and B scores the same on every resample of the dev set, as two
+    # taggers that predict O everywhere): a detectable difference of 0 and "2 seeds" would be claims the
+    # data cannot back; both are left out and a note says why
+    flat = difference.se < 1e-12  # scores are fractions; what is left is float rounding
+    seeds = stats.seeds_needed(difference, target / scale) if difference.seeds > 1 and not flat else None
     alpha = 1 - stats.CONFIDENCE
     verdict = ("A better" if difference.value > 0 else "B better") if found.p_value < alpha else \
         "no detectable difference at this sample size"
     return {"task": task, "metric": metric, "a": scale * a.value, "b": scale * b.value,
             "difference": scale * difference.value, "ci_low": scale * difference.low,
             "ci_high": scale * difference.high, "p_value": found.p_value, "verdict": verdict,
-            "detectable": scale * found.detectable, "seeds_a": a.seeds, "seeds_b": b.seeds,
+            "detectable": None if flat else scale * found.detectable, "seeds_a": a.seeds, "seeds_b": b.seeds,
             "seeds_needed": seeds, "covers": difference.covers}
 
 
@@ -128,6 +132,11 @@ def compare(a: ResultsFolder, b: ResultsFolder, tasks: Sequence[str] | None = No
             dev_var = stats.dev_variance([part_a.per_seed, part_b.per_seed], part_a.num_examples, (1, -1))
             difference = stats.paired_difference(part_a.seed_scores, part_b.seed_scores, dev_var)
             rows.append(_row(task, metric, est_a, est_b, difference, scale, target))
+            if rows[-1]["detectable"] is None:
+                notes.append(f"{task} {metric}: A and B score the same on every seed and every resample of "
+                             "the dev set (no variance; does each predict one label everywhere?): the "
+                             "interval is a point, and no detectable difference or seed count can be "
+                             "measured (n/a)")
             if task in GLUE_AVERAGE_TASKS:
                 glue_parts.append((est_a, est_b, dev_var))
     if glue_parts:
@@ -149,7 +158,8 @@ def table(result: dict) -> str:
               f"seeds for {result['target']:g}")
     rows = [(r["task"], r["metric"], f"{r['a']:.2f}", f"{r['b']:.2f}",
              f"{r['difference']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]", _p(r["p_value"]),
-             r["verdict"], f"{r['detectable']:.2f}", _seeds(r)) for r in result["rows"]]
+             r["verdict"], "n/a" if r["detectable"] is None else f"{r['detectable']:.2f}", _seeds(r))
+            for r in result["rows"]]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
     lines = [" | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
              for row in (header, *rows)]
@@ -171,6 +181,8 @@ def _p(value: float) -> str:
 
 
 def _seeds(row: dict) -> str:
+    if row["detectable"] is None:
+        return "n/a"
     if min(row["seeds_a"], row["seeds_b"]) < 2:
         return "?"
     return "-" if row["seeds_needed"] is None else str(row["seeds_needed"])
