@@ -270,3 +270,52 @@ def pytest_configure(config):
     expression = config.option.markexpr
     if "release" not in expression:
         config.option.markexpr = f"({expression}) and not release" if expression else "not release"
+
+
+# --- A migrated MLflow store copied, not migrated, per test ---------------------------------------
+# Creating a SQLite MLflow store runs MLflow's ~60 Alembic migrations: seconds per store on this
+# machine, and about 60 fast tests each open a fresh one. In this process (not in subprocesses, so
+# tests that launch `harness` still migrate for real) MLflow's table set-up copies one store that the
+# real set-up migrated once per session, with SQLite's backup API: the same schema, Alembic version
+# and rows, so MLflow's own schema check after it still applies.
+_mlflow_template: dict = {}
+
+
+def _copy_migrated_store(real_initialize, template: Path):
+    import sqlite3
+
+    def initialize(engine):
+        if engine.dialect.name != "sqlite" or engine.url.database in (None, "", ":memory:"):
+            return real_initialize(engine)
+        if not template.exists():  # migrated for real, once, by MLflow's own function
+            import sqlalchemy
+
+            template_engine = sqlalchemy.create_engine(f"sqlite:///{template}")
+            real_initialize(template_engine)
+            template_engine.dispose()
+        source, target = sqlite3.connect(template), engine.raw_connection()
+        try:
+            source.backup(target.driver_connection)
+        finally:
+            source.close()
+            target.close()
+    return initialize
+
+
+@pytest.fixture(autouse=True)
+def _migrated_mlflow_stores(tmp_path_factory) -> None:
+    """Installs _copy_migrated_store once MLflow's store modules are imported (a test that imports them
+    first migrates for real); nothing for tests that never import MLflow."""
+    import sys
+
+    utils = sys.modules.get("mlflow.store.db.utils")
+    if utils is None:
+        return
+    if not _mlflow_template:
+        template = tmp_path_factory.mktemp("mlflow_template") / "mlflow.db"
+        _mlflow_template["real"] = utils._initialize_tables
+        _mlflow_template["copy"] = _copy_migrated_store(utils._initialize_tables, template)
+        utils._initialize_tables = _mlflow_template["copy"]
+    registry = sys.modules.get("mlflow.store.model_registry.sqlalchemy_store")  # imports it by name
+    if registry is not None and registry._initialize_tables is _mlflow_template["real"]:
+        registry._initialize_tables = _mlflow_template["copy"]
