@@ -273,14 +273,11 @@ def pytest_configure(config):
 
 
 # --- A migrated MLflow store copied, not migrated, per test ---------------------------------------
-# Creating a SQLite MLflow store runs MLflow's ~60 Alembic migrations: seconds per store on this
+# Creating a SQLite MLflow store runs MLflow's ~70 Alembic migrations: seconds per store on this
 # machine, and about 60 fast tests each open a fresh one. In this process (not in subprocesses, so
 # tests that launch `harness` still migrate for real) MLflow's table set-up copies one store that the
 # real set-up migrated once per session, with SQLite's backup API: the same schema, Alembic version
 # and rows, so MLflow's own schema check after it still applies.
-_mlflow_template: dict = {}
-
-
 def _copy_migrated_store(real_initialize, template: Path):
     import sqlite3
 
@@ -302,20 +299,39 @@ def _copy_migrated_store(real_initialize, template: Path):
     return initialize
 
 
-@pytest.fixture(autouse=True)
-def _migrated_mlflow_stores(tmp_path_factory) -> None:
-    """Installs _copy_migrated_store once MLflow's store modules are imported (a test that imports them
-    first migrates for real); nothing for tests that never import MLflow."""
+@pytest.fixture(scope="session", autouse=True)
+def _migrated_mlflow_stores(tmp_path_factory):
+    """_copy_migrated_store in place from the moment MLflow's store utilities are imported (a finder
+    on sys.meta_path wraps their loading), so that no test pays for importing MLflow's modules unless
+    it uses them; the registry store imports the function by name after that, so it gets the copy too."""
+    import importlib.abc
+    import importlib.util
     import sys
 
-    utils = sys.modules.get("mlflow.store.db.utils")
-    if utils is None:
-        return
-    if not _mlflow_template:
-        template = tmp_path_factory.mktemp("mlflow_template") / "mlflow.db"
-        _mlflow_template["real"] = utils._initialize_tables
-        _mlflow_template["copy"] = _copy_migrated_store(utils._initialize_tables, template)
-        utils._initialize_tables = _mlflow_template["copy"]
-    registry = sys.modules.get("mlflow.store.model_registry.sqlalchemy_store")  # imports it by name
-    if registry is not None and registry._initialize_tables is _mlflow_template["real"]:
-        registry._initialize_tables = _mlflow_template["copy"]
+    name, template = "mlflow.store.db.utils", tmp_path_factory.mktemp("mlflow_template") / "mlflow.db"
+
+    def install(utils):
+        utils._initialize_tables = _copy_migrated_store(utils._initialize_tables, template)
+
+    class PatchOnImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname != name:
+                return None
+            sys.meta_path.remove(self)  # once; and so that find_spec below finds the real module
+            spec = importlib.util.find_spec(fullname)
+            real_exec = spec.loader.exec_module
+
+            def exec_module(module):
+                real_exec(module)
+                install(module)
+            spec.loader.exec_module = exec_module
+            return spec
+
+    finder = PatchOnImport()
+    if name in sys.modules:
+        install(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, finder)
+    yield
+    if finder in sys.meta_path:
+        sys.meta_path.remove(finder)
