@@ -270,3 +270,68 @@ def pytest_configure(config):
     expression = config.option.markexpr
     if "release" not in expression:
         config.option.markexpr = f"({expression}) and not release" if expression else "not release"
+
+
+# --- A migrated MLflow store copied, not migrated, per test ---------------------------------------
+# Creating a SQLite MLflow store runs MLflow's ~70 Alembic migrations: seconds per store on this
+# machine, and about 60 fast tests each open a fresh one. In this process (not in subprocesses, so
+# tests that launch `harness` still migrate for real) MLflow's table set-up copies one store that the
+# real set-up migrated once per session, with SQLite's backup API: the same schema, Alembic version
+# and rows, so MLflow's own schema check after it still applies.
+def _copy_migrated_store(real_initialize, template: Path):
+    import sqlite3
+
+    def initialize(engine):
+        if engine.dialect.name != "sqlite" or engine.url.database in (None, "", ":memory:"):
+            return real_initialize(engine)
+        if not template.exists():  # migrated for real, once, by MLflow's own function
+            import sqlalchemy
+
+            template_engine = sqlalchemy.create_engine(f"sqlite:///{template}")
+            real_initialize(template_engine)
+            template_engine.dispose()
+        source, target = sqlite3.connect(template), engine.raw_connection()
+        try:
+            source.backup(target.driver_connection)
+        finally:
+            source.close()
+            target.close()
+    return initialize
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _migrated_mlflow_stores(tmp_path_factory):
+    """_copy_migrated_store in place from the moment MLflow's store utilities are imported (a finder
+    on sys.meta_path wraps their loading), so that no test pays for importing MLflow's modules unless
+    it uses them; the registry store imports the function by name after that, so it gets the copy too."""
+    import importlib.abc
+    import importlib.util
+    import sys
+
+    name, template = "mlflow.store.db.utils", tmp_path_factory.mktemp("mlflow_template") / "mlflow.db"
+
+    def install(utils):
+        utils._initialize_tables = _copy_migrated_store(utils._initialize_tables, template)
+
+    class PatchOnImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname != name:
+                return None
+            sys.meta_path.remove(self)  # once; and so that find_spec below finds the real module
+            spec = importlib.util.find_spec(fullname)
+            real_exec = spec.loader.exec_module
+
+            def exec_module(module):
+                real_exec(module)
+                install(module)
+            spec.loader.exec_module = exec_module
+            return spec
+
+    finder = PatchOnImport()
+    if name in sys.modules:
+        install(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, finder)
+    yield
+    if finder in sys.meta_path:
+        sys.meta_path.remove(finder)

@@ -5,6 +5,7 @@ layer; an edge between two layers that ALLOWED does not list fails the test, nam
 """
 
 import ast
+import functools
 import graphlib
 import shutil
 import subprocess
@@ -92,8 +93,10 @@ def is_bare_package(path: Path) -> bool:
     return path.name == "__init__.py" and all(isinstance(node, ast.Expr) for node in ast.parse(path.read_text()).body)
 
 
+@functools.cache  # seven tests read the checkout's graph; no file under a root changes once it is read
 def module_graph(root: Path = REPO) -> dict[str, dict[str, set[str]]]:
-    """module -> {imported project module or package: how it was named}; only real modules count."""
+    """module -> {imported project module or package: how it was named}; only real modules count.
+    Parsed once per root: callers must not change what it returns."""
     modules = {module_name(path, root): path for path in project_files(root)}
     graph = {}
     for name, path in modules.items():
@@ -215,11 +218,12 @@ def test_a_forbidden_edge_and_a_cycle_are_caught(tmp_path):
     errors.write_text(errors.read_text() + "\n\ndef g():\n    from pretrain.models.presets import PRESETS\n")
     # The foundation is a place: a module new to pretrain/training/ is the training kit, held to its edges.
     (tmp_path / "pretrain" / "training" / "newcomer.py").write_text("from pretrain import train\n")
+    # MLflow bookkeeping reaching up into a fine-tuning run is a feature edge that is not allowed.
+    # (Planted before the first scan: module_graph reads a root once.)
+    (tmp_path / "harness" / "tracking" / "upward.py").write_text("from harness.finetuning import glue_benchmark\n")
     found = edges(tmp_path)
     assert found[("tasks", "pretrain")] == {"tasks.probe imports pretrain.train"}
     assert found[("training", "pretrain")] == {"pretrain.training.newcomer imports pretrain.train"}
-    # MLflow bookkeeping reaching up into a fine-tuning run is a feature edge that is not allowed.
-    (tmp_path / "harness" / "tracking" / "upward.py").write_text("from harness.finetuning import glue_benchmark\n")
     assert feature_violations(tmp_path) == ["harness.tracking.upward imports harness.finetuning.glue_benchmark"]
     assert "pretrain" not in ALLOWED["tasks"] and "models" not in ALLOWED["tasks"]
     with pytest.raises(graphlib.CycleError):

@@ -16,7 +16,7 @@ from tasks.config import FinetuneConfig
 from tasks.finetune import LoopIO, finetune
 from tasks.glue_data import load_glue
 from tasks.registry import GLUE_TASKS
-from tests.conftest import glue_args, write_corpus
+from tests.conftest import glue_args
 from tests.pretrain_helpers import micro_config
 
 BAR_TEXT = ("%|", "tokenize", "Loading weights", "Writing model shards", "of budget |")
@@ -89,8 +89,7 @@ def test_glue_run_off_a_terminal_prints_lines_and_no_library_bars(tiny_model, gl
     assert not any(text in err for text in BAR_TEXT), err
 
 
-def test_pretrain_off_a_terminal_prints_lines_not_a_bar(tmp_path, micro, capsys):
-    corpus = write_corpus(tmp_path / "corpus.txt")
+def test_pretrain_off_a_terminal_prints_lines_not_a_bar(tmp_path, micro, corpus, capsys):
     meta = run_pretrain(micro_config(tmp_path, corpus, max_steps=10, log_every_steps=5),
                         tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     out, err = capsys.readouterr()
