@@ -6,9 +6,6 @@ generation is the GPU's business; what recompiles is decided before it)."""
 
 from __future__ import annotations
 
-import json
-import shutil
-
 import pytest
 
 from tests.conftest import write_glue_dir
@@ -33,12 +30,6 @@ def test_seeds_and_arms_reuse_the_tasks_graphs(tiny_model, tmp_path, monkeypatch
                         batching.bucketed(collate, max_length))  # the GPU's four padding lengths
     data = write_glue_dir(tmp_path / "glue", n_train=40, n_dev=12)  # lengths in more than one bucket
     tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
-    # the tiny model cut to one layer (its second layer's weights left unread): what is counted is graphs,
-    # and dynamo traces each layer's operators anew, so one layer halves the compiles' work
-    shutil.copytree(tiny_model, tmp_path / "one-layer")
-    config = json.loads((tmp_path / "one-layer" / "config.json").read_text())
-    (tmp_path / "one-layer" / "config.json").write_text(json.dumps(config | {"num_hidden_layers": 1}))
-    tiny_model = tmp_path / "one-layer"
     torch._dynamo.reset()
     counters.clear()
     graphs = {}
