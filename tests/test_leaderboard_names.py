@@ -114,6 +114,7 @@ def chromium() -> str | None:
             or shutil.which("google-chrome"))
 
 
+# Slow tier, over 30 s: the only check of the saved view in a real browser (an MLflow server, Chromium).
 @pytest.mark.slow
 @pytest.mark.skipif(chromium() is None, reason="no browser: chromium, chromium-browser or google-chrome not on "
                                                "PATH (or $CHROMIUM); install one to see the MLflow UI")

@@ -268,6 +268,7 @@ def _inductor_against_eager(model, steps) -> None:
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow  # Inductor's C++ compiles: ~15-40 s on two busy cores, cache cold
 def test_electra_adams_update_compiled_by_inductor_matches_eager_on_a_one_layer_model():
     """CI's Inductor check, its compile small: one layer, still one rate per depth (head, layer,
     embeddings), decayed and undecayed groups, a schedule moving the rates; 1e-6 allowed."""
