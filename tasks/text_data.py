@@ -254,7 +254,7 @@ def _check_columns(source: Source, text: tuple[str, ...], label: str, labelled: 
         raise UserError(f"{source.where}: no column {', '.join(map(repr, missing))}; its columns are "
                         f"{', '.join(columns)} (pass --text / --label naming them)")
     for name in text:
-        for row, value in enumerate(source.rows[name]):
+        for row, value in enumerate(_column(source, name)):
             if not isinstance(value, str) or not value.strip():
                 empty = value is None or (isinstance(value, str) and not value.strip())
                 shown = "an empty cell" if empty else f"a {type(value).__name__} ({str(value)[:40]!r})"
@@ -262,9 +262,15 @@ def _check_columns(source: Source, text: tuple[str, ...], label: str, labelled: 
                                 "drop the row")
 
 
+def _column(source: Source, name: str) -> list:
+    """A column's values as a list, read in one slice: iterating `rows[name]` (a datasets Column) formats
+    the table row by row, ~35 s a pass over SST-2's 67,349 rows on a busy CPU."""
+    return source.rows[name][:]
+
+
 def _labels(sources: dict[str, Source], config: TextTaskConfig) -> tuple[str, dict[str, list]]:
     """The task's kind and each labelled split's labels as Python values (names, floats, or name lists)."""
-    raw = {split: list(source.rows[config.label]) for split, source in sources.items()
+    raw = {split: _column(source, config.label) for split, source in sources.items()
            if config.label in source.rows.column_names}
     for split, values in raw.items():
         for row, value in enumerate(values):
@@ -383,9 +389,9 @@ def _check_seen(source: Source, values: list, names: tuple[str, ...], kind: str)
 
 def _harness_rows(source: Source, text: tuple[str, ...], labels: list | None, kind: str,
                   names: tuple[str, ...] | None) -> Dataset:
-    columns: dict[str, list] = {"text_a": list(source.rows[text[0]])}
+    columns: dict[str, list] = {"text_a": _column(source, text[0])}
     if len(text) == 2:
-        columns["text_b"] = list(source.rows[text[1]])
+        columns["text_b"] = _column(source, text[1])
     columns["label"] = _encoded(labels, kind, names) if labels is not None else [-1] * len(source.rows)
     columns["idx"] = list(range(len(source.rows)))
     return Dataset.from_dict(columns)

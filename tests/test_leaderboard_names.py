@@ -5,7 +5,6 @@ and rows of one task set sit together in the saved view. A real browser checks i
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
@@ -13,7 +12,7 @@ from pretrain.models import pretrain_meta
 from reports import results_schema
 from reports.leaderboard import rows_from_results
 from reports.render import title
-from tests.conftest import free_port
+from tests.mlflow_ui import mlflow_ui
 
 NAME_COLUMN_CHARS = 20  # what the runs table shows of a name (harness/README.md)
 
@@ -115,6 +114,7 @@ def chromium() -> str | None:
             or shutil.which("google-chrome"))
 
 
+# Slow tier, over 30 s: the only check of the saved view in a real browser (an MLflow server, Chromium).
 @pytest.mark.slow
 @pytest.mark.skipif(chromium() is None, reason="no browser: chromium, chromium-browser or google-chrome not on "
                                                "PATH (or $CHROMIUM); install one to see the MLflow UI")
@@ -127,28 +127,15 @@ def test_the_saved_view_shows_the_demo_rows_apart_and_together_in_a_browser(demo
     from mlflow import MlflowClient
 
     experiment_id = MlflowClient(uri).get_experiment_by_name(mlflow_leaderboard.EXPERIMENT).experiment_id
-    port = free_port()
-    env = os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
-                               "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1",
-                               "--port", str(port)], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        mlflow_view.wait_healthy(url, server)
+    with mlflow_ui(uri, tmp_path) as url:
         page = mlflow_view.runs_url(url, experiment_id)
-        # tall enough that the grid renders all 20 rows (it leaves rows far below the window out)
+        # tall enough that the grid renders all 20 rows (it leaves rows far below the window out); one
+        # browser launch both saves the picture and prints the page's DOM
         browser = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1600,2400",
                    "--virtual-time-budget=20000"]
-        subprocess.run([*browser, f"--screenshot={tmp_path / 'leaderboard.png'}", page], check=True, timeout=180,
-                       capture_output=True)
-        dom = subprocess.run([*browser, "--dump-dom", page], check=True, timeout=180, capture_output=True,
-                             text=True).stdout
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+        dom = subprocess.run([*browser, f"--screenshot={tmp_path / 'leaderboard.png'}", "--dump-dom", page],
+                             check=True, timeout=180, capture_output=True, text=True).stdout
     assert (tmp_path / "leaderboard.png").stat().st_size > 10_000  # a rendered page, not a blank one
     # Both demo rows are in the table under their names, next to each other (one task set): between
     # them in the name column no other row's name, such as the paper's eight-task rows.

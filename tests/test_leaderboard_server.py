@@ -2,44 +2,24 @@
 leaderboard rows come back through the REST API, one per model, published rows tagged apart."""
 
 import json
-import os
 import subprocess
-import sys
 import urllib.request
 
 import pytest
 
 from harness.cli import main
-from harness.tracking import mlflow_view
 from reports.leaderboard import published_rows
-from tests.conftest import free_port
+from tests.mlflow_ui import mlflow_ui
 
 
 @pytest.fixture
 def server(tmp_path):
     """`mlflow ui` on 127.0.0.1 with a fresh SQLite store; its URL, stopped after the test."""
-    port = free_port()
-    # no job runner: up in ~5 s in ~0.5 GiB (reports/results/library-choices.md)
-    env = os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-         "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port)],
-        env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
     try:
-        try:
-            mlflow_view.wait_healthy(url, process)
-        except RuntimeError as error:
-            pytest.fail(str(error))
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        with mlflow_ui(f"sqlite:///{tmp_path / 'server.db'}", tmp_path) as url:
+            yield url
+    except RuntimeError as error:  # never came up: the test fails, naming the exit status
+        pytest.fail(str(error))
 
 
 def rest(url: str, endpoint: str, body: dict | None = None) -> dict:

@@ -346,6 +346,8 @@ def test_regression_and_a_search_trial_from_the_same_benchmark(model128, own_dat
     assert code == 0 and best["benchmark"] == "text" and best["task"] == "train"
 
 
+# Slow tier, over 30 s: the only run of README's worked example as a user types it (three `harness`
+# processes: fine-tune 3 seeds, export with int8, predict).
 @pytest.mark.slow
 def test_readme_worked_example_runs_as_written(model128, tmp_path, shared):
     """README's "Your own data" block, run by bash as it stands (MODEL: the tiny model; ../shared linked)."""
