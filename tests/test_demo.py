@@ -11,6 +11,7 @@ from harness.cli import main
 from harness.experiments import demo
 from pretrain.infra.errors import UserError
 from tests.conftest import MICRO, write_corpus
+from tests.fixtures_processes import mlflow_store_copy
 
 
 @pytest.fixture
@@ -27,8 +28,9 @@ def micro_plan(micro, monkeypatch, tmp_path):
 # Slow tier, over 30 s: the only end-to-end run of `harness demo` (pre-training, two arms, compare,
 # report, export, a torch-free prediction) and of its resume.
 @pytest.mark.slow
-def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, capsys):
+def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, capsys, tmp_path_factory):
     corpus = write_corpus(tmp_path / "corpus.txt")
+    mlflow_store_copy(tmp_path_factory, tmp_path / "mlflow.db")  # made once: creating one takes seconds
     out = tmp_path / "demo"
     args = ["demo", "--device", "cpu", "--output", str(out), "--data-dir", str(glue_data), "--corpus", str(corpus),
             "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]

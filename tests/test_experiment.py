@@ -14,6 +14,7 @@ from harness.cli import main
 from reports import efficiency
 from reports.efficiency import CONTROL, Arm
 from tests.conftest import MICRO, write_corpus
+from tests.fixtures_processes import mlflow_store_copy
 
 
 def _results(scores: dict[tuple[str, int], float]) -> dict:
@@ -82,8 +83,9 @@ def _args(tmp_path, corpus, glue_data, *extra, **flags):
 
 @pytest.mark.slow
 def test_experiment_pretrains_every_arm_to_its_budget_finetunes_and_resumes(tmp_path, micro, glue_data, capsys,
-                                                                           monkeypatch):
+                                                                           monkeypatch, tmp_path_factory):
     corpus = write_corpus(tmp_path / "corpus.txt")
+    mlflow_store_copy(tmp_path_factory, tmp_path / "mlflow.db")  # made once: creating one takes seconds
     assert main(_args(tmp_path, corpus, glue_data)) == 0
     out = tmp_path / "exp"
     summary = json.loads((out / "efficiency.json").read_text())
@@ -158,9 +160,11 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, micro, glue_data, ca
 
 
 @pytest.mark.slow
-def test_diverged_seeds_end_the_experiment_with_one_line_and_exit_2(tmp_path, micro, glue_data, capsys):
+def test_diverged_seeds_end_the_experiment_with_one_line_and_exit_2(tmp_path, micro, glue_data, capsys,
+                                                                    tmp_path_factory):
     # lr 1e30 diverges every seed (batch 4: step 2 is past warmup, and the epoch's mean loss is nan)
     corpus = write_corpus(tmp_path / "corpus.txt")
+    mlflow_store_copy(tmp_path_factory, tmp_path / "mlflow.db")
     args = _args(tmp_path, corpus, glue_data, "finetune.learning_rate=1e30", "finetune.batch_size=4",
                  "--no-control", budget_flops="2e8", objectives="electra", seeds="1")
     assert main(args) == 2

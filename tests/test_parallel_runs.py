@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli import main
 from tests import mlflow_store, processes
 from tests.conftest import write_corpus
+from tests.fixtures_processes import mlflow_store_copy
 
 
 def start(args: list[str], cwd: Path) -> subprocess.Popen:
@@ -23,14 +25,15 @@ def finish(started: list[subprocess.Popen]) -> list[tuple[int, str]]:
 
 
 @pytest.mark.slow
-def test_seeds_run_side_by_side_into_one_output_dir_all_land(tiny_model, glue_data, tmp_path):
+def test_seeds_run_side_by_side_into_one_output_dir_all_land(tiny_model, glue_data, tmp_path, tmp_path_factory,
+                                                            capsys):
     out = tmp_path / "out"
+    uri = mlflow_store_copy(tmp_path_factory, tmp_path / "mlflow.db")  # its creation: the test below
 
     def seed(number: int) -> subprocess.Popen:
         return start(["-m", "harness.cli", "run", "glue", "--model", str(tiny_model), "--data-dir",
                       str(glue_data), "--tasks", "rte,stsb", "--output-dir", str(out), "--tracking-uri",
-                      f"sqlite:///{tmp_path / 'mlflow.db'}", "num_epochs=2", "save_models=false",
-                      "predict_test=false", f"seed={number}"], tmp_path)
+                      uri, "num_epochs=1", "save_models=false", "predict_test=false", f"seed={number}"], tmp_path)
 
     finished = finish([seed(0), seed(1)])
     assert [code for code, _ in finished] == [0, 0], finished
@@ -42,12 +45,15 @@ def test_seeds_run_side_by_side_into_one_output_dir_all_land(tiny_model, glue_da
     for task in ("rte", "stsb"):
         for number in (0, 1):
             assert (out / "predictions" / f"{task}-seed{number}" / "dev_outputs.json").is_file()
-    # a third invocation with other settings is refused in one line, not merged
-    code, output = finish([start(["-m", "harness.cli", "run", "glue", "--model", str(tiny_model),
-                                  "--data-dir", str(glue_data), "--tasks", "rte", "--output-dir", str(out),
-                                  "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "num_epochs=1",
-                                  "save_models=false", "predict_test=false", "seed=2"], tmp_path)])[0]
-    assert code == 2 and "holds results made with other settings (num_epochs: 2.0 -> 1.0)" in output
+    # a third invocation with other settings is refused in one line, not merged (in this process: the
+    # refusal reads results.json before any training, so a process of its own adds nothing)
+    capsys.readouterr()  # what came before (the copied store's making, in this process's first use)
+    code = main(["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte",
+                 "--output-dir", str(out), "--tracking-uri", uri, "num_epochs=2", "save_models=false",
+                 "predict_test=false", "seed=2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "holds results made with other settings (num_epochs: 1.0 -> 2.0)" in err
+    assert err.count("\n") == 1, err
 
 
 @pytest.mark.slow
@@ -62,23 +68,27 @@ def test_runs_started_together_share_a_new_mlflow_store(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_resume_ends_killed_the_runs_a_kill_9_left_running(tiny_model, glue_data, tmp_path, capsys):
+def test_a_resume_ends_killed_the_runs_a_kill_9_left_running(tiny_model, glue_data, tmp_path, tmp_path_factory,
+                                                            capsys):
     import signal
     import time
 
-    from harness.cli import main
     from harness.tracking import mlflow_runs
+    from tasks.finetune_state import seed_path
 
     store = tmp_path / "mlflow.db"
+    uri = mlflow_store_copy(tmp_path_factory, store)
+    # 8 epochs of 1 step: seed 1 is killed once its first epoch's state is written (its MLflow run open),
+    # with 7 epochs (a second or two) left for the kill to arrive in
     args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte",
-            "--seeds", "2", "--output-dir", str(tmp_path / "out"), "--tracking-uri", f"sqlite:///{store}",
-            "num_epochs=40", "save_models=false", "predict_test=false"]
-    mlflow_runs.use_experiment("glue", f"sqlite:///{store}")  # created here, so this test's reads never race its creation
+            "--seeds", "2", "--output-dir", str(tmp_path / "out"), "--tracking-uri", uri,
+            "num_epochs=8", "save_models=false", "predict_test=false"]
+    mlflow_runs.use_experiment("glue", uri)  # created here, so this test's reads never race its creation
     killed = start(["-m", "harness.cli", *args], tmp_path)
     deadline = time.monotonic() + 300
-    while not (store.is_file() and mlflow_store.runs(store, "tags.seed = '1'", experiment="glue")):
+    while not seed_path(tmp_path / "out", "rte", 1).is_file():
         assert killed.poll() is None and time.monotonic() < deadline, killed.stdout.read()
-        time.sleep(0.5)
+        time.sleep(0.05)
     killed.send_signal(signal.SIGKILL)  # no handler runs: its parent and seed-1 runs stay RUNNING
     killed.wait()
     killed.stdout.close()
@@ -95,23 +105,40 @@ def test_a_resume_ends_killed_the_runs_a_kill_9_left_running(tiny_model, glue_da
 
 
 @pytest.mark.slow
-def test_a_second_pretrain_into_a_busy_output_is_refused_in_one_line(tmp_path):
+def test_a_second_pretrain_into_a_busy_output_is_refused_in_one_line(tmp_path, capsys):
     """Two `harness pretrain` runs into one --output would overwrite each other's checkpoints: the one
-    that finds the folder taken exits 2 with one line, the other finishes."""
+    that finds the folder taken exits 2 with one line, the other finishes.
+
+    The first is a real process, paused (SIGSTOP) at its first progress line, so the lock is surely held
+    whatever the machine's load, and a few steps suffice; the second runs in this process meanwhile.
+    """
+    import signal
+
     corpus = write_corpus(tmp_path / "corpus.txt")
 
-    def pretrain(store: str) -> subprocess.Popen:
-        return start(["-m", "harness.cli", "pretrain", "--preset", "electra-tiny", "--corpus", str(corpus),
-                      "--output", str(tmp_path / "out"), "--tracking-uri", f"sqlite:///{tmp_path / store}",
-                      "max_steps=40", "batch_size=4", "seq_len=32", "tokenizer=train", "train_vocab_size=200",
-                      "precision=fp32", f"cache_dir={tmp_path / 'cache'}"], tmp_path)
+    def pretrain(tracking: str) -> list[str]:
+        return ["pretrain", "--preset", "electra-tiny", "--corpus", str(corpus), "--output", str(tmp_path / "out"),
+                "--tracking-uri", tracking, "max_steps=4", "log_every_steps=1", "batch_size=4", "seq_len=32",
+                "tokenizer=train", "train_vocab_size=200", "precision=fp32", f"cache_dir={tmp_path / 'cache'}"]
 
-    finished = finish([pretrain("a.db"), pretrain("b.db")])  # two stores: only the output is shared
-    codes = sorted(code for code, _ in finished)
-    assert codes == [0, 2], finished
-    refused = next(output for code, output in finished if code == 2)
+    first = start(["-m", "harness.cli", *pretrain("none")], tmp_path)  # tracking apart: only OUT is shared
+    seen = ""
+    while "pretrain out: step 1 " not in seen:  # in the lock, training
+        line = first.stdout.readline()
+        assert line, seen
+        seen += line
+    first.send_signal(signal.SIGSTOP)
+    try:
+        code = main(pretrain(f"sqlite:///{tmp_path / 'b.db'}"))
+    finally:
+        first.send_signal(signal.SIGCONT)
+    refused = capsys.readouterr().err
+    assert code == 2, refused
     assert refused.strip().splitlines()[-1] == (
         f"harness: error: another `harness pretrain` is writing to {str(tmp_path / 'out')!r}; wait for it to "
         "finish (then rerun to resume or extend it) or choose another --output")
     assert len([line for line in refused.splitlines() if line.startswith("harness: error")]) == 1
-    assert json.loads((tmp_path / "out" / "pretrain_meta.json").read_text())["steps"] == 40
+    assert not (tmp_path / "b.db").exists()  # refused before it opened an MLflow run
+    code, output = processes.finish(first, seen)
+    assert code == 0, output
+    assert json.loads((tmp_path / "out" / "pretrain_meta.json").read_text())["steps"] == 4

@@ -24,6 +24,7 @@ from tasks.finetune_state import SeedState, seed_path
 from tasks.glue_data import load_glue
 from tasks.registry import GLUE_TASKS
 from tests.conftest import write_corpus, write_glue_dir
+from tests.fixtures_processes import mlflow_store_copy
 from tests.pretrain_helpers import final_weights
 from tests.processes import finish, start
 
@@ -186,35 +187,42 @@ def _resume_line(output: str, signum: int, where: str) -> list[str]:
     return shlex.split(last.split("; resume with: ")[1])[1:]
 
 
-PRETRAIN = ["pretrain", "--preset", "electra-tiny", "max_steps=60", "batch_size=4", "seq_len=32",
-            "tokenizer=train", "train_vocab_size=200", "precision=fp32", "log_every_steps=10"]
+# 30 steps of electra-tiny, signalled after step 5: 25 steps (seconds) for the signal to arrive in.
+STEPS, FIRST_LINE = 30, 5
+PRETRAIN = ["pretrain", "--preset", "electra-tiny", f"max_steps={STEPS}", "batch_size=4", "seq_len=32",
+            "tokenizer=train", "train_vocab_size=200", "precision=fp32", f"log_every_steps={FIRST_LINE}"]
 
 
-def _pretrain_args(tmp_path, corpus, name: str) -> list[str]:
+def _pretrain_args(tmp_path, corpus, name: str, tracking_uri: str | None = None) -> list[str]:
     return [*PRETRAIN, "--corpus", str(corpus), "--output", str(tmp_path / name),
-            "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", f"cache_dir={tmp_path / 'cache'}"]
+            "--tracking-uri", tracking_uri or f"sqlite:///{tmp_path / 'mlflow.db'}",
+            f"cache_dir={tmp_path / 'cache'}"]
 
 
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
-    """An unbroken `harness pretrain` of 60 steps: the corpus and the folder it ran in."""
+    """An unbroken `harness pretrain` of STEPS steps: the corpus and the folder it ran in (its MLflow
+    store, for the signalled runs, copied ready-made: the reference run tracks nothing)."""
     folder = tmp_path_factory.mktemp("pretrain")
     corpus = write_corpus(folder / "corpus.txt")
-    code, output = finish(start(_pretrain_args(folder, corpus, "whole"), folder))
+    mlflow_store_copy(tmp_path_factory, folder / "mlflow.db")
+    code, output = finish(start(_pretrain_args(folder, corpus, "whole", tracking_uri="none"), folder))
     assert code == 0, output
     return folder, corpus
 
 
-# Slow tier, over 30 s: real `harness pretrain` processes, the only check that a signal to the CLI
-# checkpoints and the resumed run ends bit-identical.
+# Real `harness pretrain` processes: the only check that a signal to the CLI checkpoints and that the
+# resumed run ends bit-identical. SIGINT (Ctrl-C) is in the release tier: the same handler takes both
+# signals (pretrain.training.stop.SIGNALS); CI sends SIGINT to a real fine-tuning process instead
+# (test_a_seed_stopped_by_a_signal_resumes_bit_identical), and both to the loop in-process (above).
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.release)])
 def test_a_signalled_pretrain_checkpoints_and_resumes_bit_identical(pretrained, signum):
     folder, corpus = pretrained
     out = folder / f"stopped-{signum}"
     process = start(_pretrain_args(folder, corpus, out.name), folder)
     seen = ""
-    while "pretrain " + out.name + ": step 10 " not in seen:  # the first progress line: step 10 is done
+    while f"pretrain {out.name}: step {FIRST_LINE} " not in seen:  # the first progress line: step 5 is done
         line = process.stdout.readline()
         assert line, seen
         seen += line
@@ -222,7 +230,7 @@ def test_a_signalled_pretrain_checkpoints_and_resumes_bit_identical(pretrained, 
     code, output = finish(process, seen)
     assert code == 128 + signum, output
     step = int(re.search(r"stopped by \w+ at step (\d+);", output).group(1))
-    assert 10 <= step < 60  # within a step or two of the signal, before the run's end
+    assert FIRST_LINE <= step < STEPS  # within a step or two of the signal, before the run's end
     checkpoint = out / "checkpoints" / f"step-{step}"
     argv = _resume_line(output, signum, rf"at step {step}; its checkpoint is {re.escape(repr(str(checkpoint)))}")
     assert (checkpoint / "training_state.pt").is_file() and not (out / "pretrain_meta.json").exists()
@@ -234,18 +242,27 @@ def test_a_signalled_pretrain_checkpoints_and_resumes_bit_identical(pretrained, 
     assert [name for name in expected if not torch.equal(expected[name], got[name])] == []
 
 
-def _glue_args(tiny_model, glue_data, tmp_path, name: str) -> list[str]:
+# Epochs of 4 steps; the signal comes once the first epoch's state is written, so the rest (a second
+# or two) is the time it has to arrive in before the run ends.
+EPOCHS = 8
+
+
+def _glue_args(tiny_model, glue_data, tmp_path, name: str, tracking_uri: str | None = None) -> list[str]:
     return ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte",
-            "--output-dir", str(tmp_path / name), "--tracking-uri", f"sqlite:///{tmp_path / name}.db",
-            "num_epochs=12", "batch_size=4", "save_models=true", "predict_test=false"]
+            "--output-dir", str(tmp_path / name),
+            "--tracking-uri", tracking_uri or f"sqlite:///{tmp_path / name}.db",
+            f"num_epochs={EPOCHS}", "batch_size=4", "save_models=true", "predict_test=false"]
 
 
 @pytest.fixture(scope="module")
 def finetuned(tiny_model, tmp_path_factory):
-    """An unbroken `harness run glue` of one RTE seed, 12 epochs of 4 steps: the folder it ran in."""
+    """An unbroken `harness run glue` of one RTE seed, EPOCHS epochs of 4 steps, tracking nothing (the
+    stopped runs' stores are copied ready-made, so their MLflow runs are still checked): the folder."""
     folder = tmp_path_factory.mktemp("finetune")
     write_glue_dir(folder / "glue_data")
-    code, output = finish(start(_glue_args(tiny_model, folder / "glue_data", folder, "whole"), folder))
+    for name in ("killed", "stopped"):
+        mlflow_store_copy(tmp_path_factory, folder / f"{name}.db")
+    code, output = finish(start(_glue_args(tiny_model, folder / "glue_data", folder, "whole", "none"), folder))
     assert code == 0, output
     return folder
 
@@ -297,21 +314,22 @@ def test_a_seed_killed_9_after_an_epoch_resumes_from_it_bit_identical(tiny_model
     assert code == 0, output
     record = _same_seed(folder, "killed")
     [point] = record["resumed"]
-    assert point["step"] == 4 * point["epoch"] and 1 <= point["epoch"] < 12  # an epoch's end: 4 steps each
+    assert point["step"] == 4 * point["epoch"] and 1 <= point["epoch"] < EPOCHS  # an epoch's end: 4 steps each
     assert _resumed_tag(folder, "killed") == f"epoch {point['epoch'] + 1} step {point['step']}"
 
 
 @pytest.mark.slow
-def test_a_seed_stopped_by_sigterm_resumes_bit_identical(tiny_model, finetuned):
+def test_a_seed_stopped_by_a_signal_resumes_bit_identical(tiny_model, finetuned):
+    """Ctrl-C (SIGINT) here: the signalled pre-training above takes SIGTERM, the same handler."""
     folder = finetuned
     code, output = _stop_after_an_epoch(_glue_args(tiny_model, folder / "glue_data", folder, "stopped"), folder,
-                                        signal.SIGTERM)
-    assert code == 128 + signal.SIGTERM, output
-    step = int(re.search(r"stopped by SIGTERM at step (\d+) ", output).group(1))
+                                        signal.SIGINT)
+    assert code == 128 + signal.SIGINT, output
+    step = int(re.search(r"stopped by SIGINT at step (\d+) ", output).group(1))
     state = seed_path(folder / "stopped", "rte", 0)
-    argv = _resume_line(output, signal.SIGTERM,
+    argv = _resume_line(output, signal.SIGINT,
                         rf"at step {step} \(epoch {(step - 1) // 4 + 1}\); its state is {re.escape(repr(str(state)))}")
-    assert 4 <= step < 48 and state.is_file()
+    assert 4 <= step < 4 * EPOCHS and state.is_file()
 
     code, output = finish(start(argv, folder))
     assert code == 0, output
@@ -327,7 +345,7 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-# Release tier (tox -e release), not CI: three two-process torchrun launches of 60 steps.
+# Release tier (tox -e release), not CI: three two-process torchrun launches of STEPS steps.
 # CI keeps DDP's parity with one process (test_pretrain_cli.py) and the one-process signal tests above.
 @pytest.mark.release
 def test_a_signal_to_one_ddp_process_stops_both_at_one_step_and_resumes_bit_identical(pretrained):
@@ -343,7 +361,7 @@ def test_a_signal_to_one_ddp_process_stops_both_at_one_step_and_resumes_bit_iden
     code, output = finish(torchrun("ddp-whole"))
     assert code == 0, output[-3000:]
     process, seen = torchrun("ddp-stopped"), ""
-    while "pretrain ddp-stopped: step 10 " not in seen:
+    while f"pretrain ddp-stopped: step {FIRST_LINE} " not in seen:
         line = process.stdout.readline()
         assert line, seen[-3000:]
         seen += line

@@ -16,8 +16,7 @@ import sys
 
 import pytest
 
-from tests.conftest import MICRO, REPO, write_corpus
-from tests.pretrain_helpers import LAUNCHER
+from tests.conftest import MICRO, REPO, write_corpus, write_glue_dir
 
 IMAGE_LIKE = REPO / "benchmarks" / "image_like"
 NO_TRACKERS = "mlflow,optuna"
@@ -39,15 +38,52 @@ def test_the_blocker_blocks():
     assert done.returncode == 1 and "ModuleNotFoundError: import of mlflow halted" in done.stderr
 
 
+# The CLI's commands for the two tests below, run one after another by one image-like interpreter
+# (tests/image_commands.py): what matters is that none of them imports MLflow or Optuna, which one
+# interpreter shows as well as one per command, without paying the imports five times.
+def _commands(tiny_model, glue_data, folder) -> list[tuple[str, list[str]]]:
+    """(working directory, arguments) of each command."""
+    glue, corpus = str(folder / "glue"), str(write_corpus(folder / "corpus.txt"))
+    (folder / "refused").mkdir()
+    no_tracking = [  # run glue without --tracking-uri, where the default store would go
+        "run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte", "--output-dir",
+        "glue", "num_epochs=1"]
+    untracked = [
+        ["pretrain", "--preset", MICRO.name, "--corpus", corpus, "--output", str(folder / "pre"), "--tracking-uri",
+         "none", "max_steps=4", "tokenizer=train", "train_vocab_size=200", "precision=fp32",
+         f"cache_dir={folder / 'cache'}"],
+        ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "stsb", "--output-dir",
+         glue, "--tracking-uri", "none", "num_epochs=1", "batch_size=8"],
+        ["report", "--runs", glue, "--output", str(folder / "report"), "--tracking-uri", "none"],
+        ["report", "--tracking-uri", "none"],
+        ["export", "onnx", "--run", glue, "--task", "stsb", "--data-dir", str(glue_data), "--tracking-uri", "none"],
+    ]
+    return [(str(folder / "refused"), no_tracking)] + [(str(folder), argv) for argv in untracked]
+
+
+@pytest.fixture(scope="module")
+def untracked(tiny_model, tmp_path_factory):
+    """The commands above, run by one interpreter without MLflow and Optuna: (folder they ran in, glue data,
+    [{"code", "out", "err"} of each command])."""
+    folder = tmp_path_factory.mktemp("untracked")
+    glue_data = write_glue_dir(folder / "glue_data")
+    (folder / "commands.json").write_text(json.dumps(_commands(tiny_model, glue_data, folder)))
+    done = image_like(["-m", "tests.image_commands", str(folder / "commands.json"),
+                       str(folder / "results.json")], folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder, glue_data, json.loads((folder / "results.json").read_text())
+
+
 @pytest.mark.slow
-def test_without_mlflow_a_run_says_to_install_it_or_pass_tracking_none(tiny_model, glue_data, tmp_path):
-    done = image_like(["-m", "harness.cli", "run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data),
-                       "--tasks", "rte", "--output-dir", str(tmp_path / "glue"), "num_epochs=1"], tmp_path)
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert done.stderr.strip().splitlines()[-1] == (
+def test_without_mlflow_a_run_says_to_install_it_or_pass_tracking_none(untracked):
+    folder, _, results = untracked
+    done = results[0]
+    assert done["code"] == 2, done["err"][-2000:]
+    assert done["err"].strip().splitlines()[-1] == (
         "harness: error: MLflow is not installed: `pip install mlflow`, or pass --tracking-uri none (or set "
         "MLFLOW_TRACKING_URI=none) to run without tracking")
-    assert not (tmp_path / "runs" / "mlflow.db").exists() and not (tmp_path / "glue" / "predictions").exists()
+    refused = folder / "refused"  # where it ran, with the default store runs/mlflow.db and --output-dir glue
+    assert not (refused / "runs" / "mlflow.db").exists() and not (refused / "glue" / "predictions").exists()
 
 
 @pytest.mark.slow
@@ -72,35 +108,23 @@ def test_parsers_and_benchmarks_load_without_datasets_evaluate_or_trackers(tmp_p
 
 
 @pytest.mark.slow
-def test_pretrain_finetune_report_and_export_with_tracking_none(tiny_model, glue_data, tmp_path):
-    launcher = tmp_path / "launch.py"
-    launcher.write_text(LAUNCHER)
-    corpus = write_corpus(tmp_path / "corpus.txt")
-    done = image_like([str(launcher), "pretrain", "--preset", MICRO.name, "--corpus", str(corpus), "--output",
-                       str(tmp_path / "pre"), "--tracking-uri", "none", "max_steps=4", "tokenizer=train",
-                       "train_vocab_size=200", "precision=fp32", f"cache_dir={tmp_path / 'cache'}"], tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads((tmp_path / "pre" / "pretrain_meta.json").read_text())["steps"] == 4
+def test_pretrain_finetune_report_and_export_with_tracking_none(tiny_model, untracked):
+    folder, glue_data, results = untracked
+    pretrain, finetune, report, no_runs, export = results[1:]
+    assert pretrain["code"] == 0, pretrain["err"][-2000:]
+    assert json.loads((folder / "pre" / "pretrain_meta.json").read_text())["steps"] == 4
 
-    glue = tmp_path / "glue"
-    done = image_like(["-m", "harness.cli", "run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data),
-                       "--tasks", "stsb", "--output-dir", str(glue), "--tracking-uri", "none", "num_epochs=1",
-                       "batch_size=8"], tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
+    glue = folder / "glue"
+    assert finetune["code"] == 0, finetune["err"][-2000:]
     assert [r["task"] for r in json.loads((glue / "results.json").read_text())["runs"]] == ["stsb"]
     assert f"leaderboard: not added, tracking is off; add it later with `harness report --runs {glue}`" \
-        in done.stdout
+        in finetune["out"]
 
-    done = image_like(["-m", "harness.cli", "report", "--runs", str(glue), "--output", str(tmp_path / "report"),
-                       "--tracking-uri", "none"], tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert tiny_model.name in (tmp_path / "report" / "leaderboard.md").read_text()
-    done = image_like(["-m", "harness.cli", "report", "--tracking-uri", "none"], tmp_path)
-    assert done.returncode == 2 and "pass --runs RUN_DIR" in done.stderr
+    assert report["code"] == 0, report["err"][-2000:]
+    assert tiny_model.name in (folder / "report" / "leaderboard.md").read_text()
+    assert no_runs["code"] == 2 and "pass --runs RUN_DIR" in no_runs["err"]
 
-    done = image_like(["-m", "harness.cli", "export", "onnx", "--run", str(glue), "--task", "stsb",
-                       "--data-dir", str(glue_data), "--tracking-uri", "none"], tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert export["code"] == 0, export["err"][-2000:]
     manifest = json.loads((glue / "onnx" / "stsb-seed0" / "manifest.json").read_text())
     assert manifest["mlflow_run_id"] is None and manifest["parity"]["max_abs_diff"] <= 1e-4
-    assert not (tmp_path / "runs").exists()  # no MLflow store anywhere
+    assert not (folder / "runs").exists()  # no MLflow store anywhere
