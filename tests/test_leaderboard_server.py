@@ -83,6 +83,7 @@ def test_glue_runs_fill_the_leaderboard_on_a_server(server, tiny_model, glue_dat
         "leaderboard.md", "leaderboard.csv", "leaderboard.html", "flops_vs_glue.png"}
 
 
+@pytest.mark.slow  # a subprocess importing mlflow: 7.8 s alone with -n 2
 def test_the_browse_command_runs_where_mlflow_is_not_on_the_path(tmp_path, monkeypatch):
     """After `tox -e demo` the mlflow script is in .tox/demo/bin, not on PATH: the printed command must
     still start the UI from where the user is."""

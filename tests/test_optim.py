@@ -197,6 +197,7 @@ def _train_steps(model, optimizer, schedule, steps: range) -> None:
         optimizer.zero_grad()
 
 
+@pytest.mark.slow  # an Inductor compilation: 6.3 s alone with -n 2
 def test_electra_adams_compiled_update_takes_the_eager_steps_and_compiles_once(model, monkeypatch):
     """Compiled (aot_eager: the graph dynamo captures, run op by op), the update gives the eager update's
     bits while the schedule changes every group's rate every step, in one graph that never recompiles:

@@ -272,7 +272,10 @@ def test_detection_auc_equals_scikit_learn_among_weighted_positions():
     assert obj.detection_auc(logits, only_originals, weights).item() == 0.5
 
 
-@pytest.mark.parametrize("objective", ["electra", "mlm", "electra-15", "replace-mlm", "all-tokens-mlm"])
+# dynamo traces of the whole forward: the two with a generator take ~6 s each (alone, -n 2), so slow
+@pytest.mark.parametrize("objective", [pytest.param("electra", marks=pytest.mark.slow), "mlm",
+                                       pytest.param("electra-15", marks=pytest.mark.slow), "replace-mlm",
+                                       "all-tokens-mlm"])
 def test_forward_is_one_graph_without_data_dependent_shapes(objective):
     """No `.item()`, boolean-mask gather or other host sync: dynamo traces the step as one graph."""
     import torch._dynamo
