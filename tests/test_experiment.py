@@ -81,6 +81,9 @@ def _args(tmp_path, corpus, glue_data, *extra, **flags):
             "finetune.precision=fp32", *extra]
 
 
+# Slow tier, over 30 s (42 s alone): the only end-to-end run of `harness experiment efficiency` (four
+# pre-trainings and a control, each fine-tuned on two seeds, compared, then resumed with a third seed).
+# Fine-tuning one task instead of two saved 3 s of it (measured), so it keeps both.
 @pytest.mark.slow
 def test_experiment_pretrains_every_arm_to_its_budget_finetunes_and_resumes(tmp_path, micro, glue_data, capsys,
                                                                            monkeypatch, tmp_path_factory):

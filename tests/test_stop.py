@@ -303,6 +303,8 @@ def _resumed_tag(folder, name: str) -> str:
     return seeds[0].data.tags["resumed_from"]
 
 
+# Slow tier, ~30 s with -n 2: the only check that a real `harness run glue` process killed with -9 (no
+# handler runs) resumes from its last epoch's state bit-identical.
 @pytest.mark.slow
 def test_a_seed_killed_9_after_an_epoch_resumes_from_it_bit_identical(tiny_model, finetuned):
     folder = finetuned
@@ -318,6 +320,8 @@ def test_a_seed_killed_9_after_an_epoch_resumes_from_it_bit_identical(tiny_model
     assert _resumed_tag(folder, "killed") == f"epoch {point['epoch'] + 1} step {point['step']}"
 
 
+# Slow tier, ~30 s with -n 2: the only check that Ctrl-C to a real `harness run glue` process saves the
+# seed's state mid-epoch and that the resumed run ends bit-identical.
 @pytest.mark.slow
 def test_a_seed_stopped_by_a_signal_resumes_bit_identical(tiny_model, finetuned):
     """Ctrl-C (SIGINT) here: the signalled pre-training above takes SIGTERM, the same handler."""
