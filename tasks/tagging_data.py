@@ -252,14 +252,13 @@ def detect_scheme(splits: list[Split]) -> str:
     i_starts = b_starts = 0
     for split in splits:
         for sentence in split.sentences:
-            prefixes = [tagging_metrics.split_tag(t)[0] for t in sentence.tags]
-            if "E" in prefixes or "S" in prefixes:
+            parts = [tagging_metrics.split_tag(t) for t in sentence.tags]  # (prefix, type) of each tag
+            if any(prefix in ("E", "S") for prefix, _ in parts):
                 return "BIOES"
             for _, start, _ in tagging_metrics.chunks(sentence.tags):
-                after_same = start > 0 and sentence.tags[start - 1][2:] == sentence.tags[start][2:]
-                if sentence.tags[start].startswith("I-"):
+                if parts[start][0] == "I":
                     i_starts += 1
-                elif not after_same:
+                elif start == 0 or parts[start - 1][1] != parts[start][1]:
                     b_starts += 1
     return "IOB1" if i_starts > b_starts else "IOB2"
 
