@@ -158,12 +158,18 @@ def main() -> None:
               f"{len(data['validation'])} pairs; {device_name}, {torch.get_num_threads()} threads, "
               f"torch {torch.__version__}, load average {os.getloadavg()[0]:.2f}")
         best: dict[str, tuple[float, float]] = {}
-        for measure, compiles in chosen.values():
+        # Each turn is printed as it ends, so a run stopped at a time limit (the GPU check's) still
+        # tells what it measured; the table comes at the end.
+        for name, (measure, compiles) in chosen.items():
             if compiles:  # compilation here, outside the timed turns
-                measure(data, tokenizer, shape, args.steps)
-        for _ in range(args.repeats):
+                started = time.perf_counter()
+                train_s, eval_s = measure(data, tokenizer, shape, args.steps)
+                print(f"  warm-up {name}: train {train_s:.2f} s, eval {eval_s:.2f} s "
+                      f"({time.perf_counter() - started:.1f} s in all, compilation included)", flush=True)
+        for turn in range(args.repeats):
             for name, (measure, _compiles) in chosen.items():
                 train_s, eval_s = measure(data, tokenizer, shape, args.steps)
+                print(f"  turn {turn + 1} {name}: train {train_s:.2f} s, eval {eval_s:.2f} s", flush=True)
                 old = best.get(name, (float("inf"), float("inf")))
                 best[name] = (min(old[0], train_s), min(old[1], eval_s))
         report(best, 32 * args.steps, len(data["validation"]))

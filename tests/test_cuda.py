@@ -42,42 +42,6 @@ def _logged(config) -> tuple[dict, list[dict]]:
     return meta, logged
 
 
-def test_compiled_and_eager_pretraining_agree_in_bf16(tmp_path, micro, corpus):
-    """The same seed gives the same losses compiled (CUDA graphs) and eager, within bf16 rounding."""
-    runs = {}
-    for setting in ("off", "on"):
-        meta, runs[setting] = _logged(micro_config(tmp_path, corpus, name=setting, compile=setting,
-                                                   max_steps=8, log_every_steps=2, **GPU))
-        assert (meta["device"], meta["precision"], meta["compiled"]) == ("cuda", "bf16", setting == "on")
-    # bf16 keeps 8 significant bits (a relative step of 2^-8 = 0.4%), and inductor fuses and reorders
-    # the sums that eager runs kernel by kernel: the two agree to a few bf16 steps, drifting apart over
-    # the steps as their weights do, so 1e-3 would fail on rounding alone. 2% still catches a wrong
-    # mask, loss or update, which moves these losses by far more.
-    for key in LOSSES:
-        assert [m[key] for m in runs["on"]] == pytest.approx([m[key] for m in runs["off"]], rel=2e-2), key
-
-
-def _max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    assert a.keys() == b.keys()
-    return max(float((a[k].double() - b[k].double()).abs().max()) if a[k].numel() else 0.0 for k in a)
-
-
-def test_resume_after_a_kill_matches_an_uninterrupted_compiled_run(tmp_path, micro, corpus):
-    """Killed after the step-5 checkpoint and resumed, a compiled bf16 run ends where an unbroken one
-    does: bit for bit where the GPU repeats itself bit for bit, else no further off than two unbroken
-    runs are from each other (atomic adds in some CUDA backward kernels sum in any order)."""
-    settings = {"max_steps": 12, "checkpoint_every_steps": 5, "compile": "on", **GPU}
-    for name in ("whole", "again"):
-        pretrain(micro_config(tmp_path, corpus, name, **settings))
-    broken = micro_config(tmp_path, corpus, "broken", log_every_steps=1, **settings)
-    with pytest.raises(Killed):
-        pretrain(broken, on_log=killed_at(7))
-    pretrain(broken)
-    whole, again, resumed = (final_weights(tmp_path / name) for name in ("whole", "again", "broken"))
-    repeat = _max_difference(whole, again)
-    assert _max_difference(whole, resumed) <= 2 * repeat, f"unbroken runs differ by {repeat}"
-
-
 def _long_pairs_glue(root):
     """An RTE folder whose pairs run from 6 to 60 tokens: batches fall in all four 16-token buckets."""
     import random
@@ -176,6 +140,46 @@ def test_tiny_squad_run_end_to_end(tiny_model, tmp_path, version):
     assert (results["precision"], results["compile"]) == ("bf16", "on") and results["accelerator"] != "cpu"
     assert np.isfinite(record["metrics"]["validation"]["f1"])
     assert (tmp_path / "out" / "predictions" / "squad-seed0" / "predictions.json").is_file()
+
+
+def test_compiled_and_eager_pretraining_agree_in_bf16(tmp_path, micro, corpus):
+    """The same seed gives the same losses compiled (CUDA graphs) and eager, within bf16 rounding."""
+    runs = {}
+    for setting in ("off", "on"):
+        meta, runs[setting] = _logged(micro_config(tmp_path, corpus, name=setting, compile=setting,
+                                                   max_steps=8, log_every_steps=2, **GPU))
+        assert (meta["device"], meta["precision"], meta["compiled"]) == ("cuda", "bf16", setting == "on")
+    # bf16 keeps 8 significant bits (a relative step of 2^-8 = 0.4%), and inductor fuses and reorders
+    # the sums that eager runs kernel by kernel: the two agree to a few bf16 steps, drifting apart over
+    # the steps as their weights do, so 1e-3 would fail on rounding alone. 2% still catches a wrong
+    # mask, loss or update, which moves these losses by far more.
+    for key in LOSSES:
+        assert [m[key] for m in runs["on"]] == pytest.approx([m[key] for m in runs["off"]], rel=2e-2), key
+
+
+def _max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k].double() - b[k].double()).abs().max()) if a[k].numel() else 0.0 for k in a)
+
+
+# fp16 (GPUs without bf16) resumes its gradient scaler's state too; eager, to keep its compile out of the
+# GPU window (compiled resume is the bf16 case's).
+@pytest.mark.parametrize("precision,compile_setting", [("bf16", "on"), ("fp16", "off")])
+def test_resume_after_a_kill_matches_an_uninterrupted_run(tmp_path, micro, corpus, precision, compile_setting):
+    """Killed after the step-5 checkpoint and resumed, a run ends where an unbroken one does: bit for
+    bit where the GPU repeats itself bit for bit, else no further off than two unbroken runs are from
+    each other (atomic adds in some CUDA backward kernels sum in any order)."""
+    settings = {"max_steps": 12, "checkpoint_every_steps": 5, "compile": compile_setting,
+                "device": "cuda", "precision": precision}
+    for name in ("whole", "again"):
+        pretrain(micro_config(tmp_path, corpus, name, **settings))
+    broken = micro_config(tmp_path, corpus, "broken", log_every_steps=1, **settings)
+    with pytest.raises(Killed):
+        pretrain(broken, on_log=killed_at(7))
+    pretrain(broken)
+    whole, again, resumed = (final_weights(tmp_path / name) for name in ("whole", "again", "broken"))
+    repeat = _max_difference(whole, again)
+    assert _max_difference(whole, resumed) <= 2 * repeat, f"unbroken runs differ by {repeat}"
 
 
 def _pretrain_args(tmp_path, corpus, extra, name: str) -> list[str]:

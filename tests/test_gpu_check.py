@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -106,3 +107,36 @@ def test_demo_part_on_the_micro_plan_runs_the_gpu_plans_stages(rehearsal_shared,
     assert {"mrpc", "stsb", "rte", "GLUE"} <= rows
     assert "GLUE | paper convention |" in summary and "better model: " in summary
     assert sorted(f.name for f in out.iterdir()) == ["demo-log.txt", "demo.json", "efficiency.md", "summary.txt"]
+
+
+def test_parts_named_in_gpu_check_skip_are_reported_skipped(tmp_path):
+    """A short window can leave out what an earlier one measured: GPU_CHECK_SKIP's parts (commas or
+    spaces between them) are listed as skipped and leave no file. (That a part not named runs is the
+    core test's: there nothing is named.)"""
+    out = tmp_path / "out"
+    env = {**os.environ, "SHARED_DIR": str(tmp_path), "OUT": str(out), "GPU_CHECK_WORK": str(tmp_path / "work"),
+           "GPU_CHECK_SKIP": "env,pytest,pretrain finetune"}
+    done = subprocess.run(["bash", str(SCRIPT), "core", "micro"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = (out / "summary.txt").read_text()
+    for part in ("environment", "pytest -m cuda", "pre-training step", "fine-tuning vs Trainer"):
+        assert f"[{part}] skipped (GPU_CHECK_SKIP)" in summary, summary
+    assert [f.name for f in out.iterdir()] == ["summary.txt"]
+
+
+def test_the_live_plugin_prints_a_failure_as_its_test_ends(tmp_path):
+    """benchmarks/pytest_live.py: a failing test's traceback comes before the next test runs, so a run
+    killed at the GPU check's limit keeps it."""
+    (tmp_path / "test_two.py").write_text(
+        "import sys\n\ndef test_fails():\n    assert 1 + 1 == 3, 'arithmetic'\n\n"
+        "def test_then():\n    print('SECOND RUNNING', file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
+                           "-p", "benchmarks.pytest_live", str(tmp_path / "test_two.py")],
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1
+    live = done.stderr
+    assert re.search(r"\[live\] \S*test_two.py::test_fails: FAILED in [0-9.]+s", live), live
+    assert live.index("arithmetic") < live.index("SECOND RUNNING"), live  # before the next test starts
+    assert re.search(r"\[live\] \S*test_two.py::test_then: PASSED", live), live
