@@ -400,3 +400,51 @@ def test_one_schedule_over_fine_tunings_steps_and_pre_trainings_budget(model, ki
     config = PretrainConfig(learning_rate=1.0, warmup_fraction=0.2, optimizer=kind)
     pretraining = [learning_rate(config, step / 10) for step in range(11)]
     assert finetuning == pytest.approx(by_hand) and pretraining == pytest.approx(by_hand)
+
+
+def test_electra_adam_on_a_cpu_updates_piece_by_piece_to_the_same_bits(monkeypatch):
+    """On a CPU the update runs over pieces of at most CPU_PIECE elements (a large weight in slices,
+    small ones together), so that its ten passes find their piece in cache: the same operations on each
+    element, so the same bits as one pass over the whole model. Here pieces of 50 elements, against
+    weights of 1 to 130 elements, decaying and not, one of them not contiguous (it goes whole)."""
+    from pretrain.training import optimization
+
+    torch.manual_seed(0)
+    shapes = [(130,), (7, 9), (1,), (50,), (3, 17), (20,), (64,)]
+    start = [torch.randn(shape, dtype=torch.float32) for shape in shapes]
+    start.append(torch.randn(9, 11).t())  # a transposed view: not contiguous
+    grads = [[torch.randn_like(p) for p in start] for _ in range(3)]
+
+    def three_steps(piece: int) -> list[torch.Tensor]:
+        monkeypatch.setattr(optimization, "CPU_PIECE", piece)
+        params = [torch.nn.Parameter(p.clone()) if p.is_contiguous() else
+                  torch.nn.Parameter(p.t().clone().t()) for p in start]
+        optimizer = ElectraAdam([{"params": params[:4], "lr": 0.1, "weight_decay": 0.01},
+                                 {"params": params[4:6], "lr": 0.03},
+                                 {"params": params[6:], "lr": 0.05, "weight_decay": 0.02}])
+        for step in grads:
+            for p, g in zip(params, step, strict=True):
+                p.grad = g.clone() if p.is_contiguous() else g.t().clone().t()
+            optimizer.step()
+        moments = [optimizer.state[p][key] for p in params for key in ("exp_avg", "exp_avg_sq")]
+        return [p.detach() for p in params] + moments
+
+    whole, pieces = three_steps(10 ** 9), three_steps(50)
+    assert not pieces[7].is_contiguous()  # the transposed weight stayed as it was, and went whole
+    assert all(torch.equal(a, b) for a, b in zip(whole, pieces, strict=True))
+    assert not torch.equal(whole[0], start[0])  # the steps moved the weights
+
+
+def test_pieces_cut_large_weights_and_gather_small_ones():
+    from pretrain.training.optimization import _pieces
+
+    sizes = [130, 10, 20, 45]
+    tensors = [torch.zeros(n) for n in sizes]
+    bucket = {"params": tensors, "grads": tensors, "means": tensors, "squares": tensors,
+              "rates": [0.1, 0.2, 0.3, 0.4], "decays": {0.01: [1]}, "decay_of": {1: 0.01}}
+    pieces = list(_pieces(bucket, 50))
+    # 130 -> 50, 50, 30; the 30 takes the 10 and fills up with nothing more (30 + 10 + 20 > 50);
+    # then 20 (+ 45 > 50), then 45
+    assert [[p.numel() for p in piece["params"]] for piece in pieces] == [[50], [50], [30, 10], [20], [45]]
+    assert [piece["rates"] for piece in pieces] == [[0.1], [0.1], [0.1, 0.2], [0.3], [0.4]]
+    assert [piece["decays"] for piece in pieces] == [{}, {}, {0.01: [1]}, {}, {}]

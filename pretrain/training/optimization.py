@@ -28,7 +28,7 @@ scaled by lr, from the parameter before the step, as in torch's AdamW.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
@@ -181,8 +181,10 @@ class ElectraAdam(torch.optim.Optimizer):
         if self.compiled:
             self._hold_rates()
         for (beta1, beta2, eps), bucket in self._buckets().items():
-            self._update(bucket["params"], bucket["grads"], bucket["means"], bucket["squares"],
-                         bucket["rates"], beta1, beta2, eps, bucket["decays"])
+            on_cpu = not self.compiled and bucket["params"][0].device.type == "cpu"
+            for piece in _pieces(bucket, CPU_PIECE) if on_cpu else (bucket,):
+                self._update(piece["params"], piece["grads"], piece["means"], piece["squares"],
+                             piece["rates"], beta1, beta2, eps, piece["decays"])
         return loss
 
     def _hold_rates(self) -> None:
@@ -211,16 +213,56 @@ class ElectraAdam(torch.optim.Optimizer):
                     if self.compiled:
                         _static(state["exp_avg"])
                         _static(state["exp_avg_sq"])
-                bucket = buckets.setdefault((*group["betas"], group["eps"]), {
-                    "params": [], "grads": [], "means": [], "squares": [], "rates": [], "decays": {}})
+                bucket = buckets.setdefault((*group["betas"], group["eps"]), _new_bucket() | {"decay_of": {}})
                 if group["weight_decay"]:
                     bucket["decays"].setdefault(group["weight_decay"], []).append(len(bucket["params"]))
+                    bucket["decay_of"][len(bucket["params"])] = group["weight_decay"]
                 bucket["params"].append(p)
                 bucket["grads"].append(p.grad)
                 bucket["means"].append(state["exp_avg"])
                 bucket["squares"].append(state["exp_avg_sq"])
                 bucket["rates"].append(rate)
         return buckets
+
+
+# Elements of the weights a CPU updates at a time: 1 MiB of fp32 from each of the four tensors, which
+# stays in cache across the update's ten passes (reports/results/performance.md, "ELECTRA's Adam on a CPU").
+CPU_PIECE = 2 ** 18
+
+
+def _pieces(bucket: dict, size: int) -> Iterator[dict]:
+    """The bucket cut into buckets of at most `size` elements (a large parameter in slices, small ones
+    together), each slice with its gradient's and moments' slices, its rate and its weight decay.
+
+    On a CPU, foreach ops are one op per tensor, so each of the update's ten passes sweeps the whole
+    model through memory before the next starts; piece by piece, the later passes find their piece in
+    cache. Every element still goes through the same operations in the same order: the same bits. A
+    tensor that is not contiguous (none of a transformers model's) goes whole: a flat view of it would
+    be a copy, and the update would be lost."""
+    piece, count = _new_bucket(), 0
+    for i, param in enumerate(bucket["params"]):
+        tensors = (param, bucket["grads"][i], bucket["means"][i], bucket["squares"][i])
+        total = param.numel()
+        whole = total <= size or not all(t.is_contiguous() for t in tensors)
+        flat = tensors if whole else tuple(t.view(-1) for t in tensors)
+        for start in range(0, total, max(total, 1) if whole else size):
+            views = flat if whole else tuple(t[start:start + size] for t in flat)
+            if count and count + views[0].numel() > size:
+                yield piece
+                piece, count = _new_bucket(), 0
+            decay = bucket["decay_of"].get(i)
+            if decay is not None:
+                piece["decays"].setdefault(decay, []).append(len(piece["params"]))
+            for key, view in zip(("params", "grads", "means", "squares"), views, strict=True):
+                piece[key].append(view)
+            piece["rates"].append(bucket["rates"][i])
+            count += views[0].numel()
+    if count:
+        yield piece
+
+
+def _new_bucket() -> dict:
+    return {"params": [], "grads": [], "means": [], "squares": [], "rates": [], "decays": {}}
 
 
 def _update(params: list[torch.Tensor], grads: list[torch.Tensor], means: list[torch.Tensor],
