@@ -8,6 +8,7 @@ number of processes.
 
 from __future__ import annotations
 
+import itertools
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -24,6 +25,8 @@ class BatchStream:
         if batch_size % world_size:
             raise ValueError(f"batch_size={batch_size} does not split over {world_size} processes")
         self.examples = examples
+        # rows as Arrow: a batch's token ids come as one flat array, never as Python lists of ints
+        self._arrow = examples.with_format("arrow")
         self.batch_size, self.seed, self.pad_id = batch_size, seed, pad_id
         self.rank, self.world_size = rank, world_size
         self.width = width  # pad every batch to this: fixed shapes (None: the batch's longest)
@@ -53,12 +56,16 @@ class BatchStream:
 
     def next_batch(self) -> tuple[dict[str, torch.Tensor], int]:
         """This process's share of the next global batch, and the global batch's real token count."""
-        rows = self.examples[self._take(self.batch_size)]
-        ids, b_starts = rows["input_ids"], rows["segment_b_start"]
-        width = self.width or max(len(x) for x in ids)  # every process pads alike: same FLOPs
+        rows = self._arrow[self._take(self.batch_size)]
+        ids = rows.column("input_ids").combine_chunks()
+        lengths = ids.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
+        width = self.width or int(lengths.max())  # every process pads alike: same FLOPs
         share = self.batch_size // self.world_size
-        mine = slice(self.rank * share, (self.rank + 1) * share)
-        return collate(ids[mine], b_starts[mine], width, self.pad_id), sum(len(x) for x in ids)
+        mine = ids.slice(self.rank * share, share)
+        b_starts = rows.column("segment_b_start").to_numpy()[self.rank * share:(self.rank + 1) * share]
+        values = mine.flatten().to_numpy(zero_copy_only=False)
+        return (collate_flat(values, lengths[self.rank * share:(self.rank + 1) * share], b_starts, width,
+                             self.pad_id), int(lengths.sum()))
 
 
 class Prefetching:
@@ -94,12 +101,22 @@ class Prefetching:
 
 def collate(ids: list[list[int]], b_starts: list[int], width: int, pad_id: int) -> dict[str, torch.Tensor]:
     """Pad to `width`; token types are 1 from the second segment's start to the end of the example."""
-    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(ids), width), dtype=torch.long)
-    for row, seq in enumerate(ids):
-        input_ids[row, :len(seq)] = torch.as_tensor(seq, dtype=torch.long)
-        attention_mask[row, :len(seq)] = 1
-    positions = torch.arange(width)
-    starts = torch.as_tensor(b_starts, dtype=torch.long)[:, None]
-    token_type_ids = ((positions >= starts) & attention_mask.bool()).long()
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+    lengths = np.array([len(seq) for seq in ids], dtype=np.int64)
+    values = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+    return collate_flat(values, lengths, np.asarray(b_starts, dtype=np.int64), width, pad_id)
+
+
+def collate_flat(values: np.ndarray, lengths: np.ndarray, b_starts: np.ndarray, width: int,
+                 pad_id: int) -> dict[str, torch.Tensor]:
+    """`collate` of the examples' token ids laid end to end (`values`) with their `lengths`: a batch in a
+    few array operations, where a loop over its rows took ~6 ms of the GIL for 128 x 128 on this CPU,
+    time a GPU step's host thread waits for (reports/results/performance.md, "GPU")."""
+    if len(lengths) and int(lengths.max()) > width:
+        raise ValueError(f"an example of {int(lengths.max())} tokens is longer than the width {width}")
+    real = np.arange(width) < lengths[:, None]
+    input_ids = np.full((len(lengths), width), pad_id, dtype=np.int64)
+    input_ids[real] = values  # row by row, each row's tokens from its start: the order `values` has
+    token_types = (np.arange(width) >= np.asarray(b_starts, dtype=np.int64)[:, None]) & real
+    return {"input_ids": torch.from_numpy(input_ids),
+            "attention_mask": torch.from_numpy(real.astype(np.int64)),
+            "token_type_ids": torch.from_numpy(token_types.astype(np.int64))}

@@ -161,3 +161,32 @@ def test_an_installed_copy_finds_the_shared_data_from_the_working_directory(tmp_
     monkeypatch.chdir(tmp_path / "checkout" / "runs")
     assert copy.shared_dir() == tmp_path / "shared"
     assert vocab.shared_dir() == Path(vocab.__file__).resolve().parents[2] / "shared"  # from a checkout
+
+
+def test_batches_hold_each_examples_tokens_from_the_rows_arrow_gives():
+    """The stream reads a batch's rows as Arrow arrays (flat token ids and lengths), not Python lists: each
+    row of the batch is its example's tokens then padding, token types from its segment_b_start, for a
+    dataset seen through an indices mapping (shuffle, select) and a share per process."""
+    import datasets
+
+    rows = [[CLS, *range(10, 10 + n), SEP] for n in range(1, 14)]
+    examples = datasets.Dataset.from_dict({"input_ids": rows, "segment_b_start": [1 + n % 5 for n in range(13)]})
+    examples = examples.shuffle(seed=4).select(range(11))
+    for width, rank, world in ((None, 0, 1), (16, 1, 2)):
+        order = BatchStream(examples, batch_size=4, seed=2, pad_id=0)
+        stream = BatchStream(examples, batch_size=4, seed=2, pad_id=0, rank=rank, world_size=world, width=width)
+        for _ in range(5):  # past the epoch's end
+            taken = [examples[i] for i in order._take(4)]
+            batch, tokens = stream.next_batch()
+            assert tokens == sum(len(t["input_ids"]) for t in taken)
+            share = taken[rank * 4 // world:(rank + 1) * 4 // world]
+            wide = width or max(len(t["input_ids"]) for t in taken)
+            assert batch["input_ids"].tolist() == [t["input_ids"] + [0] * (wide - len(t["input_ids"])) for t in share]
+            assert batch["token_type_ids"].tolist() == [
+                [int(t["segment_b_start"] <= i < len(t["input_ids"])) for i in range(wide)] for t in share]
+            assert batch["attention_mask"].sum(1).tolist() == [len(t["input_ids"]) for t in share]
+
+
+def test_an_example_longer_than_the_width_is_refused():
+    with pytest.raises(ValueError, match="longer than the width 3"):
+        collate([[CLS, 7, 8, SEP]], [2], width=3, pad_id=0)
