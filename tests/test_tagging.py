@@ -445,6 +445,22 @@ RAW = "The big cat sat on the mat, and a small dog ran."
 
 
 @pytest.mark.slow
+def test_a_tagger_passed_by_model_is_sent_to_its_run_folder(tagged_runs, tmp_path, capsys):
+    """A tagger's tags, scheme and dev file live in its run's results.json, not in the checkpoint: `export
+    onnx --model` of one says to pass --run, in one line, and writes nothing (with --task or without)."""
+    from harness.cli import main
+
+    model = tagged_runs / "a" / "models" / "phrases-seed0"
+    for task in ([], ["--task", "rte"]):
+        code = main(["export", "onnx", "--model", str(model), *task, "--output", str(tmp_path / "bundle"),
+                     "--tracking-uri", "none"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1, err
+        assert "holds a tagger (ElectraForTokenClassification)" in err and "pass --run RUN_DIR" in err
+    assert not (tmp_path / "bundle").exists()
+
+
+@pytest.mark.slow
 def test_export_of_a_tagging_run_checks_parity_and_scores_conlleval_f1(tagged_runs, tagging_bundle):
     manifest = json.loads((tagging_bundle / "manifest.json").read_text())
     results = json.loads((tagged_runs / "a" / "results.json").read_text())

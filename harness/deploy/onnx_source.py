@@ -51,14 +51,17 @@ def resolve_source(task_name: str, run_dir: Path | None, model_dir: str | Path |
     """The checkpoint of --run (its best-dev seed unless --seed) or --model, checked against --task."""
     if (run_dir is None) == (model_dir is None):
         raise UserError("pass exactly one of --run RUN_DIR (a `harness run` output) or --model DIR")
-    own = _own_task(run_dir, task_name) if run_dir is not None else None
-    task = own or get_task(task_name)
     if run_dir is not None:
-        return _from_run(run_dir, task, seed)
+        return _from_run(run_dir, _own_task(run_dir, task_name) or get_task(task_name), seed)
     if seed is not None:
         raise UserError("--seed picks a model of a --run directory; with --model the directory is the model")
     checkpoint = onnx_export.inspect_checkpoint(Path(resolve_model(str(model_dir))))
-    return _source(checkpoint, task, str(model_dir))
+    if checkpoint.kind == onnx_export.TOKEN_CLASSIFICATION:
+        # a tagger's tags, their scheme and its dev file (for the parity and F1 checks) are its run's
+        raise UserError(f"{str(model_dir)!r} holds a tagger ({checkpoint.architecture}); a tagger exports "
+                        "from the folder of the `harness run tagging` that trained it, which holds its tag "
+                        "scheme and dev data: pass --run RUN_DIR instead of --model")
+    return _source(checkpoint, get_task(task_name), str(model_dir))
 
 
 def _own_task(run_dir: Path, task_name: str) -> OwnTask | None:
