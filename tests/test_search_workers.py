@@ -71,7 +71,7 @@ def nested_runs(tmp):
             for run in mlflow_store.runs(tmp / "mlflow.db") if "optuna_trial" in run.data.tags]
 
 
-# Slow tier, ~30 s alone: a real worker process and a worker in this one on one study on a real
+# Slow tier, over 30 s (34 s alone): a real worker process and a worker in this one on one study on a real
 # PostgreSQL server, the only check of that engine. On SQLite the same sharing runs in release: in CI,
 # test_killed_worker_trial_fails_and_is_retried already puts two processes on one SQLite study.
 @pytest.mark.slow
