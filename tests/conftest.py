@@ -27,8 +27,8 @@ def _threads_per_worker() -> None:
     torch, MKL and OpenBLAS as they load), unless one was set. Left to themselves, torch's kernels run
     one thread per core in every worker, so `-n 2` on two cores runs four (and more beside the workers'
     child processes): OpenMP threads that spin waiting for a busy core made the tiny-model loss test
-    33 s under CI's -n 2 where it takes 4.7 s on one thread, and 154 s beside other work (measured
-    2026-11-27, 2 cores)."""
+    take 22 s under -n 2 (33 s in CI) where one thread a worker takes 4.8 s, and 154 s with two threads
+    beside other work (measured 2026-11-27, 2 cores)."""
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers is None or "OMP_NUM_THREADS" in os.environ:
         return
