@@ -21,6 +21,28 @@ from pretrain.models.shapes import TransformerShape
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
+
+def _threads_per_worker() -> None:
+    """Under pytest-xdist, each worker's share of the cores as its thread count (OMP_NUM_THREADS, read by
+    torch, MKL and OpenBLAS as they load), unless one was set. Left to themselves, torch's kernels run
+    one thread per core in every worker, so `-n 2` on two cores runs four (and more beside the workers'
+    child processes): OpenMP threads that spin waiting for a busy core made the tiny-model loss test
+    take 22 s under -n 2 (33 s in CI) where one thread a worker takes 4.8 s, and 154 s with two threads
+    beside other work (measured 2026-11-27, 2 cores)."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers is None or "OMP_NUM_THREADS" in os.environ:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    threads = max(1, cores // int(workers))
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    import sys
+
+    if "torch" in sys.modules:  # imported before this file (by a plugin): tell it too
+        sys.modules["torch"].set_num_threads(threads)
+
+
+_threads_per_worker()
+
 REPO = Path(__file__).resolve().parents[1]
 WORDS = ("the a cat dog sat ran on mat rug is was not happy sad big small red blue it he she they "
          "good bad film movie very quite and but , . ?").split()

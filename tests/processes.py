@@ -3,10 +3,13 @@ parallel runs, workers): one environment for all of them, so a child runs what t
 
 The environment: this process's, with the checkout first on PYTHONPATH (a child's working directory is
 seldom the checkout), the Hugging Face Hub offline, and one thread (the machine's two cores are shared).
+`run_here` runs the same command in this process, for the runs beside them that need no process of
+their own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -35,3 +38,21 @@ def finish(process: subprocess.Popen, earlier: str = "", timeout: float = 600) -
     """Wait for `process`: its exit code and everything it printed (after `earlier`, read already)."""
     output = earlier + process.communicate(timeout=timeout)[0]
     return process.returncode, output
+
+
+def run_here(args, cwd) -> int:
+    """`harness ARGS` in this process, as `start` would run it in a child (in `cwd`, one thread): for the
+    runs beside a real process whose own process is not the point (an unbroken reference run, the
+    resume of a stopped one), which so skip a child's imports (~7 s here) and its MLflow set-up. Its
+    exit code; what it prints goes to pytest's capture."""
+    import torch
+
+    from harness.cli import main
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the child's OMP_NUM_THREADS=1: the same kernels, the same bits
+    try:
+        with contextlib.chdir(cwd):
+            return main([str(a) for a in args])
+    finally:
+        torch.set_num_threads(threads)

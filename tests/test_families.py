@@ -172,10 +172,16 @@ def test_recipe_row_by_width_and_depth(hidden, layers, row):
     assert size_of(hidden, layers) == row
 
 
-def _offline(cache, *args):
+def _offline(cache, *args, module: str | None = "harness.cli"):
     env = os.environ | {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], capture_output=True,
-                          text=True, cwd=REPO, env=env, timeout=300)
+    return subprocess.run([sys.executable, *(("-m", module) if module else ()), *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+
+
+# `harness ARGS` for each JSON list of arguments in argv[1], one after another in one process; the exit
+# status of the first that fails, else 0
+EACH = ("import json, sys\nfrom harness.cli import main\n"
+        "sys.exit(next((code for code in map(main, json.loads(sys.argv[1])) if code), 0))")
 
 
 @pytest.mark.slow
@@ -184,12 +190,15 @@ def test_a_hub_id_and_revision_resolve_from_the_hub_cache_offline(session_glue_d
     main_snapshot = write_hub_cache(cache, "someone/tiny-electra", write_tiny_model(tmp_path / "a"))
     tagged = write_hub_cache(cache, "someone/tiny-electra", write_tiny_model(tmp_path / "b", seed=1),
                              commit="1" * 40, ref="v1")
-    for model, snapshot in (("someone/tiny-electra", main_snapshot), ("someone/tiny-electra@v1", tagged)):
-        out = tmp_path / model.replace("/", "_")
-        # no MLflow store: what is checked is the model's resolution, and results.json records it
-        done = _offline(cache, *glue(model, session_glue_data, out, tracking="none"))
-        assert done.returncode == 0, done.stderr
-        results = json.loads((out / "run" / "results.json").read_text())
+    models = (("someone/tiny-electra", main_snapshot), ("someone/tiny-electra@v1", tagged))
+    # no MLflow store: what is checked is the model's resolution, and results.json records it. Both runs in
+    # one process (its HF_HUB_CACHE is read as huggingface_hub is imported): one start, ~10 s, not two
+    runs = [[str(a) for a in glue(model, session_glue_data, tmp_path / model.replace("/", "_"), tracking="none")]
+            for model, _ in models]
+    done = _offline(cache, "-c", EACH, json.dumps(runs), module=None)
+    assert done.returncode == 0, done.stderr
+    for model, snapshot in models:
+        results = json.loads((tmp_path / model.replace("/", "_") / "run" / "results.json").read_text())
         assert results["model"] == {"name": model, "path": str(snapshot), "family": "electra",
                                     "recipe": "electra-small"}
         assert results["config"]["head"] == "electra"  # head=auto on an ELECTRA discriminator

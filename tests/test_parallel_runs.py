@@ -26,17 +26,33 @@ def finish(started: list[subprocess.Popen]) -> list[tuple[int, str]]:
 
 @pytest.mark.slow
 def test_seeds_run_side_by_side_into_one_output_dir_all_land(tiny_model, glue_data, tmp_path, tmp_path_factory,
-                                                            capsys):
+                                                            capsys, monkeypatch):
+    """Seed 1 in a real process, seed 0 in this one, which waits before its first write to results.json
+    until the other has written and ended: neither read the other's records as it began (its training
+    takes well under a second, its start ~10 s), so only the merge under the lock lands both."""
+    from harness.finetuning import results_file
+
     out = tmp_path / "out"
     uri = mlflow_store_copy(tmp_path_factory, tmp_path / "mlflow.db")  # its creation: the test below
+    args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte,stsb",
+            "--output-dir", str(out), "--tracking-uri", uri, "num_epochs=1", "save_models=false",
+            "predict_test=false"]
+    other, ended = start(["-m", "harness.cli", *args, "seed=1"], tmp_path), []
+    save = results_file.ResultsFile.save
 
-    def seed(number: int) -> subprocess.Popen:
-        return start(["-m", "harness.cli", "run", "glue", "--model", str(tiny_model), "--data-dir",
-                      str(glue_data), "--tasks", "rte,stsb", "--output-dir", str(out), "--tracking-uri",
-                      uri, "num_epochs=1", "save_models=false", "predict_test=false", f"seed={number}"], tmp_path)
+    def save_once_the_other_ended(self, results):
+        if not ended:
+            assert not self.path.exists()  # this invocation read no records of the other's as it began
+            ended.append(processes.finish(other))
+        save(self, results)
 
-    finished = finish([seed(0), seed(1)])
-    assert [code for code, _ in finished] == [0, 0], finished
+    monkeypatch.setattr(results_file.ResultsFile, "save", save_once_the_other_ended)
+    try:
+        here = main([*args, "seed=0"])
+    finally:
+        if not ended:
+            ended.append(processes.finish(other))
+    assert [here, ended[0][0]] == [0, 0], ended[0][1]
     results = json.loads((out / "results.json").read_text())
     assert sorted((r["task"], r["seed"]) for r in results["runs"]) == [
         ("rte", 0), ("rte", 1), ("stsb", 0), ("stsb", 1)]

@@ -71,19 +71,31 @@ def nested_runs(tmp):
             for run in mlflow_store.runs(tmp / "mlflow.db") if "optuna_trial" in run.data.tags]
 
 
-# Slow tier, over 30 s: real worker processes on one study on a real PostgreSQL server, the only check of
-# that engine. On SQLite the same sharing runs in release: in CI, test_killed_worker_trial_fails_and_is_retried
-# already puts two processes on one SQLite study.
+# Slow tier, over 30 s (34 s alone): a real worker process and a worker in this one on one study on a real
+# PostgreSQL server, the only check of that engine. On SQLite the same sharing runs in release: in CI,
+# test_killed_worker_trial_fails_and_is_retried already puts two processes on one SQLite study.
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", [pytest.param("sqlite", marks=pytest.mark.release), "postgresql"])
-def test_two_workers_share_one_study(backend, tiny_model, glue_data, tmp, request):
+def test_two_workers_share_one_study(backend, tiny_model, glue_data, tmp, request, monkeypatch, capsys):
+    from harness.search import trials as search_trials
+    from tests import search_worker
+
     storage = (f"sqlite:///{tmp / 'optuna.db'}" if backend == "sqlite"
                else request.getfixturevalue("postgres_url"))
     args = worker_args(tiny_model, glue_data, tmp, storage, TRIALS, "--trial-seeds", "0,1")
-    # tests.search_worker: each worker's first trial waits until the other has one running
-    workers = [start(args, tmp, module="tests.search_worker") for _ in range(2)]
-    logs = [worker.communicate(timeout=480)[0] for worker in workers]
-    assert [worker.returncode for worker in workers] == [0, 0], logs
+    # tests.search_worker: each worker's first trial waits until the other has one running. One worker is
+    # a real process, the other runs here (a second process would only add its ~10 s of imports): two
+    # processes on one study, each with its own connections, as two machines would be.
+    other = start(args, tmp, module="tests.search_worker")
+    monkeypatch.setattr(search_worker, "_waited", False)
+    monkeypatch.setattr(search_trials, "_train_trial", search_worker._after_rendezvous)
+    try:
+        here = main(args)
+    except BaseException:
+        other.kill()  # not left waiting at the rendezvous
+        raise
+    logs = [other.communicate(timeout=480)[0], capsys.readouterr().out]
+    assert [other.returncode, here] == [0, 0], logs
     study = optuna.load_study(study_name="shared", storage=postgres_storage(storage))
     trials = study.get_trials()
     finished = [t for t in trials if t.state.name in ("COMPLETE", "PRUNED")]

@@ -26,7 +26,7 @@ from tasks.registry import GLUE_TASKS
 from tests.conftest import write_corpus, write_glue_dir
 from tests.fixtures_processes import mlflow_store_copy
 from tests.pretrain_helpers import final_weights
-from tests.processes import finish, start
+from tests.processes import finish, run_here, start
 
 
 def test_a_signal_asks_an_armed_loop_to_stop_and_a_second_one_interrupts():
@@ -201,18 +201,19 @@ def _pretrain_args(tmp_path, corpus, name: str, tracking_uri: str | None = None)
 
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
-    """An unbroken `harness pretrain` of STEPS steps: the corpus and the folder it ran in (its MLflow
-    store, for the signalled runs, copied ready-made: the reference run tracks nothing)."""
+    """An unbroken `harness pretrain` of STEPS steps, in this process (its process is not what is
+    checked): the corpus and the folder it ran in (its MLflow store, for the signalled runs, copied
+    ready-made: the reference run tracks nothing)."""
     folder = tmp_path_factory.mktemp("pretrain")
     corpus = write_corpus(folder / "corpus.txt")
     mlflow_store_copy(tmp_path_factory, folder / "mlflow.db")
-    code, output = finish(start(_pretrain_args(folder, corpus, "whole", tracking_uri="none"), folder))
-    assert code == 0, output
+    assert run_here(_pretrain_args(folder, corpus, "whole", tracking_uri="none"), folder) == 0
     return folder, corpus
 
 
-# Real `harness pretrain` processes: the only check that a signal to the CLI checkpoints and that the
-# resumed run ends bit-identical. SIGINT (Ctrl-C) is in the release tier: the same handler takes both
+# A real `harness pretrain` process (the signalled one; the reference and the resume run in this one,
+# ~19 s alone): the only check that a signal to the CLI checkpoints and that the resumed run ends
+# bit-identical. SIGINT (Ctrl-C) is in the release tier: the same handler takes both
 # signals (pretrain.training.stop.SIGNALS); CI sends SIGINT to a real fine-tuning process instead
 # (test_a_seed_stopped_by_a_signal_resumes_bit_identical), and both to the loop in-process (above).
 @pytest.mark.slow
@@ -235,8 +236,7 @@ def test_a_signalled_pretrain_checkpoints_and_resumes_bit_identical(pretrained, 
     argv = _resume_line(output, signum, rf"at step {step}; its checkpoint is {re.escape(repr(str(checkpoint)))}")
     assert (checkpoint / "training_state.pt").is_file() and not (out / "pretrain_meta.json").exists()
 
-    code, output = finish(start(argv, folder))
-    assert code == 0, output
+    assert run_here(argv, folder) == 0  # the command it printed, here: the signalled process is the point
     expected, got = final_weights(folder / "whole"), final_weights(out)
     assert expected.keys() == got.keys()
     assert [name for name in expected if not torch.equal(expected[name], got[name])] == []
@@ -256,14 +256,14 @@ def _glue_args(tiny_model, glue_data, tmp_path, name: str, tracking_uri: str | N
 
 @pytest.fixture(scope="module")
 def finetuned(tiny_model, tmp_path_factory):
-    """An unbroken `harness run glue` of one RTE seed, EPOCHS epochs of 4 steps, tracking nothing (the
-    stopped runs' stores are copied ready-made, so their MLflow runs are still checked): the folder."""
+    """An unbroken `harness run glue` of one RTE seed, EPOCHS epochs of 4 steps, in this process (its
+    process is not what is checked), tracking nothing (the stopped runs' stores are copied ready-made,
+    so their MLflow runs are still checked): the folder."""
     folder = tmp_path_factory.mktemp("finetune")
     write_glue_dir(folder / "glue_data")
     for name in ("killed", "stopped"):
         mlflow_store_copy(tmp_path_factory, folder / f"{name}.db")
-    code, output = finish(start(_glue_args(tiny_model, folder / "glue_data", folder, "whole", "none"), folder))
-    assert code == 0, output
+    assert run_here(_glue_args(tiny_model, folder / "glue_data", folder, "whole", "none"), folder) == 0
     return folder
 
 
@@ -303,8 +303,9 @@ def _resumed_tag(folder, name: str) -> str:
     return seeds[0].data.tags["resumed_from"]
 
 
-# Slow tier, ~30 s with -n 2: the only check that a real `harness run glue` process killed with -9 (no
-# handler runs) resumes from its last epoch's state bit-identical.
+# Slow tier, ~17 s alone (one real process, the killed one; the reference and the resume run in this
+# one): the only check that a real `harness run glue` process killed with -9 (no handler runs) resumes
+# from its last epoch's state bit-identical.
 @pytest.mark.slow
 def test_a_seed_killed_9_after_an_epoch_resumes_from_it_bit_identical(tiny_model, finetuned):
     folder = finetuned
@@ -312,16 +313,15 @@ def test_a_seed_killed_9_after_an_epoch_resumes_from_it_bit_identical(tiny_model
     code, output = _stop_after_an_epoch(args, folder, signal.SIGKILL)
     assert code == -signal.SIGKILL and seed_path(folder / "killed", "rte", 0).is_file(), output
 
-    code, output = finish(start(args, folder))
-    assert code == 0, output
+    assert run_here(args, folder) == 0  # the same command again, in this process: the kill is the point
     record = _same_seed(folder, "killed")
     [point] = record["resumed"]
     assert point["step"] == 4 * point["epoch"] and 1 <= point["epoch"] < EPOCHS  # an epoch's end: 4 steps each
     assert _resumed_tag(folder, "killed") == f"epoch {point['epoch'] + 1} step {point['step']}"
 
 
-# Slow tier, ~30 s with -n 2: the only check that Ctrl-C to a real `harness run glue` process saves the
-# seed's state mid-epoch and that the resumed run ends bit-identical.
+# Slow tier, ~19 s alone (one real process, the signalled one): the only check that Ctrl-C to a real
+# `harness run glue` process saves the seed's state mid-epoch and that the resumed run ends bit-identical.
 @pytest.mark.slow
 def test_a_seed_stopped_by_a_signal_resumes_bit_identical(tiny_model, finetuned):
     """Ctrl-C (SIGINT) here: the signalled pre-training above takes SIGTERM, the same handler."""
@@ -335,8 +335,7 @@ def test_a_seed_stopped_by_a_signal_resumes_bit_identical(tiny_model, finetuned)
                         rf"at step {step} \(epoch {(step - 1) // 4 + 1}\); its state is {re.escape(repr(str(state)))}")
     assert 4 <= step < 4 * EPOCHS and state.is_file()
 
-    code, output = finish(start(argv, folder))
-    assert code == 0, output
+    assert run_here(argv, folder) == 0  # the command it printed, here: the signalled process is the point
     assert _same_seed(folder, "stopped")["resumed"] == [{"epoch": (step - 1) // 4, "step": step}]
     assert _resumed_tag(folder, "stopped") == f"epoch {(step - 1) // 4 + 1} step {step}"
 
