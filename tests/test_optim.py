@@ -441,7 +441,7 @@ def test_pieces_cut_large_weights_and_gather_small_ones():
     sizes = [130, 10, 20, 45]
     tensors = [torch.zeros(n) for n in sizes]
     bucket = {"params": tensors, "grads": tensors, "means": tensors, "squares": tensors,
-              "rates": [0.1, 0.2, 0.3, 0.4], "decays": {0.01: [1]}, "decay_of": {1: 0.01}}
+              "rates": [0.1, 0.2, 0.3, 0.4], "decays": {0.01: [1]}}
     pieces = list(_pieces(bucket, 50))
     # 130 -> 50, 50, 30; the 30 takes the 10 and fills up with nothing more (30 + 10 + 20 > 50);
     # then 20 (+ 45 > 50), then 45

@@ -213,10 +213,9 @@ class ElectraAdam(torch.optim.Optimizer):
                     if self.compiled:
                         _static(state["exp_avg"])
                         _static(state["exp_avg_sq"])
-                bucket = buckets.setdefault((*group["betas"], group["eps"]), _new_bucket() | {"decay_of": {}})
+                bucket = buckets.setdefault((*group["betas"], group["eps"]), _new_bucket())
                 if group["weight_decay"]:
                     bucket["decays"].setdefault(group["weight_decay"], []).append(len(bucket["params"]))
-                    bucket["decay_of"][len(bucket["params"])] = group["weight_decay"]
                 bucket["params"].append(p)
                 bucket["grads"].append(p.grad)
                 bucket["means"].append(state["exp_avg"])
@@ -239,6 +238,7 @@ def _pieces(bucket: dict, size: int) -> Iterator[dict]:
     cache. Every element still goes through the same operations in the same order: the same bits. A
     tensor that is not contiguous (none of a transformers model's) goes whole: a flat view of it would
     be a copy, and the update would be lost."""
+    decay_of = {i: decay for decay, indices in bucket["decays"].items() for i in indices}
     piece, count = _new_bucket(), 0
     for i, param in enumerate(bucket["params"]):
         tensors = (param, bucket["grads"][i], bucket["means"][i], bucket["squares"][i])
@@ -250,7 +250,7 @@ def _pieces(bucket: dict, size: int) -> Iterator[dict]:
             if count and count + views[0].numel() > size:
                 yield piece
                 piece, count = _new_bucket(), 0
-            decay = bucket["decay_of"].get(i)
+            decay = decay_of.get(i)
             if decay is not None:
                 piece["decays"].setdefault(decay, []).append(len(piece["params"]))
             for key, view in zip(("params", "grads", "means", "squares"), views, strict=True):
