@@ -8,7 +8,6 @@ number of processes.
 
 from __future__ import annotations
 
-import itertools
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -61,11 +60,10 @@ class BatchStream:
         lengths = ids.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
         width = self.width or int(lengths.max())  # every process pads alike: same FLOPs
         share = self.batch_size // self.world_size
-        mine = ids.slice(self.rank * share, share)
-        b_starts = rows.column("segment_b_start").to_numpy()[self.rank * share:(self.rank + 1) * share]
-        values = mine.flatten().to_numpy(zero_copy_only=False)
-        return (collate_flat(values, lengths[self.rank * share:(self.rank + 1) * share], b_starts, width,
-                             self.pad_id), int(lengths.sum()))
+        mine = slice(self.rank * share, (self.rank + 1) * share)
+        values = ids.slice(mine.start, share).flatten().to_numpy(zero_copy_only=False)
+        b_starts = rows.column("segment_b_start").to_numpy()[mine]
+        return collate(values, lengths[mine], b_starts, width, self.pad_id), int(lengths.sum())
 
 
 class Prefetching:
@@ -99,18 +97,12 @@ class Prefetching:
         self._state = self.stream.state_dict()
 
 
-def collate(ids: list[list[int]], b_starts: list[int], width: int, pad_id: int) -> dict[str, torch.Tensor]:
-    """Pad to `width`; token types are 1 from the second segment's start to the end of the example."""
-    lengths = np.array([len(seq) for seq in ids], dtype=np.int64)
-    values = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
-    return collate_flat(values, lengths, np.asarray(b_starts, dtype=np.int64), width, pad_id)
-
-
-def collate_flat(values: np.ndarray, lengths: np.ndarray, b_starts: np.ndarray, width: int,
-                 pad_id: int) -> dict[str, torch.Tensor]:
-    """`collate` of the examples' token ids laid end to end (`values`) with their `lengths`: a batch in a
-    few array operations, where a loop over its rows took ~6 ms of the GIL for 128 x 128 on this CPU,
-    time a GPU step's host thread waits for (reports/results/performance.md, "GPU")."""
+def collate(values: np.ndarray, lengths: np.ndarray, b_starts: np.ndarray, width: int,
+            pad_id: int) -> dict[str, torch.Tensor]:
+    """Examples' token ids laid end to end (`values`), with their `lengths`, padded to `width`; token types
+    are 1 from the second segment's start to the end of the example. A few array operations, where a
+    loop over a batch's rows as Python lists took ~6 ms of the GIL for 128 x 128 on this CPU, time a GPU
+    step's host thread waits for (reports/results/performance.md, "GPU")."""
     if len(lengths) and int(lengths.max()) > width:
         raise ValueError(f"an example of {int(lengths.max())} tokens is longer than the width {width}")
     real = np.arange(width) < lengths[:, None]

@@ -7,6 +7,7 @@ import random
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -108,7 +109,8 @@ def test_arrow_caches_are_reused_and_keyed_by_length(tmp_path):
 
 
 def test_collate_pads_and_sets_token_types():
-    batch = collate([[CLS, 7, SEP, 8, 9, SEP], [CLS, 7, SEP]], [3, 3], width=7, pad_id=0)
+    batch = collate(np.array([CLS, 7, SEP, 8, 9, SEP, CLS, 7, SEP]), np.array([6, 3]), np.array([3, 3]), width=7,
+                    pad_id=0)
     assert batch["input_ids"].tolist() == [[CLS, 7, SEP, 8, 9, SEP, 0], [CLS, 7, SEP, 0, 0, 0, 0]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0, 0]]
     assert batch["token_type_ids"].tolist() == [[0, 0, 0, 1, 1, 1, 0], [0, 0, 0, 0, 0, 0, 0]]
@@ -189,4 +191,4 @@ def test_batches_hold_each_examples_tokens_from_the_rows_arrow_gives():
 
 def test_an_example_longer_than_the_width_is_refused():
     with pytest.raises(ValueError, match="longer than the width 3"):
-        collate([[CLS, 7, 8, SEP]], [2], width=3, pad_id=0)
+        collate(np.array([CLS, 7, 8, SEP]), np.array([4]), np.array([2]), width=3, pad_id=0)
