@@ -1,9 +1,13 @@
-"""The machine and its ceilings: package versions, the device, matmul peak and copy bandwidth.
+"""The machine and its ceilings: package versions, the host and device, matmul peak, copy bandwidth and
+the host's cost of one small op.
 
 The first part of benchmarks/gpu_check.sh, so that a missing package or a slow device is named before
 the window is spent on anything else. On CUDA every time is taken with CUDA events around a run of
 back-to-back kernels (the host clock would add launch and synchronisation latency to each); on a CPU
-with the host clock. Prints `ceiling:` lines, which the check's summary collects.
+with the host clock. The small op is timed on the host clock on both: a step of a small model launches
+thousands of them, so the host's rate bounds it where the device would not (the second 2026-11-27 H200
+window pre-trained at 26-31 steps/s where the first ran 40, with no host figure to tell the machines
+apart). Prints `host:` and `ceiling:` lines, which the check's summary collects.
 
     python benchmarks/gpu_ceilings.py [--device cuda] [--size 8192] [--seconds 1]
 """
@@ -12,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import os
 import platform
 import time
+from pathlib import Path
 
 import torch
 
@@ -91,6 +97,34 @@ def host_to_device(device: torch.device, megabytes: int, seconds: float) -> floa
     return best_rate(device, lambda: target.copy_(source, non_blocking=True), source.numel(), seconds)
 
 
+def host_name() -> str:
+    """The CPU's model name as Linux reports it, and the cores this process may use."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        model = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+    except (OSError, StopIteration):
+        model = platform.processor() or "unknown CPU"
+    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+
+
+def small_op_seconds(device: torch.device, calls: int = 5000) -> float:
+    """Host seconds per in-place add on a 256-element tensor, `calls` back to back: dispatch and launch
+    (on CUDA the kernel itself is faster than its launch, so the host's time is the bound), the best of
+    three runs."""
+    x = torch.zeros(256, device=device)
+    best = float("inf")
+    for _ in range(3):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        started = time.perf_counter()
+        for _ in range(calls):
+            x.add_(1.0)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        best = min(best, (time.perf_counter() - started) / calls)
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto")
@@ -106,6 +140,7 @@ def main() -> None:
     size, megabytes = args.size or (8192 if cuda else 1024), args.megabytes or (1024 if cuda else 64)
     print(f"python {platform.python_version()}, {platform.machine()}, {torch.get_num_threads()} threads")
     print("\n".join(versions()))
+    print(f"host: {host_name()}")
     name = torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu"
     if cuda:
         props = torch.cuda.get_device_properties(device)
@@ -123,6 +158,8 @@ def main() -> None:
     if cuda:
         rate = host_to_device(device, megabytes, args.seconds)
         print(f"ceiling: {name} pinned host-to-device {rate / 1e9:,.1f} GB/s ({clock})")
+    print(f"ceiling: {name} small op (add_ on 256 elements) {small_op_seconds(device) * 1e6:.2f} us a call, "
+          "dispatch and launch (host clock)")
 
 
 if __name__ == "__main__":
