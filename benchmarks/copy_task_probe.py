@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 
 from harness.cli import main as harness
-from pretrain.models.presets import PRESETS, ModelPreset
-from pretrain.models.shapes import TransformerShape
+from foundation.models.presets import PRESETS, ModelPreset
+from foundation.models.shapes import TransformerShape
 
 PROBE = ModelPreset("copy-probe", "electra", "small",
                     TransformerShape(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128,

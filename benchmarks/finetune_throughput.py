@@ -33,8 +33,8 @@ import transformers
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pretrain.models.presets import PRESETS, discriminator_config  # noqa: E402
-from pretrain.training import placement  # noqa: E402
+from foundation.models.presets import PRESETS, discriminator_config  # noqa: E402
+from foundation.training import placement  # noqa: E402
 from tasks import batching, glue  # noqa: E402
 from tasks.config import FinetuneConfig  # noqa: E402
 from tasks.finetune import LoopIO, finetune, predict  # noqa: E402

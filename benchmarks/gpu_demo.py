@@ -16,8 +16,8 @@ import sys
 
 from harness.cli import main
 from harness.experiments import demo
-from pretrain.models.presets import PRESETS, ModelPreset
-from pretrain.models.shapes import TransformerShape
+from foundation.models.presets import PRESETS, ModelPreset
+from foundation.models.shapes import TransformerShape
 
 MICRO = ModelPreset("check-micro", "electra", "small",
                     TransformerShape(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.deploy import onnx_export  # noqa: E402
 from harness.deploy.bundle import INPUT_NAMES  # noqa: E402
-from pretrain.models.presets import PRESETS, discriminator_config  # noqa: E402
+from foundation.models.presets import PRESETS, discriminator_config  # noqa: E402
 
 SEQ_LEN = 128
 BATCH_SIZES = (1, 8, 32)

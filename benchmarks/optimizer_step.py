@@ -5,7 +5,7 @@ The eager update makes ~10 passes over every parameter and moment (a foreach ker
 one fuses them. Both are timed in alternating rounds on the same gradients, so load from other processes
 hits both alike; the first compiled step (compilation) is reported apart. On CUDA the compiled update is
 also captured in a CUDA graph, and times come from CUDA events. On a CPU the eager update goes piece by
-piece (pretrain/training/optimization.py, CPU_PIECE); mode `whole` times it as one pass per foreach op
+piece (foundation/training/optimization.py, CPU_PIECE); mode `whole` times it as one pass per foreach op
 over the whole model instead, as before pieces.
 
     python benchmarks/optimizer_step.py --device cpu --preset electra-small
@@ -25,8 +25,8 @@ from pretrain_step import StandInTokenizer
 from pretrain.config import PretrainConfig, resolve
 from pretrain.distributed import Context
 from pretrain.prepare import build_setup
-from pretrain.training import optimization
-from pretrain.training.placement import pick_device
+from foundation.training import optimization
+from foundation.training.placement import pick_device
 
 
 def main() -> None:

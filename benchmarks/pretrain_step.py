@@ -5,7 +5,7 @@ against a matmul peak measured in the same run, the electra/mlm step-time ratio 
 compiled/eager speed-up. Every setup is timed in alternating rounds, so load from other processes
 hits all alike. Compilation time is reported separately and not counted in the step times.
 
-FLOPs: the paper convention (pretrain/models/flops.py) charges a training step at 2x the forward pass and
+FLOPs: the paper convention (foundation/models/flops.py) charges a training step at 2x the forward pass and
 counts embedding lookups as one-hot matmuls, so it is not what the hardware executes. MFU instead
 uses the matmul FLOPs torch's FlopCounterMode counts in one real step (forward and backward,
 attention included, lookups excluded); both rates are printed.
@@ -28,11 +28,11 @@ from gpu_ceilings import matmul_peak  # this folder: on sys.path when run as a s
 from pretrain.budget import step_flops
 from pretrain.config import PretrainConfig, resolve
 from pretrain.distributed import Context
-from pretrain.models.presets import PRESETS
+from foundation.models.presets import PRESETS
 from pretrain.prepare import build_setup
 from pretrain.train import train_step
-from pretrain.training import placement
-from pretrain.training.placement import pick_device, resolve_precision
+from foundation.training import placement
+from foundation.training.placement import pick_device, resolve_precision
 
 PAD, UNK, CLS, SEP, MASK = 0, 100, 101, 102, 103  # BERT uncased vocabulary ids
 

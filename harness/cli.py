@@ -2,7 +2,7 @@
 parser (`run`, `search` and `experiment`: one per kind of run) and sets each parser's handler.
 
 This is the only place that turns a UserError into a one-line message and exit status 2, and a run
-stopped by a signal (pretrain/training/stop.py) into one line saying how to resume it.
+stopped by a signal (foundation/training/stop.py) into one line saying how to resume it.
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pretrain.infra.errors import UserError
-    from pretrain.infra.secrets import redact_argv
-    from pretrain.training.stop import Stopped
+    from foundation.infra.errors import UserError
+    from foundation.infra.secrets import redact_argv
+    from foundation.training.stop import Stopped
 
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pretrain.infra import settings
-from pretrain.infra.errors import UserError
+from foundation.infra import settings
+from foundation.infra.errors import UserError
 
 C = TypeVar("C")
 WIDTH = 100  # help text columns
@@ -118,7 +118,7 @@ def settings_help(cls: type, heading: str, skip: tuple[str, ...] = ()) -> str:
 
     `name=value` shows a default; a bare name defaults to None, which the config resolves (recipe,
     preset or task default); `(a|b)` lists the allowed values. Settings of several kinds
-    (pretrain/infra/settings.py) are listed by kind, each under a line saying what the kind is.
+    (foundation/infra/settings.py) are listed by kind, each under a line saying what the kind is.
     """
     hints = typing.get_type_hints(cls)
     described = {name: s for name, s in settings.settings(cls).items() if name not in skip}

@@ -6,7 +6,7 @@ the budget's unit. Wall time counts towards the schedule only when it is the sol
 steps, tokens or FLOPs budget it is a safety stop, since a schedule following the clock would make
 the same seed and settings train a different model on a busier machine. With `optimizer=electra`,
 ELECTRA's: linear decay to zero (polynomial decay of power 1) multiplied by a linear warmup over
-`warmup_fraction`; with `adamw`, warmup then decay (pretrain/training/optimization.py, fine-tuning's
+`warmup_fraction`; with `adamw`, warmup then decay (foundation/training/optimization.py, fine-tuning's
 schedule too, there over steps).
 Two-stage runs give each stage its own warmup and decay.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from pretrain.config import BUDGETS, PretrainConfig
-from pretrain.models.flops import TRAIN_TO_FORWARD_RATIO, train_step_flops
-from pretrain.training.optimization import scheduled_rate
+from foundation.models.flops import TRAIN_TO_FORWARD_RATIO, train_step_flops
+from foundation.training.optimization import scheduled_rate
 
 
 @dataclass

@@ -31,15 +31,15 @@ import torch
 
 from pretrain.budget import BudgetCounters, budget_fraction, learning_rate, schedule_fraction, stage_fraction
 from pretrain.config import BUDGETS, PretrainConfig, config_differences
-from pretrain.infra import atomic
-from pretrain.infra.atomic import atomic_dir, save_pretrained, write_bytes
-from pretrain.infra.errors import UserError
-from pretrain.models import checkpoint_check, layout, pretrain_meta
-from pretrain.models.layout import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
-from pretrain.models.pretrain_meta import BudgetChange, PretrainMeta
-from pretrain.training import stop
-from pretrain.training.quiet import quiet_transformers
-from pretrain.training.rng import restore_rng, rng_state  # noqa: F401  (the loop's ckpt.rng_state)
+from foundation.infra import atomic
+from foundation.infra.atomic import atomic_dir, save_pretrained, write_bytes
+from foundation.infra.errors import UserError
+from foundation.models import checkpoint_check, layout, pretrain_meta
+from foundation.models.layout import DISCRIMINATOR_DIR, GENERATOR_DIR, PRETRAIN_META
+from foundation.models.pretrain_meta import BudgetChange, PretrainMeta
+from foundation.training import stop
+from foundation.training.quiet import quiet_transformers
+from foundation.training.rng import restore_rng, rng_state  # noqa: F401  (the loop's ckpt.rng_state)
 
 STATE_FILE = "training_state.pt"
 # 2: only tensors and plain Python values, so it loads with torch.load(weights_only=True); 1 (no

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Literal
 
 from pretrain.corpus_source import SPEC_PREFIXES
-from pretrain.infra.settings import Flag, choice_errors, differences, of_kind, setting
-from pretrain.models.presets import PRESETS
-from pretrain.training.optimizer_settings import Optimizer, optimizer_errors, optimizer_setting
+from foundation.infra.settings import Flag, choice_errors, differences, of_kind, setting
+from foundation.models.presets import PRESETS
+from foundation.training.optimizer_settings import Optimizer, optimizer_errors, optimizer_setting
 
 Objective = Literal["electra", "mlm", "electra-15", "replace-mlm", "all-tokens-mlm", "two-stage"]
 Sharing = Literal["shared", "untied", "tied", "gdes"]
@@ -235,7 +235,7 @@ def _default_fraction(config: PretrainConfig) -> float:
 
 def config_differences(saved: dict, current: PretrainConfig, may_change: tuple[str, ...] = ()) -> list[str]:
     """Settings a resume may not change that differ between a saved (resolved) config and this one, as
-    'key: old -> new' (one rule with fine-tuning's: pretrain/infra/settings.py); a key the saved config
+    'key: old -> new' (one rule with fine-tuning's: foundation/infra/settings.py); a key the saved config
     lacks is the value runs had before that setting existed. `may_change`: more settings to let differ."""
     found = differences(PretrainConfig, saved, dataclasses.asdict(current), may_change=may_change,
                         normal=_normal)

@@ -14,8 +14,8 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from pretrain.infra.errors import UserError
-from pretrain.training.quiet import quiet_datasets
+from foundation.infra.errors import UserError
+from foundation.training.quiet import quiet_datasets
 
 TEXT_SUFFIXES = (".txt", ".raw", ".text")  # inside folders; optionally followed by .gz
 PIPELINE_VERSION = 1  # bump when tokenisation output changes, to invalidate caches

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pretrain.corpus import corpus_files
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 
 # Prefixes of corpus specs: entries that name text rather than being a path.
 SPEC_PREFIXES = ("glue:",)

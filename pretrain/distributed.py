@@ -9,7 +9,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from pretrain.training import placement
+from foundation.training import placement
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from torch.func import functional_call
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from transformers.models.electra.modeling_electra import ElectraGeneratorPredictions
 
-from pretrain.models.presets import electra_config
-from pretrain.models.shapes import TransformerShape, generator_shape, shape_of
+from foundation.models.presets import electra_config
+from foundation.models.shapes import TransformerShape, generator_shape, shape_of
 
 EMBEDDINGS = "electra.embeddings."
 

@@ -14,7 +14,7 @@ import random
 from collections.abc import Iterator
 
 from pretrain.corpus import cache_key
-from pretrain.training.quiet import quiet_datasets
+from foundation.training.quiet import quiet_datasets
 
 SINGLE_SEGMENT_PROB = 0.1
 SHORT_TARGET_PROB = 0.05

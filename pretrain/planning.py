@@ -14,7 +14,7 @@ from pathlib import Path
 from pretrain import checkpoint as ckpt
 from pretrain.config import PretrainConfig, check_runnable, resolve
 from pretrain.corpus_source import CorpusSource, from_paths
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 
 
 @dataclass(frozen=True)

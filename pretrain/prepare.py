@@ -13,10 +13,10 @@ from pretrain.budget import schedule_fraction, stopped_by
 from pretrain.checkpoint import export_models
 from pretrain.config import PretrainConfig
 from pretrain.corpus import tokenized_paragraphs
-from pretrain.infra.atomic import atomic_dir
-from pretrain.models.presets import PRESETS
-from pretrain.models.pretrain_meta import BudgetChange, Parameters, PretrainMeta
-from pretrain.models.shapes import TransformerShape
+from foundation.infra.atomic import atomic_dir
+from foundation.models.presets import PRESETS
+from foundation.models.pretrain_meta import BudgetChange, Parameters, PretrainMeta
+from foundation.models.shapes import TransformerShape
 from pretrain.networks import (
     build_networks,
     distinct_params,
@@ -28,7 +28,7 @@ from pretrain.networks import (
 from pretrain.objective_model import MAIN_MLM, PretrainingModel
 from pretrain.objectives import MaskingSettings
 from pretrain.packing import packed_examples
-from pretrain.training import console, optimization, placement
+from foundation.training import console, optimization, placement
 from pretrain.vocab import load_tokenizer, tokenizer_fingerprint
 
 # The discriminator's transformer layers and detection head: what `disc_layers_lr_scale` slows (its
@@ -103,7 +103,7 @@ class TrainingSetup:
             export_models(folder, export_discriminator(model.discriminator), generator, self.tokenizer)
 
     def meta(self, counters, metrics: dict, world_size: int) -> PretrainMeta:
-        """pretrain_meta.json (pretrain/models/pretrain_meta.py): what reports and a reader need to know."""
+        """pretrain_meta.json (foundation/models/pretrain_meta.py): what reports and a reader need to know."""
         model, config = self.model, self.config
         return PretrainMeta(
             objective=config.objective, preset=config.preset,
@@ -164,7 +164,7 @@ def build_setup(config: PretrainConfig, context: dist.Context, tokenizer) -> Tra
 
 def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch.device):
     """ElectraAdam (its update compiled with `compile_optimizer`) or AdamW (fused where torch supports it),
-    by the training kit's grouping rule (pretrain/training/optimization.py): weight decay except on biases and
+    by the training kit's grouping rule (foundation/training/optimization.py): weight decay except on biases and
     norms.
 
     Each group carries `lr_scale`, which the loop multiplies into the scheduled rate:

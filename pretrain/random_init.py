@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pretrain.infra.atomic import save_pretrained
-from pretrain.models import pretrain_meta
-from pretrain.models.layout import PRETRAIN_META
+from foundation.infra.atomic import save_pretrained
+from foundation.models import pretrain_meta
+from foundation.models.layout import PRETRAIN_META
 
 
 def write_random_init(model_config, tokenizer, output: Path, seed: int = 0):

@@ -31,12 +31,12 @@ from pretrain.config import PretrainConfig
 from pretrain.corpus_source import CorpusSource
 from pretrain.data import BatchStream, Prefetching
 from pretrain.metric_window import MetricWindow, final_metrics, merge_slices
-from pretrain.models import pretrain_meta
-from pretrain.models.layout import PRETRAIN_META
-from pretrain.models.pretrain_meta import PretrainMeta
+from foundation.models import pretrain_meta
+from foundation.models.layout import PRETRAIN_META
+from foundation.models.pretrain_meta import PretrainMeta
 from pretrain.planning import Plan
 from pretrain.prepare import TrainingSetup, build_setup, prepare_examples
-from pretrain.training import placement, stop
+from foundation.training import placement, stop
 
 LogCallback = Callable[[int, dict[str, float]], None]
 

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 from pretrain.corpus import files_signature, iter_paragraphs
-from pretrain.infra.atomic import atomic_dir
-from pretrain.infra.errors import UserError
+from foundation.infra.atomic import atomic_dir
+from foundation.infra.errors import UserError
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 DEFAULT_TOKENIZER = "models/electra-small-discriminator"  # under the shared dir: BERT uncased vocab

@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pretrain.infra.errors import UserError
-from pretrain.models import flops, pretrain_meta
-from pretrain.models.hub import parse_hub_id
-from pretrain.models.layout import PRETRAIN_META
-from pretrain.models.presets import PRESETS
-from pretrain.models.shapes import shape_of
+from foundation.infra.errors import UserError
+from foundation.models import flops, pretrain_meta
+from foundation.models.hub import parse_hub_id
+from foundation.models.layout import PRETRAIN_META
+from foundation.models.presets import PRESETS
+from foundation.models.shapes import shape_of
 from reports.results_schema import Flops, SeedRecord
 
 CONVENTION = "ELECTRA paper (flops_computation.py): backward = forward, one-hot embeddings"

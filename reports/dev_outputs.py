@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 
 FORMAT = "electra-harness/dev-outputs/1"
 FILE = "dev_outputs.json"

@@ -1,4 +1,4 @@
-"""FLOPs of a named model in each counting convention: the paper's (pretrain/models/flops.py), 6·N·tokens,
+"""FLOPs of a named model in each counting convention: the paper's (foundation/models/flops.py), 6·N·tokens,
 and a measured count, torch's FlopCounterMode on a real forward pass, which counts matmuls and
 attention only (no embedding lookups, no element-wise ops, no head on a bare encoder).
 """
@@ -9,11 +9,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pretrain.infra.errors import UserError
-from pretrain.models.hub import hub_checkpoint, parse_hub_id
-from pretrain.models.layout import DISCRIMINATOR_DIR, GENERATOR_DIR, config_dir
-from pretrain.models.presets import PRESETS, discriminator_config
-from pretrain.models.shapes import TransformerShape, generator_shape, shape_of
+from foundation.infra.errors import UserError
+from foundation.models.hub import hub_checkpoint, parse_hub_id
+from foundation.models.layout import DISCRIMINATOR_DIR, GENERATOR_DIR, config_dir
+from foundation.models.presets import PRESETS, discriminator_config
+from foundation.models.shapes import TransformerShape, generator_shape, shape_of
 
 
 @dataclass(frozen=True)

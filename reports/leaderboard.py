@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pretrain.infra.errors import UserError
-from pretrain.models.hub import parse_hub_id
-from pretrain.models.presets import PRESETS, size_of
+from foundation.infra.errors import UserError
+from foundation.models.hub import parse_hub_id
+from foundation.models.presets import PRESETS, size_of
 from reports import accounting, recipe, results_schema
 from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS, published_entries
 from tasks import metrics

@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from pretrain.infra.settings import befores, of_kind
+from foundation.infra.settings import befores, of_kind
 from tasks.config import FinetuneConfig, SquadConfig, head_for
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
-# Only recipe settings depart (pretrain/infra/settings.py): runtime ones (evaluation batch size, precision,
+# Only recipe settings depart (foundation/infra/settings.py): runtime ones (evaluation batch size, precision,
 # torch.compile, batch slicing, trust_remote_code, the seed the seeds start at) move scores by numerical
 # noise or seed draws only, and output ones decide which files are written. A full config block without
 # a setting was written before it existed: it counts as the setting's `before` value.

@@ -10,7 +10,7 @@ is written back as it was read. Writers serialise through `write`, readers parse
 
 Key order: `diverged` is added where the first diverged record lands, so it sits before `wall_time_s`
 when the first record an invocation writes is a diverged one; every other key is in ResultsBody's order.
-The pre-training record a run's FLOPs come from is pretrain/models/pretrain_meta.py's.
+The pre-training record a run's FLOPs come from is foundation/models/pretrain_meta.py's.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
-from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
 from tasks.registry import GLUE_AVERAGE_TASKS, GLUE_CONVENTION
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader, RandomSampler
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
-from pretrain.training import stop
+from foundation.training import stop
 
 
 @dataclasses.dataclass

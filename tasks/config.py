@@ -9,8 +9,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from pretrain.infra.settings import setting
-from pretrain.training.optimizer_settings import Optimizer, optimizer_errors, optimizer_setting
+from foundation.infra.settings import setting
+from foundation.training.optimizer_settings import Optimizer, optimizer_errors, optimizer_setting
 from tasks.registry import SquadTask
 
 DOC_STRIDE = 128  # SQuAD: tokens between the starts of consecutive windows of a long context (ELECTRA's)

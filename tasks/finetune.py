@@ -13,9 +13,9 @@ import torch
 from datasets import Dataset
 from tqdm.auto import tqdm
 
-from pretrain.infra.errors import UserError
-from pretrain.training import console, placement, stop
-from pretrain.training.optimization import build_schedule
+from foundation.infra.errors import UserError
+from foundation.training import console, placement, stop
+from foundation.training.optimization import build_schedule
 from tasks import batching, finetune_state
 from tasks.config import FinetuneConfig
 from tasks.layers import encoder_layers, pretrained_part

@@ -4,7 +4,7 @@ OUT/checkpoints/{task}-seed{seed}.pt holds what the loop needs to go on exactly 
 stopped: model, optimiser and schedule, every RNG, the sampler's state at the start of the epoch in
 progress and the steps taken in it, the counters, and the epochs' history. It is written (atomically,
 replacing the last one) after each epoch but the last, and when a signal stops the seed
-(pretrain/training/stop.py); the caller deletes it once the seed's record is in results.json, so a run
+(foundation/training/stop.py); the caller deletes it once the seed's record is in results.json, so a run
 directory keeps at most one per seed being trained.
 """
 
@@ -20,10 +20,10 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
-from pretrain.training import stop
-from pretrain.training.rng import restore_rng, rng_state
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
+from foundation.training import stop
+from foundation.training.rng import restore_rng, rng_state
 
 STATE_FORMAT = 1
 FOLDER = "checkpoints"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from datasets import Dataset
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks.registry import GlueTask
 
 csv.field_size_limit(sys.maxsize)  # some QNLI/MNLI sentences exceed csv's 128 KiB default

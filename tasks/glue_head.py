@@ -17,7 +17,7 @@ import torch
 from transformers import ElectraForSequenceClassification
 from transformers.models.electra.modeling_electra import ElectraClassificationHead
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 
 DROPOUT = 0.1  # ELECTRA: tf.nn.dropout(reprs, keep_prob=0.9)
 

@@ -7,8 +7,8 @@ import re
 
 import torch
 
-from pretrain.infra.errors import UserError
-from pretrain.training.quiet import quiet_transformers
+from foundation.infra.errors import UserError
+from foundation.training.quiet import quiet_transformers
 
 
 def from_pretrained_quietly(model_class, model_path, **kwargs) -> torch.nn.Module:

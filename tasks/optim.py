@@ -1,16 +1,16 @@
-"""Fine-tuning's optimiser: the training kit's grouping rule (pretrain/training/optimization.py) with
+"""Fine-tuning's optimiser: the training kit's grouping rule (foundation/training/optimization.py) with
 ELECTRA's layer-wise learning-rate decay over the model's own list of layers (tasks/layers.py).
 
 `optimizer="electra"` (the default) is ELECTRA's own Adam without bias correction; "adamw" is torch's
-fused AdamW. The schedule is the training kit's `build_schedule` (pretrain/training/optimization.py).
+fused AdamW. The schedule is the training kit's `build_schedule` (foundation/training/optimization.py).
 """
 
 from __future__ import annotations
 
 import torch
 
-from pretrain.infra.errors import UserError
-from pretrain.training import optimization
+from foundation.infra.errors import UserError
+from foundation.training import optimization
 from tasks.layers import encoder_layers
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from datasets import Dataset
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks import evaluate_metrics, squad_data, squad_features, squad_spans
 from tasks.config import SquadConfig
 from tasks.loading import from_pretrained_quietly

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import datasets
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 
 VERSIONS = ("1.1", "2.0")
 HUB_NAMES = {"1.1": "rajpurkar/squad", "2.0": "rajpurkar/squad_v2"}

@@ -11,7 +11,7 @@ length, each with the overlap that gives that step (`squad_spans.window_overlap`
 import datasets
 import numpy as np
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks import squad_spans
 from tasks.config import DOC_STRIDE, MAX_QUERY_LENGTH
 from tasks.registry import SQUAD_TASKS

@@ -14,7 +14,7 @@ import string
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)

@@ -18,7 +18,7 @@ import torch
 from datasets import Dataset
 from transformers import AutoModelForTokenClassification, PreTrainedTokenizerBase
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks import tagging_metrics
 from tasks.loading import from_pretrained_quietly
 from tasks.tagging_data import Sentence, TaggingData, to_model_scheme

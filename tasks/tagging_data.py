@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks import tagging_metrics
 from tasks.tagging_task import JSON_SUFFIXES, MODEL_SCHEME, NAMED, NUM_EPOCHS, TaggingTask, TaggingTaskConfig
 from tasks.text_data import decode_utf8

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pretrain.infra.settings import Flag, setting
+from foundation.infra.settings import Flag, setting
 from tasks.text_task import ReadTask
 
 Scheme = Literal["auto", "IOB1", "IOB2", "BIOES"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks.text_task import FORMATS, KIND_METRICS, MAX_LENGTH, NUM_EPOCHS, TextTask, TextTaskConfig
 
 csv.field_size_limit(sys.maxsize)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pretrain.infra.settings import Flag, setting
+from foundation.infra.settings import Flag, setting
 
 Kind = Literal["auto", "classification", "regression", "multilabel"]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pretrain.models.presets import PRESETS, ModelPreset
-from pretrain.models.shapes import TransformerShape
+from foundation.models.presets import PRESETS, ModelPreset
+from foundation.models.shapes import TransformerShape
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

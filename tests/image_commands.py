@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from pretrain.models.presets import PRESETS
+from foundation.models.presets import PRESETS
 from tests.conftest import MICRO
 
 PRESETS[MICRO.name] = MICRO

@@ -13,7 +13,7 @@ from tests.conftest import MICRO
 # A `harness` entry point for subprocesses (torchrun, an image-like interpreter): the micro preset is
 # the test suite's, so the process registers it before the CLI parses its arguments.
 LAUNCHER = """import sys
-from pretrain.models.presets import PRESETS
+from foundation.models.presets import PRESETS
 from tests.conftest import MICRO
 PRESETS[MICRO.name] = MICRO
 from harness.cli import main

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from pretrain.infra import atomic
+from foundation.infra import atomic
 from reports import dev_outputs, results_schema
 from tests.conftest import run_cli
 

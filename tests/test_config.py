@@ -4,7 +4,7 @@ import pytest
 
 from harness.config import load_config
 from pretrain.config import PretrainConfig
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks.config import FinetuneConfig, SquadConfig
 
 

@@ -18,8 +18,8 @@ import torch
 
 from pretrain import checkpoint as ckpt
 from pretrain.config import resolve
-from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
 from pretrain.planning import Plan
 from pretrain.train import pretrain
 from tests.pretrain_helpers import final_weights, micro_config
@@ -80,7 +80,7 @@ KILLED_BETWEEN_RENAMES = """
 import os, sys
 from pathlib import Path
 from pretrain.config import resolve
-from pretrain.infra import atomic
+from foundation.infra import atomic
 target = Path(sys.argv[1])
 real_rename = os.rename
 def rename(source, destination):
@@ -139,7 +139,7 @@ WRITER = """
 import sys
 from pathlib import Path
 from pretrain.config import resolve
-from pretrain.infra import atomic
+from foundation.infra import atomic
 target, me = Path(sys.argv[1]), sys.argv[2]
 for round in range(40):
     with atomic.atomic_dir(target) as staging:
@@ -166,7 +166,7 @@ def test_writers_racing_for_one_folder_never_fail_or_leak(tmp_path):
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory, corpus):
     """A micro pre-training of 4 steps with checkpoints at 2 and 4 (keep_checkpoints=2): the folder."""
-    from pretrain.models.presets import PRESETS
+    from foundation.models.presets import PRESETS
     from tests.conftest import MICRO
 
     PRESETS[MICRO.name] = MICRO
@@ -279,7 +279,7 @@ def _weights(path: Path) -> None:
                                           ("sub/../../x.safetensors", "a '..' in it"),
                                           (7, "not a file name")])
 def test_a_weights_index_naming_a_file_outside_its_folder_is_one_line(tmp_path, name, reason):
-    from pretrain.models.checkpoint_check import weight_shapes
+    from foundation.models.checkpoint_check import weight_shapes
 
     _weights(tmp_path / "x.safetensors")  # it exists: only the name stops it
     folder = _index(tmp_path / "model", "model-1.safetensors", name)
@@ -293,7 +293,7 @@ def test_a_weights_index_naming_a_file_outside_its_folder_is_one_line(tmp_path, 
 
 
 def test_a_weights_index_may_not_follow_a_symlink_out_except_into_a_hub_caches_blobs(tmp_path):
-    from pretrain.models.checkpoint_check import weight_shapes
+    from foundation.models.checkpoint_check import weight_shapes
 
     _weights(tmp_path / "elsewhere.safetensors")
     folder = _index(tmp_path / "model", "model-1.safetensors")
@@ -331,7 +331,7 @@ def test_harness_pretrain_says_which_checkpoint_it_resumes_from(tmp_path, micro,
 
 def test_a_damaged_fine_tuning_seed_state_is_one_line_naming_the_fix(tmp_path):
     """Refused, not started afresh: deleting a seed's state is the user's call; the line says how."""
-    from pretrain.training.rng import rng_state
+    from foundation.training.rng import rng_state
     from tasks.finetune_state import SeedState
 
     path = tmp_path / "checkpoints" / "rte-seed0.pt"

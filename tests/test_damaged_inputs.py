@@ -154,7 +154,7 @@ def test_whole_checkpoints_pass_in_every_weights_layout(good, tmp_path):
     """One file, shards with an index, and a torch.save .bin: read and shape-checked, nothing refused."""
     import transformers
 
-    from pretrain.models.checkpoint_check import check_checkpoint, weight_shapes
+    from foundation.models.checkpoint_check import check_checkpoint, weight_shapes
 
     model = transformers.ElectraForPreTraining.from_pretrained(good["model"])
     tokenizer = transformers.AutoTokenizer.from_pretrained(good["model"])
@@ -170,8 +170,8 @@ def test_whole_checkpoints_pass_in_every_weights_layout(good, tmp_path):
 def test_a_cut_bin_file_or_a_missing_shard_is_named(good, tmp_path):
     import transformers
 
-    from pretrain.infra.errors import UserError
-    from pretrain.models.checkpoint_check import check_checkpoint
+    from foundation.infra.errors import UserError
+    from foundation.models.checkpoint_check import check_checkpoint
 
     model = transformers.ElectraForPreTraining.from_pretrained(good["model"])
     tokenizer = transformers.AutoTokenizer.from_pretrained(good["model"])

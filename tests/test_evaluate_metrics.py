@@ -5,7 +5,7 @@ import math
 import evaluate
 import pytest
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks import evaluate_metrics, metrics, squad_metrics
 from tasks.evaluate_metrics import GLUE_METRIC, SQUAD_METRIC
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS

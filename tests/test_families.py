@@ -151,7 +151,7 @@ def test_layer_decay_finds_each_familys_layers_from_its_modules():
 def test_a_model_without_a_layer_list_is_refused_decay_in_one_line():
     import transformers
 
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
     from tasks.optim import parameter_groups
 
     model = transformers.BertForSequenceClassification(transformers.BertConfig(
@@ -167,7 +167,7 @@ def test_a_model_without_a_layer_list_is_refused_decay_in_one_line():
     (128, 4, "small"), (256, 12, "small"), (384, 12, "base"), (768, 6, "base"), (768, 12, "base"),
     (768, 24, "large"), (1024, 24, "large"), (1024, 12, "large")])
 def test_recipe_row_by_width_and_depth(hidden, layers, row):
-    from pretrain.models.presets import size_of
+    from foundation.models.presets import size_of
 
     assert size_of(hidden, layers) == row
 

@@ -193,7 +193,7 @@ def test_reinit_layers_draws_the_top_layers_afresh_and_nothing_else(tiny_model, 
     assert float(model.electra.encoder.layer[1].output.dense.bias.abs().max()) == 0.0
     assert model.electra.encoder.layer[1].intermediate.dense.weight.std().item() == pytest.approx(0.02, rel=0.2)
     assert all(torch.equal(before[k], after[k]) for k in before if "encoder.layer" not in k)
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
     with pytest.raises(UserError, match="reinit_layers=3 but the model has 2 layers"):
         reinit_top_layers(model, 3)
     result, _, _ = _train(tiny_model, glue_data, "rte", num_epochs=1, reinit_layers=2)

@@ -17,7 +17,7 @@ def test_seeds_and_arms_reuse_the_tasks_graphs(tiny_model, tmp_path, monkeypatch
     import transformers
     from torch._dynamo.utils import counters
 
-    from pretrain.training import placement
+    from foundation.training import placement
     from tasks import batching, glue
     from tasks.config import FinetuneConfig
     from tasks.finetune import LoopIO, finetune

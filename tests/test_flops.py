@@ -5,16 +5,16 @@ import torch
 from transformers import BertConfig, ElectraConfig, ElectraModel
 
 from harness.cli import main
-from pretrain.infra.errors import UserError
-from pretrain.models.flops import (
+from foundation.infra.errors import UserError
+from foundation.models.flops import (
     finetune_flops,
     inference_flops,
     non_embedding_params,
     pretrain_flops,
     six_n_flops,
 )
-from pretrain.models.presets import PRESETS
-from pretrain.models.shapes import TransformerShape, generator_shape, shape_of
+from foundation.models.presets import PRESETS
+from foundation.models.shapes import TransformerShape, generator_shape, shape_of
 from reports.flop_counts import measured_forward_flops
 
 ELECTRA_SMALL = shape_of(PRESETS["electra-small"])

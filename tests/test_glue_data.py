@@ -2,7 +2,7 @@
 
 import pytest
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks.glue_data import glue_dir, load_glue, read_tsv
 from tasks.registry import GLUE_TASKS, parse_tasks
 

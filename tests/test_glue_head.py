@@ -4,7 +4,7 @@ import pytest
 import torch
 import transformers
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks import glue, glue_head
 from tasks.config import FinetuneConfig
 from tasks.glue_data import load_glue

@@ -9,7 +9,7 @@ import collections
 import pytest
 import torch
 
-from pretrain.training import placement
+from foundation.training import placement
 from tests.conftest import finetune_glue
 from tests.pretrain_helpers import micro_config
 

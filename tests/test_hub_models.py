@@ -36,7 +36,7 @@ def test_hub_repo_with_only_pytorch_bin_loads(fake_hub, tiny_model):
     import transformers
     from safetensors.torch import load_file
 
-    from pretrain.models.resolve import resolve_model
+    from foundation.models.resolve import resolve_model
     from tasks.loading import from_pretrained_quietly
 
     repos, calls = fake_hub
@@ -57,7 +57,7 @@ def test_hub_repo_with_safetensors_never_fetches_the_pickle(fake_hub, tiny_model
     import shutil
     from pathlib import Path
 
-    from pretrain.models.resolve import resolve_model
+    from foundation.models.resolve import resolve_model
 
     repos, calls = fake_hub
     repo = repos / "google/electra-small-discriminator"
@@ -116,7 +116,7 @@ COMMIT = "ab" * 20
 
 
 def test_top_level_files_only():
-    from pretrain.models.hub import top_level_files
+    from foundation.models.hub import top_level_files
 
     files = ["config.json", "vocab.txt", "model.safetensors", "modeling_my.py", "a[1].json", "README.md",
              "onnx/model.safetensors", "sub/config.json", "sub/deeper/vocab.txt", "sub/modeling_my.py"]
@@ -134,7 +134,7 @@ def test_an_online_snapshot_takes_no_sub_folder_files(tmp_path, tiny_model, monk
     from huggingface_hub import constants
     from huggingface_hub.utils import filter_repo_objects
 
-    from pretrain.models.hub import hub_checkpoint
+    from foundation.models.hub import hub_checkpoint
 
     repo = tmp_path / "repo"
     shutil.copytree(tiny_model, repo)
@@ -178,8 +178,8 @@ def offline_cache(tmp_path, tiny_model, monkeypatch):
 
 
 def test_remote_code_needs_a_pinned_commit(offline_cache):
-    from pretrain.infra.errors import UserError
-    from pretrain.models.resolve import resolve_model
+    from foundation.infra.errors import UserError
+    from foundation.models.resolve import resolve_model
 
     with pytest.raises(UserError) as raised:
         resolve_model("someone/custom", trust_remote_code=True)

@@ -16,11 +16,12 @@ import pytest
 
 from tests.conftest import REPO
 
-PACKAGES = ("harness", "tasks", "pretrain", "reports")
-# The foundation, what more than one package shares, is three places, each a layer named for what it holds:
-# every module under pretrain/infra/ (errors, atomic writes, settings, secrets), pretrain/training/ (the kit both
-# training loops are made of) and pretrain/models/ (model identity: shapes, presets, checkpoints, FLOPs).
-FOUNDATION = {"pretrain.infra": "infra", "pretrain.training": "training", "pretrain.models": "models"}
+PACKAGES = ("harness", "tasks", "pretrain", "reports", "foundation")
+# The foundation, what both features stand on, is its own top-level package of three places, each a layer
+# named for what it holds: foundation/infra/ (errors, atomic writes, settings, secrets), foundation/training/
+# (the kit both training loops are made of) and foundation/models/ (model identity: shapes, presets,
+# checkpoints, FLOPs). pretrain/ and tasks/ stand side by side on it.
+FOUNDATION = {"foundation.infra": "infra", "foundation.training": "training", "foundation.models": "models"}
 
 # layer -> the layers it may import (besides itself). Anything else is a violation.
 ALLOWED = {
@@ -100,7 +101,7 @@ def module_graph(root: Path = REPO) -> dict[str, dict[str, set[str]]]:
     modules = {module_name(path, root): path for path in project_files(root)}
     graph = {}
     for name, path in modules.items():
-        # `from pretrain.infra import atomic` names the package and the module: keep the module (a
+        # `from foundation.infra import atomic` names the package and the module: keep the module (a
         # package whose __init__.py is only a docstring is no module to depend on).
         graph[name] = {target for target in imported_modules(path)
                        if target in modules and not is_bare_package(modules[target])}
@@ -209,21 +210,21 @@ def test_a_settings_typo_is_reported_before_torch_loads(argv):
 
 def test_a_forbidden_edge_and_a_cycle_are_caught(tmp_path):
     # The scan itself can fail, on a copy of the tree with a planted tasks -> pretrain.train import
-    # a pretrain.infra.errors <-> pretrain.models.presets loop,
+    # a foundation.infra.errors <-> foundation.models.presets loop,
     # and a new foundation module that imports pre-training.
     for package in PACKAGES:
         shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "tasks" / "probe.py").write_text("def f():\n    from pretrain.train import pretrain\n")
-    errors = tmp_path / "pretrain" / "infra" / "errors.py"
-    errors.write_text(errors.read_text() + "\n\ndef g():\n    from pretrain.models.presets import PRESETS\n")
-    # The foundation is a place: a module new to pretrain/training/ is the training kit, held to its edges.
-    (tmp_path / "pretrain" / "training" / "newcomer.py").write_text("from pretrain import train\n")
+    errors = tmp_path / "foundation" / "infra" / "errors.py"
+    errors.write_text(errors.read_text() + "\n\ndef g():\n    from foundation.models.presets import PRESETS\n")
+    # The foundation is a place: a module new to foundation/training/ is the training kit, held to its edges.
+    (tmp_path / "foundation" / "training" / "newcomer.py").write_text("from pretrain import train\n")
     # MLflow bookkeeping reaching up into a fine-tuning run is a feature edge that is not allowed.
     # (Planted before the first scan: module_graph reads a root once.)
     (tmp_path / "harness" / "tracking" / "upward.py").write_text("from harness.finetuning import glue_benchmark\n")
     found = edges(tmp_path)
     assert found[("tasks", "pretrain")] == {"tasks.probe imports pretrain.train"}
-    assert found[("training", "pretrain")] == {"pretrain.training.newcomer imports pretrain.train"}
+    assert found[("training", "pretrain")] == {"foundation.training.newcomer imports pretrain.train"}
     assert feature_violations(tmp_path) == ["harness.tracking.upward imports harness.finetuning.glue_benchmark"]
     assert "pretrain" not in ALLOWED["tasks"] and "models" not in ALLOWED["tasks"]
     with pytest.raises(graphlib.CycleError):

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from pretrain.models import pretrain_meta
+from foundation.models import pretrain_meta
 from reports import results_schema
 from reports.leaderboard import rows_from_results
 from reports.render import title

@@ -10,7 +10,7 @@ import transformers
 from pretrain.budget import learning_rate
 from pretrain.config import PretrainConfig
 from pretrain.prepare import make_optimizer
-from pretrain.training.optimization import ElectraAdam, build_schedule, electra_lr_factor
+from foundation.training.optimization import ElectraAdam, build_schedule, electra_lr_factor
 from tasks.config import FinetuneConfig
 from tasks.optim import build_optimizer, parameter_groups
 
@@ -407,7 +407,7 @@ def test_electra_adam_on_a_cpu_updates_piece_by_piece_to_the_same_bits(monkeypat
     small ones together), so that its ten passes find their piece in cache: the same operations on each
     element, so the same bits as one pass over the whole model. Here pieces of 50 elements, against
     weights of 1 to 130 elements, decaying and not, one of them not contiguous (it goes whole)."""
-    from pretrain.training import optimization
+    from foundation.training import optimization
 
     torch.manual_seed(0)
     shapes = [(130,), (7, 9), (1,), (50,), (3, 17), (20,), (64,)]
@@ -436,7 +436,7 @@ def test_electra_adam_on_a_cpu_updates_piece_by_piece_to_the_same_bits(monkeypat
 
 
 def test_pieces_cut_large_weights_and_gather_small_ones():
-    from pretrain.training.optimization import _pieces
+    from foundation.training.optimization import _pieces
 
     sizes = [130, 10, 20, 45]
     tensors = [torch.zeros(n) for n in sizes]

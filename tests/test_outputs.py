@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pretrain.infra import atomic
+from foundation.infra import atomic
 
 
 def test_failure_mid_write_keeps_previous_file(tmp_path, monkeypatch):

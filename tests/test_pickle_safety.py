@@ -3,7 +3,7 @@ in one line from `harness run`, and the code never runs."""
 
 import pytest
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tests.conftest import glue_args, run_cli, write_tiny_model
 
 

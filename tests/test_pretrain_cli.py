@@ -14,7 +14,7 @@ import pytest
 
 from harness.cli import main
 from pretrain.config import PretrainConfig, resolve
-from pretrain.models.resolve import resolve_model
+from foundation.models.resolve import resolve_model
 from tests import mlflow_store
 from tests.conftest import MICRO, REPO
 from tests.fixtures_processes import mlflow_store_copy
@@ -47,7 +47,7 @@ def test_flags_config_file_and_overrides_build_the_config(tmp_path, micro, corpu
 
 
 def test_pretrain_end_to_end_logs_to_mlflow(tmp_path, micro, corpus, capsys, monkeypatch):
-    from pretrain.training import console
+    from foundation.training import console
 
     monkeypatch.setattr(console, "_is_terminal", lambda stream: True)  # the bar (tests/test_progress.py: lines)
     code = main(pretrain_args(tmp_path, corpus, "max_steps=6", "log_every_steps=2"))

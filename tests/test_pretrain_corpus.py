@@ -13,7 +13,7 @@ import torch
 
 from pretrain.corpus import corpus_files, iter_paragraphs, tokenized_paragraphs
 from pretrain.data import BatchStream, collate
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from pretrain.packing import ExampleBuilder, packed_examples
 from pretrain.vocab import load_tokenizer, tokenizer_fingerprint
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pretrain import objectives as obj
-from pretrain.models.shapes import TransformerShape, generator_shape
+from foundation.models.shapes import TransformerShape, generator_shape
 from pretrain.networks import GDESEmbeddings, build_networks, discriminator_state, network_config
 from pretrain.objective_model import MAIN_MLM, PretrainingModel
 

@@ -12,10 +12,10 @@ import torch
 
 from pretrain.budget import BudgetCounters, budget_fraction, learning_rate
 from pretrain.config import PretrainConfig, config_differences, resolve
-from pretrain.infra.errors import UserError
-from pretrain.models import pretrain_meta
-from pretrain.models.presets import PRESETS
-from pretrain.models.pretrain_meta import PretrainMeta
+from foundation.infra.errors import UserError
+from foundation.models import pretrain_meta
+from foundation.models.presets import PRESETS
+from foundation.models.pretrain_meta import PretrainMeta
 from pretrain.train import pretrain
 from tests.conftest import MICRO
 from tests.pretrain_helpers import Killed, final_weights, killed_at, micro_config, micro_setup
@@ -344,8 +344,8 @@ def test_a_two_stage_run_cannot_move_its_switch_behind_it(tmp_path):
 
 
 def test_flops_budget_counts_the_paper_convention(tmp_path, micro, corpus):
-    from pretrain.models.flops import train_step_flops
-    from pretrain.models.shapes import generator_shape, shape_of
+    from foundation.models.flops import train_step_flops
+    from foundation.models.shapes import generator_shape, shape_of
 
     shape = shape_of(PRESETS[MICRO.name])
     meta = pretrain(micro_config(tmp_path, corpus, max_steps=None, max_flops=1e9))

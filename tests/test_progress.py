@@ -10,7 +10,7 @@ import transformers
 
 from harness.cli import main
 from harness.pretraining.orchestration import run_pretrain
-from pretrain.training import console
+from foundation.training import console
 from tasks import batching, glue
 from tasks.config import FinetuneConfig
 from tasks.finetune import LoopIO, finetune

@@ -1,5 +1,5 @@
 """No password or token of a URI (MLflow tracking, Optuna storage, --params-from) in what the harness
-prints, logs, saves or echoes: the one redaction (pretrain/infra/secrets.py) on worked values, then each
+prints, logs, saves or echoes: the one redaction (foundation/infra/secrets.py) on worked values, then each
 place that shows a URI or a command line, and an unreachable tracking server as one line."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from pretrain.infra.secrets import redact_argv, redact_uri
+from foundation.infra.secrets import redact_argv, redact_uri
 from tests.conftest import free_port, glue_args, run_cli
 
 SECRET = "S3cr3t-pw"
@@ -101,7 +101,7 @@ def test_the_leaderboard_hint_hides_the_password():
 
 def test_the_resume_hint_hides_the_password(monkeypatch, capsys):
     from harness import cli
-    from pretrain.training.stop import Stopped
+    from foundation.training.stop import Stopped
 
     def stopped(_args):
         raise Stopped("stopped by SIGTERM at step 3", 15)
@@ -128,7 +128,7 @@ def test_tracking_errors_hide_the_password():
     from mlflow.exceptions import MlflowException
 
     from harness.tracking import mlflow_leaderboard
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     uri = f"http://me:{SECRET}@h:5000"
     with pytest.raises(UserError) as raised, mlflow_leaderboard.tracking_errors(uri, "reading the leaderboard"):
@@ -138,7 +138,7 @@ def test_tracking_errors_hide_the_password():
 
 def test_a_bad_tracking_uri_hides_the_password():
     from harness.tracking import mlflow_runs
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     with pytest.raises(UserError) as raised:
         mlflow_runs.checked_uri(f"postgresql://u:{SECRET}@h:port/db")
@@ -168,7 +168,7 @@ def test_mlflow_prints_no_run_url_for_a_uri_with_a_password(monkeypatch):
     import os
 
     from harness.tracking import mlflow_runs
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)
     with pytest.raises(UserError):

@@ -1,4 +1,4 @@
-"""Each setting says what it is once (pretrain/infra/settings.py), and the resume rules of both loops,
+"""Each setting says what it is once (foundation/infra/settings.py), and the resume rules of both loops,
 the legacy defaults, the recipe departures, the choices and --help are read from it."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from harness.deploy.serve_config import ServeConfig
 from harness.experiments import efficiency
 from harness.finetuning import glue_benchmark, records, results_file
 from pretrain.config import BUDGETS, PretrainConfig, config_differences, resolve
-from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
-from pretrain.infra.settings import Flag, befores, differences, of_kind, resumable, setting, settings
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
+from foundation.infra.settings import Flag, befores, differences, of_kind, resumable, setting, settings
 from reports import results_schema
 from reports.recipe import departures
 from tasks.config import FinetuneConfig, SquadConfig
@@ -75,8 +75,8 @@ def test_the_real_configs_declare_every_field_and_keep_their_old_meaning():
 def test_the_optimiser_settings_are_one_declaration_both_loops_place_in_their_own_order():
     from typing import get_type_hints
 
-    from pretrain.infra.settings import settings
-    from pretrain.training.optimizer_settings import OptimizerSettings
+    from foundation.infra.settings import settings
+    from foundation.training.optimizer_settings import OptimizerSettings
 
     shared = settings(OptimizerSettings)
     assert list(shared) == ["optimizer", "weight_decay", "adam_epsilon", "max_grad_norm"]

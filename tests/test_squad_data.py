@@ -5,7 +5,7 @@ import json
 import datasets
 import pytest
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks import squad_data
 from tasks.squad_data import load_squad_hub, load_squad_json, split_by_article, squad_file
 

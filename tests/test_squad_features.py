@@ -6,7 +6,7 @@ import datasets
 import numpy as np
 import pytest
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks.squad_features import (
     postprocess,
     prepare_eval_features,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks.squad_metrics import (
     exact_match,
     f1,

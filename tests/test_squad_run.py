@@ -221,7 +221,7 @@ def test_bad_input_is_one_line(case, tiny_model, tmp_path, capsys):
 
 
 def test_data_dir_from_env_else_the_hub(tiny_model, tmp_path, capsys, monkeypatch):
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
     from tasks import squad_data
 
     monkeypatch.setenv("SQUAD_DIR", str(tmp_path / "empty"))

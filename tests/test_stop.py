@@ -16,7 +16,7 @@ import pytest
 import torch
 import transformers
 
-from pretrain.training import stop
+from foundation.training import stop
 from tasks import batching, glue
 from tasks.config import FinetuneConfig
 from tasks.finetune import LoopIO, finetune
@@ -130,7 +130,7 @@ def test_a_seed_killed_after_an_epoch_resumes_from_it_bit_identical(tiny_model, 
 
 
 def test_a_state_of_other_settings_is_refused_in_one_line(tiny_model, glue_data, tmp_path):
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     path = seed_path(tmp_path, "rte", 0)
     with pytest.raises(stop.Stopped):
@@ -214,7 +214,7 @@ def pretrained(tmp_path_factory):
 # A real `harness pretrain` process (the signalled one; the reference and the resume run in this one,
 # ~19 s alone): the only check that a signal to the CLI checkpoints and that the resumed run ends
 # bit-identical. SIGINT (Ctrl-C) is in the release tier: the same handler takes both
-# signals (pretrain.training.stop.SIGNALS); CI sends SIGINT to a real fine-tuning process instead
+# signals (foundation.training.stop.SIGNALS); CI sends SIGINT to a real fine-tuning process instead
 # (test_a_seed_stopped_by_a_signal_resumes_bit_identical), and both to the loop in-process (above).
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.release)])

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 
 # ---- conlleval ------------------------------------------------------------------------------------
 

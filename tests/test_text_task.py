@@ -184,7 +184,7 @@ BAD = ["missing file", "missing column lists the columns", "empty split", "dev l
 
 @pytest.mark.parametrize("case", BAD)
 def test_bad_data_is_one_line_naming_where_and_the_fix(case, bad_cases):
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     described, message = bad_cases[case]
     described = {"text": ("s",), "label": "y"} | described
@@ -368,7 +368,7 @@ def test_readme_worked_example_runs_as_written(model128, tmp_path, shared):
 def test_a_datasets_folder_or_hub_id_is_read_by_split(tmp_path):
     """--dataset goes to datasets.load_dataset (a Hub id offline from its cache; here a local folder of
     split files, the same call), its splits by name; an id in no cache is one line saying what to do."""
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     folder = tmp_path / "reviews"
     folder.mkdir()

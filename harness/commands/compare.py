@@ -43,7 +43,7 @@ def add_parser(subparsers) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from harness.experiments.comparison import compare, load_results_folder, table, to_json
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     if not 0 < args.target < float("inf"):  # nan too
         raise UserError(f"--target must be a positive, finite number of points (got {args.target})")

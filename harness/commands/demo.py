@@ -48,7 +48,7 @@ def add_parser(subparsers) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from harness.experiments.demo import Demo, choose_plan, default_inputs, run_demo
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     data_dir, corpus = default_inputs(args.data_dir, args.corpus)
     demo = Demo(args.output, choose_plan(args.device), corpus, data_dir, args.tracking_uri)

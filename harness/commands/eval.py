@@ -136,7 +136,7 @@ def handle_squad(args) -> int:
 
     from harness.config import load_squad_settings
     from harness.finetuning.evaluation import span_heads
-    from pretrain.models.resolve import resolve_model
+    from foundation.models.resolve import resolve_model
     from tasks.registry import squad_task
 
     task = squad_task(args.version)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.tracking import mlflow_runs
 from pretrain.config import OBJECTIVES
-from pretrain.models.presets import PRESETS
+from foundation.models.presets import PRESETS
 
 EPILOG = """examples:
   harness experiment efficiency --preset electra-tiny --corpus ../shared/data/corpus/gutenberg \\
@@ -62,7 +62,7 @@ def add_parser(subparsers) -> None:
 def handle_efficiency(args: argparse.Namespace) -> int:
     from harness.config import load_config
     from harness.experiments.efficiency import Efficiency, diverged_error, run_efficiency
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
     from tasks.config import FinetuneConfig
     from tasks.registry import parse_tasks
 
@@ -94,13 +94,13 @@ def handle_efficiency(args: argparse.Namespace) -> int:
 def recorded_command(argv: list[str]) -> str:
     """The command line as typed, for experiment.json and efficiency.json, its passwords as ***; empty
     when called other than as `harness experiment` (by `harness demo`, or a test)."""
-    from pretrain.infra.secrets import redact_argv
+    from foundation.infra.secrets import redact_argv
 
     return shlex.join(["harness", *redact_argv(argv)]) if argv[:1] == ["experiment"] else ""
 
 
 def _budgets(spec: str) -> tuple[float, ...]:
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     try:
         budgets = tuple(float(item) for item in spec.split(",") if item.strip())
@@ -110,7 +110,7 @@ def _budgets(spec: str) -> tuple[float, ...]:
 
 
 def _objectives(spec: str) -> tuple[str, ...]:
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     names = tuple(dict.fromkeys(n.strip() for n in spec.split(",") if n.strip()))
     unknown = [n for n in names if n not in OBJECTIVES]

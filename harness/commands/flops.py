@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from pretrain.infra.errors import UserError
-from pretrain.models import flops
-from pretrain.models.presets import PRESETS
-from pretrain.models.shapes import TransformerShape
+from foundation.infra.errors import UserError
+from foundation.models import flops
+from foundation.models.presets import PRESETS
+from foundation.models.shapes import TransformerShape
 from reports import flop_counts
 
 PAPER = "paper convention (ELECTRA flops_computation.py)"

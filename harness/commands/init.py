@@ -25,11 +25,11 @@ def add_parser(subparsers) -> None:
 def handle(args) -> int:
     import transformers
 
-    from pretrain.infra.errors import UserError
-    from pretrain.models.layout import has_weights
-    from pretrain.models.presets import discriminator_config, get_preset
+    from foundation.infra.errors import UserError
+    from foundation.models.layout import has_weights
+    from foundation.models.presets import discriminator_config, get_preset
     from pretrain.random_init import write_random_init
-    from pretrain.training.quiet import quiet_transformers
+    from foundation.training.quiet import quiet_transformers
 
     preset = get_preset(args.preset)
     if args.keep_existing and has_weights(args.output):

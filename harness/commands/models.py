@@ -21,7 +21,7 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args) -> int:
-    from pretrain.models.presets import PRESETS
+    from foundation.models.presets import PRESETS
 
     print(f"{'name':14} {'hidden':>6} {'layers':>6} {'heads':>5} {'ffn':>5} {'embed':>5}  weights")
     for p in PRESETS.values():

@@ -40,7 +40,7 @@ def add_parser(subparsers) -> None:
 
 def utf8_lines(data: bytes, source: str) -> list[str]:
     """The lines of UTF-8 input (a byte-order mark allowed), or a UserError naming the first bad line."""
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     try:
         return data.decode("utf-8-sig").splitlines()
@@ -54,7 +54,7 @@ def handle(args) -> int:
     import json
 
     from harness.deploy.onnx_predictor import Predictor, Request, read_requests
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     if args.texts and args.input:
         raise UserError("pass texts or --input, not both")

@@ -8,7 +8,7 @@ from pathlib import Path
 from harness.config import add_flags, settings_help
 from harness.tracking import mlflow_runs
 from pretrain.config import PretrainConfig
-from pretrain.models.layout import DISCRIMINATOR_DIR
+from foundation.models.layout import DISCRIMINATOR_DIR
 
 EPILOG = """examples:
   harness pretrain --preset electra-tiny --corpus ../shared/data/corpus/gutenberg --max-flops 1e15 \\

@@ -163,7 +163,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def handle_glue(args) -> int:
     from harness.config import load_config
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
     from tasks.config import FinetuneConfig
 
     task = GLUE_TASKS.get(args.task)
@@ -230,7 +230,7 @@ def handle_text(args) -> int:
 def _search(args, task: str, config, make_target) -> int:
     from harness.search.space import load_space
     from harness.search.trials import SearchInvocation, default_study_name, run_search
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     if args.trials < 1:
         raise UserError(f"--trials must be at least 1 (got {args.trials})")

@@ -48,7 +48,7 @@ def add_parser(subparsers) -> None:
 
 def listen(host: str, port: int) -> socket.socket:
     """A bound, listening socket, or a UserError naming the address (uvicorn would exit with a log line)."""
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     if not 0 <= port <= 65535:
         raise UserError(f"--port {port} is not a port; choose 0 to 65535 (0: any free one)")
@@ -72,7 +72,7 @@ def listen(host: str, port: int) -> socket.socket:
 def handle(args) -> int:
     from harness.config import load_config
     from harness.deploy.onnx_predictor import Predictor
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     config = load_config(ServeConfig, None, args.overrides)
     try:

@@ -1,5 +1,5 @@
 """`harness settings`: every setting of a command (or the search space), as its field declares it
-(pretrain/infra/settings.py): kind, default, allowed values, whether a resume may change it, its value for
+(foundation/infra/settings.py): kind, default, allowed values, whether a resume may change it, its value for
 results written before it existed, what it does and the flag that also sets it."""
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def add_parser(subparsers) -> None:
 
 def handle(args) -> int:
     from harness.config import shown
-    from pretrain.infra import settings
-    from pretrain.infra.errors import UserError
+    from foundation.infra import settings
+    from foundation.infra.errors import UserError
 
     rows = []
     for cls in _classes(CONFIGS[args.command]):

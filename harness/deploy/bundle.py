@@ -16,8 +16,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pretrain.infra.confined import confined
-from pretrain.infra.errors import UserError
+from foundation.infra.confined import confined
+from foundation.infra.errors import UserError
 
 BUNDLE_FORMAT = "electra-harness/onnx-bundle/2"  # 2: the manifest carries its own sha256
 MANIFEST = "manifest.json"

@@ -21,8 +21,8 @@ from harness.deploy import bundle, onnx_check, onnx_export, tag_spans
 from harness.deploy.onnx_predictor import Predictor
 from harness.deploy.onnx_source import Source, resolve_source
 from harness.tracking import mlflow_runs
-from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
 from tasks.registry import GlueTask, SquadTask
 from tasks.tagging_task import TaggingTask
 from tasks.text_task import TextTask

@@ -20,8 +20,8 @@ import torch
 import transformers
 
 from harness.deploy.bundle import KINDS, PER_TOKEN_OUTPUTS, TOKEN_INPUTS
-from pretrain.infra.errors import UserError
-from pretrain.models.checkpoint_check import weight_shapes
+from foundation.infra.errors import UserError
+from foundation.models.checkpoint_check import weight_shapes
 
 OPSET = 17
 PARITY_TOLERANCE = 1e-4  # max |logit difference| between PyTorch and onnxruntime fp32

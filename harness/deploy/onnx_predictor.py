@@ -37,7 +37,7 @@ from harness.deploy.bundle import (
     read_manifest,
     verify_files,
 )
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks import squad_spans
 from tasks.registry import GLUE_TASKS
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.deploy import onnx_export
-from pretrain.infra.errors import UserError
-from pretrain.models.resolve import resolve_model
+from foundation.infra.errors import UserError
+from foundation.models.resolve import resolve_model
 from reports import accounting, results_schema
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS, GlueTask, SquadTask
 from tasks.tagging_task import TaggingTask

@@ -36,7 +36,7 @@ from starlette.routing import Route
 from harness.deploy.batcher import Busy, MicroBatcher
 from harness.deploy.onnx_predictor import REQUEST_KEYS, Predictor, Request, request_from_record
 from harness.deploy.serve_config import ServeConfig
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 
 log = logging.getLogger("harness.serve")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pretrain.infra.settings import setting
+from foundation.infra.settings import setting
 
 
 @dataclass(frozen=True)

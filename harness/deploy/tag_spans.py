@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tokenizers import Encoding, Tokenizer, pre_tokenizers
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks import tagging_metrics
 
 # BERT's basic split: at whitespace, and every punctuation character a word of its own ("Smith's" ->

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from reports import dev_outputs, intervals, stats
 from reports.dev_outputs import SplitOutputs
 from reports.leaderboard import load_results

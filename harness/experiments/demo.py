@@ -29,8 +29,8 @@ from harness.experiments.efficiency import (
     scored_points,
     stage_count,
 )
-from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
 from pretrain.vocab import shared_dir
 from reports.efficiency import CONTROL
 from tasks.config import FinetuneConfig

@@ -27,11 +27,11 @@ from harness.config import as_dict, load_config
 from harness.finetuning import records, results_file
 from harness.finetuning.glue_benchmark import GlueInvocation, run_glue
 from pretrain.config import PretrainConfig, resolve
-from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
-from pretrain.models.layout import DISCRIMINATOR_DIR
-from pretrain.models.pretrain_meta import PretrainMeta
-from pretrain.training.quiet import quiet_libraries
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
+from foundation.models.layout import DISCRIMINATOR_DIR
+from foundation.models.pretrain_meta import PretrainMeta
+from foundation.training.quiet import quiet_libraries
 from reports import efficiency
 from reports.efficiency import CONTROL, Arm
 from tasks.config import FinetuneConfig
@@ -156,7 +156,7 @@ def _control(exp: Efficiency, like: Path, progress, stage: str) -> Arm:
     """The untrained control: `like`'s config and tokenizer, fresh weights; then fine-tuned."""
     import transformers
 
-    from pretrain.models.layout import has_weights
+    from foundation.models.layout import has_weights
     from pretrain.random_init import write_random_init
 
     folder = exp.output_dir / CONTROL

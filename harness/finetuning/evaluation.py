@@ -17,9 +17,9 @@ import torch
 import transformers
 
 from harness.finetuning.model_setup import ModelSetup
-from pretrain.infra.errors import UserError
-from pretrain.training import placement
-from pretrain.training.quiet import quiet_transformers
+from foundation.infra.errors import UserError
+from foundation.training import placement
+from foundation.training.quiet import quiet_transformers
 from tasks import batching
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult, FinetuneTask, predict

@@ -10,12 +10,12 @@ from pathlib import Path
 import torch
 import transformers
 
-from pretrain.infra.errors import UserError
-from pretrain.models.checkpoint_check import check_checkpoint
-from pretrain.models.hub import needs_remote_code
-from pretrain.models.presets import size_of
-from pretrain.models.resolve import resolve_model
-from pretrain.training import placement
+from foundation.infra.errors import UserError
+from foundation.models.checkpoint_check import check_checkpoint
+from foundation.models.hub import needs_remote_code
+from foundation.models.presets import size_of
+from foundation.models.resolve import resolve_model
+from foundation.training import placement
 from tasks.config import FinetuneConfig, head_for
 
 

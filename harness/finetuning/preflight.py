@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 
 
 def check_run_outputs(output_dir: Path, tracking_uri: str) -> None:

@@ -12,8 +12,8 @@ import torch
 import transformers
 
 from harness.config import as_dict
-from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
 from reports import results_schema
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from pretrain.infra import settings
-from pretrain.infra.errors import UserError
+from foundation.infra import settings
+from foundation.infra.errors import UserError
 from reports.results_schema import FILE, RECORDS, ResultsBody, read, write
 from tasks.config import FinetuneConfig, SquadConfig, head_for
 
@@ -84,7 +84,7 @@ def resume(output_dir: Path, fresh: ResultsBody, same: Sequence[str] = ("format"
 
 
 _ABSENT = object()  # a key one of the two results.json bodies lacks (one written by another version)
-# The blocks that hold a config's settings, compared by its one resume rule (pretrain/infra/settings.py):
+# The blocks that hold a config's settings, compared by its one resume rule (foundation/infra/settings.py):
 # resumable settings (the first seed: seed=1 beside seed=0 adds seeds; torch.compile) may change, and a key
 # an older file lacks stands for the setting's value before it existed.
 CONFIGS = {"config": FinetuneConfig, "settings": SquadConfig}

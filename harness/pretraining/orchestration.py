@@ -14,11 +14,11 @@ from harness.pretraining.task_corpus import corpus_source
 from harness.tracking import mlflow_runs
 from pretrain import checkpoint, planning, train
 from pretrain.config import PretrainConfig
-from pretrain.infra import atomic
-from pretrain.models.pretrain_meta import PretrainMeta
+from foundation.infra import atomic
+from foundation.models.pretrain_meta import PretrainMeta
 from pretrain.planning import Plan
-from pretrain.training import console, stop
-from pretrain.training.quiet import quiet_libraries
+from foundation.training import console, stop
+from foundation.training.quiet import quiet_libraries
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining}{postfix}]"
 

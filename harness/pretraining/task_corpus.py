@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pretrain.corpus import corpus_files
 from pretrain.corpus_source import CorpusSource, is_spec, path_provenance, summary
-from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
 from pretrain.vocab import shared_dir
 from tasks.registry import GLUE_TASKS, GlueTask
 

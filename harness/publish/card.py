@@ -15,10 +15,10 @@ import re
 from pathlib import Path
 
 from harness.publish.saved import SavedModel, read_run, saved_models
-from pretrain.infra import atomic
-from pretrain.models import flops
-from pretrain.models.hub import parse_hub_id
-from pretrain.models.shapes import shape_of
+from foundation.infra import atomic
+from foundation.models import flops
+from foundation.models.hub import parse_hub_id
+from foundation.models.shapes import shape_of
 from reports import accounting, results_schema
 from reports.leaderboard import departures_of, short_name
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from harness.publish.card import CARD, model_card
 from harness.publish.saved import SavedModel, choose, read_run, saved_models
-from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
 
 
 def check_online(repo: str) -> str:

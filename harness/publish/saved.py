@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from reports import results_schema
 
 MODELS_DIR = "models"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks.config import FinetuneConfig
 
 

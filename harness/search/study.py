@@ -25,9 +25,9 @@ from typing import Any
 
 import optuna
 
-from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
-from pretrain.infra.secrets import redact_uri
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
+from foundation.infra.secrets import redact_uri
 from reports.results_schema import SearchOrigin
 
 DEFAULT_STORAGE = "sqlite:///runs/optuna.db"
@@ -38,7 +38,7 @@ PRUNERS = ("median", "hyperband", "none")
 
 
 def redact(url: str) -> str:
-    """A storage URL fit for logs and files: its passwords and tokens as *** (pretrain/infra/secrets.py)."""
+    """A storage URL fit for logs and files: its passwords and tokens as *** (foundation/infra/secrets.py)."""
     return redact_uri(url)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from harness.finetuning import model_setup
 from harness.finetuning.orchestration import Benchmark, train_seed
 from harness.search.trials import SearchTarget
-from pretrain.training.quiet import quiet_libraries
+from foundation.training.quiet import quiet_libraries
 from tasks.finetune import LoopIO
 
 

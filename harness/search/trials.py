@@ -37,7 +37,7 @@ from harness.config import as_dict
 from harness.search import study as studies
 from harness.search.space import SEARCHED, SearchSpace
 from harness.tracking import mlflow_runs
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
 

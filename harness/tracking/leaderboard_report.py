@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.tracking import mlflow_leaderboard, mlflow_runs
-from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
-from pretrain.infra.secrets import redact_uri
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
+from foundation.infra.secrets import redact_uri
 from reports import plot, render
 from reports.leaderboard import MEASURED, published_rows, rows_from_results
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from harness.tracking import mlflow_runs, mlflow_view
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 from reports import render
 from reports.leaderboard import (
     DEPARTS,

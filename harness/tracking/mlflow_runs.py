@@ -14,8 +14,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pretrain.infra.errors import UserError
-from pretrain.infra.secrets import redact_uri
+from foundation.infra.errors import UserError
+from foundation.infra.secrets import redact_uri
 
 DEFAULT_TRACKING_URI = "sqlite:///runs/mlflow.db"
 TRACKING_HELP = f"MLflow tracking URI, or none: no MLflow (default: {DEFAULT_TRACKING_URI})"
@@ -70,7 +70,7 @@ def checked_uri(uri: str) -> str:
     """
     from urllib.parse import urlsplit
 
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     scheme = uri.partition(":")[0].split("+")[0].lower() if ":" in uri else ""
     if scheme in DATABASE_SCHEMES:
@@ -187,8 +187,8 @@ def store_lock(uri: str) -> contextlib.AbstractContextManager:
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """A killed job (SIGTERM from a scheduler or `kill`) ends its runs as KILLED, like Ctrl-C; a loop
-    inside that saves its state stops at its next step instead (pretrain/training/stop.py)."""
-    from pretrain.training import stop
+    inside that saves its state stops at its next step instead (foundation/training/stop.py)."""
+    from foundation.training import stop
 
     with stop.handled():
         yield

@@ -17,7 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from pretrain.infra.secrets import redact_uri
+from foundation.infra.secrets import redact_uri
 
 NOTE_TAG = "mlflow.note.content"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."

@@ -9,7 +9,7 @@ pre-training and reports read it, and pretrain/ may import nothing above the fou
 The record stays a plain dict (a TypedDict): a record from an older version lacks later keys, and its
 readers take it as it is. `write` serialises it (keys sorted), `read` parses it.
 
-Model identity (README, "Architecture"): imports only pretrain.infra.
+Model identity (README, "Architecture"): imports only foundation.infra.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 from typing import Any, TypedDict
 
-from pretrain.infra import atomic
-from pretrain.infra.errors import UserError
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
 
 
 class Parameters(TypedDict):
@@ -47,12 +47,12 @@ class PretrainMeta(TypedDict, total=False):
     preset: str
     embedding_sharing: str | None  # None without a generator
     generator_fraction: float | None  # the generator's width over the discriminator's; None without one
-    discriminator_shape: dict[str, int]  # pretrain/models/shapes.py TransformerShape's fields
+    discriminator_shape: dict[str, int]  # foundation/models/shapes.py TransformerShape's fields
     generator_shape: dict[str, int] | None
     parameters: Parameters
     steps: int  # optimiser steps taken
     tokens_seen: int  # real (non-padding) tokens in every process's batches
-    train_flops: float  # paper convention (pretrain/models/flops.py), summed over steps
+    train_flops: float  # paper convention (foundation/models/flops.py), summed over steps
     wall_time_s: float  # seconds of training, resumed runs included
     stage: int  # two-stage's stage (1 otherwise)
     batch_size: int  # sequences per step, all processes

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pretrain.infra.settings import declared, described, setting
+from foundation.infra.settings import declared, described, setting
 
 Optimizer = Literal["electra", "adamw"]
 

@@ -1,7 +1,7 @@
 """Transformer shapes: the dimensions a FLOPs or parameter count needs, read from a preset, any encoder
 family's config, or a config.json dict; ELECTRA's generator shape from its discriminator's.
 
-Model identity (README, "Architecture"): imports only pretrain.infra.errors, and transformers inside the
+Model identity (README, "Architecture"): imports only foundation.infra.errors, and transformers inside the
 function that needs it.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 
 
 @dataclass(frozen=True)

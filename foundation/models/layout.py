@@ -2,15 +2,15 @@
 `harness pretrain` output (the discriminator and generator as plain transformers folders, and the run's
 record, pretrain_meta.json, that reports read).
 
-Model identity (README, "Architecture"): imports only pretrain.infra.errors and .hub.
+Model identity (README, "Architecture"): imports only foundation.infra.errors and .hub.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pretrain.infra.errors import UserError
-from pretrain.models import hub
+from foundation.infra.errors import UserError
+from foundation.models import hub
 
 WEIGHT_FILES = hub.WEIGHTS_ANY
 DISCRIMINATOR_DIR = "discriminator"

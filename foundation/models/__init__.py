@@ -4,6 +4,6 @@ and a pre-training output's folders), pretrain_meta (pretrain_meta.json's schema
 value to a local checkpoint), hub (Hub ids from the Hub or its cache), checkpoint_check (damaged or
 mismatched checkpoint files, one line) and flops (the paper's FLOPs formulas).
 
-It imports only pretrain/infra/. Pre-training, the fine-tuning and export commands, and reports find
+It imports only foundation/infra/. Pre-training, the fine-tuning and export commands, and reports find
 models here; the fine-tuning loop (tasks/) needs none of it.
 """

@@ -13,8 +13,8 @@ import json
 import zipfile
 from pathlib import Path
 
-from pretrain.infra.confined import confined
-from pretrain.infra.errors import UserError
+from foundation.infra.confined import confined
+from foundation.infra.errors import UserError
 
 FIX_WEIGHTS = "copy or download the checkpoint again (or save it again with save_pretrained())"
 

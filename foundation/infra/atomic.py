@@ -245,7 +245,7 @@ def exclusive(lock_file: Path, busy: str) -> Iterator[None]:
     """
     from filelock import FileLock, Timeout
 
-    from pretrain.infra.errors import UserError
+    from foundation.infra.errors import UserError
 
     Path(lock_file).parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(lock_file))

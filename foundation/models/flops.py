@@ -26,8 +26,8 @@ reports that print costs use these same formulas. Torch-free.
 
 from __future__ import annotations
 
-from pretrain.infra.errors import UserError
-from pretrain.models.shapes import TransformerShape, shape_of
+from foundation.infra.errors import UserError
+from foundation.models.shapes import TransformerShape, shape_of
 
 # Per-element constants from the official script. Dropout: random number, compare, mask, rescale.
 DROPOUT_FLOPS = 4

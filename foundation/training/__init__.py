@@ -5,6 +5,6 @@ precision, attention, batch slices), rng (every generator's state saved and rest
 Ctrl-C end a loop at a step with its state saved), console (the one bar-or-lines progress rule) and quiet
 (the libraries' bars off while we load and save).
 
-It imports only pretrain/infra/. Fine-tuning imports this kit and infra, never pre-training itself nor
+It imports only foundation/infra/. Fine-tuning imports this kit and infra, never pre-training itself nor
 model identity (tests/test_imports.py).
 """

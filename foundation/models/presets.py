@@ -1,7 +1,7 @@
 """The one model registry: named presets (the paper's sizes, its comparison BERTs, CPU-scale presets), the
 recipe row of any encoder's size, and the transformers configs a preset starts from.
 
-Model identity (README, "Architecture"): imports only pretrain.infra.errors and .shapes, and transformers
+Model identity (README, "Architecture"): imports only foundation.infra.errors and .shapes, and transformers
 inside the functions that need it.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from pretrain.infra.errors import UserError
-from pretrain.models.shapes import TransformerShape
+from foundation.infra.errors import UserError
+from foundation.models.shapes import TransformerShape
 
 
 @dataclass(frozen=True)

@@ -5,5 +5,5 @@ confined (file names read from a manifest or an index kept inside their folder).
 
 The lowest layer: it imports nothing else of ours. It lies in pretrain/ because the top level (harness,
 tasks, pretrain, reports) is the user's map and takes no new package; tests/test_imports.py gives every
-module under pretrain/infra/ this layer by its location.
+module under foundation/infra/ this layer by its location.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 
 
 def confined(directory: Path, name: object, where: str, fix: str, *,

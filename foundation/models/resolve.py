@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pretrain.infra.errors import UserError
-from pretrain.models import hub
-from pretrain.models.layout import checkpoint_dir
-from pretrain.models.presets import PRESETS
+from foundation.infra.errors import UserError
+from foundation.models import hub
+from foundation.models.layout import checkpoint_dir
+from foundation.models.presets import PRESETS
 
 
 def resolve_model(name_or_path: str, trust_remote_code: bool = False) -> str:

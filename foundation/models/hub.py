@@ -3,7 +3,7 @@ snapshot folder by huggingface_hub's own `snapshot_download`, which is what `fro
 (HF_HUB_OFFLINE=1) it reads the cache in its hub layout (`models--org--name/refs/<revision>`,
 `snapshots/<commit>/`), exactly as `from_pretrained` would.
 
-Model identity: imports only pretrain.infra.errors, and huggingface_hub or transformers inside
+Model identity: imports only foundation.infra.errors, and huggingface_hub or transformers inside
 the functions that need them.
 """
 
@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from pretrain.infra.errors import UserError
+from foundation.infra.errors import UserError
 
 # The Hub's repo-id rule (huggingface_hub's validate_repo_id): letters, digits, '-', '_', '.', one optional
 # '/' between namespace and name; a revision (branch, tag or commit) may follow an '@'.
