@@ -48,7 +48,7 @@ FEATURES = {
     "experiments": {"finetuning", "pretraining", "deploy", "tracking"},  # experiment, demo, compare
     "publish": set(),  # harness card and push: a run's saved models, their cards, the Hub upload
 }
-HARNESS_TOP = {"harness", "harness.cli", "harness.config"}
+HARNESS_TOP = {"harness", "harness.cli", "harness.config", "harness.kinds"}  # kinds: the registry of kinds of task
 
 
 def layer(module: str) -> str | None:
