@@ -19,9 +19,9 @@ import random
 import tempfile
 from pathlib import Path
 
-from harness.cli import main as harness
 from foundation.models.presets import PRESETS, ModelPreset
 from foundation.models.shapes import TransformerShape
+from harness.cli import main as harness
 
 PROBE = ModelPreset("copy-probe", "electra", "small",
                     TransformerShape(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128,

@@ -14,10 +14,10 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from harness.cli import main
-from harness.experiments import demo
 from foundation.models.presets import PRESETS, ModelPreset
 from foundation.models.shapes import TransformerShape
+from harness.cli import main
+from harness.experiments import demo
 
 MICRO = ModelPreset("check-micro", "electra", "small",
                     TransformerShape(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,

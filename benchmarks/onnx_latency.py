@@ -31,9 +31,9 @@ import transformers
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from foundation.models.presets import PRESETS, discriminator_config  # noqa: E402
 from harness.deploy import onnx_export  # noqa: E402
 from harness.deploy.bundle import INPUT_NAMES  # noqa: E402
-from foundation.models.presets import PRESETS, discriminator_config  # noqa: E402
 
 SEQ_LEN = 128
 BATCH_SIZES = (1, 8, 32)

@@ -25,14 +25,14 @@ from types import SimpleNamespace
 import torch
 from gpu_ceilings import matmul_peak  # this folder: on sys.path when run as a script
 
+from foundation.models.presets import PRESETS
+from foundation.training import placement
+from foundation.training.placement import pick_device, resolve_precision
 from pretrain.budget import step_flops
 from pretrain.config import PretrainConfig, resolve
 from pretrain.distributed import Context
-from foundation.models.presets import PRESETS
 from pretrain.prepare import build_setup
 from pretrain.train import train_step
-from foundation.training import placement
-from foundation.training.placement import pick_device, resolve_precision
 
 PAD, UNK, CLS, SEP, MASK = 0, 100, 101, 102, 103  # BERT uncased vocabulary ids
 

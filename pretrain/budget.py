@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from pretrain.config import BUDGETS, PretrainConfig
 from foundation.models.flops import TRAIN_TO_FORWARD_RATIO, train_step_flops
 from foundation.training.optimization import scheduled_rate
+from pretrain.config import BUDGETS, PretrainConfig
 
 
 @dataclass

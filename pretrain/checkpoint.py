@@ -29,8 +29,6 @@ from pathlib import Path
 
 import torch
 
-from pretrain.budget import BudgetCounters, budget_fraction, learning_rate, schedule_fraction, stage_fraction
-from pretrain.config import BUDGETS, PretrainConfig, config_differences
 from foundation.infra import atomic
 from foundation.infra.atomic import atomic_dir, save_pretrained, write_bytes
 from foundation.infra.errors import UserError
@@ -40,6 +38,8 @@ from foundation.models.pretrain_meta import BudgetChange, PretrainMeta
 from foundation.training import stop
 from foundation.training.quiet import quiet_transformers
 from foundation.training.rng import restore_rng, rng_state  # noqa: F401  (the loop's ckpt.rng_state)
+from pretrain.budget import BudgetCounters, budget_fraction, learning_rate, schedule_fraction, stage_fraction
+from pretrain.config import BUDGETS, PretrainConfig, config_differences
 
 STATE_FILE = "training_state.pt"
 # 2: only tensors and plain Python values, so it loads with torch.load(weights_only=True); 1 (no

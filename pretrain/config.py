@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pretrain.corpus_source import SPEC_PREFIXES
 from foundation.infra.settings import Flag, choice_errors, differences, of_kind, setting
 from foundation.models.presets import PRESETS
 from foundation.training.optimizer_settings import Optimizer, optimizer_errors, optimizer_setting
+from pretrain.corpus_source import SPEC_PREFIXES
 
 Objective = Literal["electra", "mlm", "electra-15", "replace-mlm", "all-tokens-mlm", "two-stage"]
 Sharing = Literal["shared", "untied", "tied", "gdes"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pretrain.corpus import corpus_files
 from foundation.infra.errors import UserError
+from pretrain.corpus import corpus_files
 
 # Prefixes of corpus specs: entries that name text rather than being a path.
 SPEC_PREFIXES = ("glue:",)

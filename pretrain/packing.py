@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from pretrain.corpus import cache_key
 from foundation.training.quiet import quiet_datasets
+from pretrain.corpus import cache_key
 
 SINGLE_SEGMENT_PROB = 0.1
 SHORT_TARGET_PROB = 0.05

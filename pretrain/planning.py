@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from foundation.infra.errors import UserError
 from pretrain import checkpoint as ckpt
 from pretrain.config import PretrainConfig, check_runnable, resolve
 from pretrain.corpus_source import CorpusSource, from_paths
-from foundation.infra.errors import UserError
 
 
 @dataclass(frozen=True)

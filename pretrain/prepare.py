@@ -8,15 +8,16 @@ from pathlib import Path
 
 import torch
 
+from foundation.infra.atomic import atomic_dir
+from foundation.models.presets import PRESETS
+from foundation.models.pretrain_meta import BudgetChange, Parameters, PretrainMeta
+from foundation.models.shapes import TransformerShape
+from foundation.training import console, optimization, placement
 from pretrain import distributed as dist
 from pretrain.budget import schedule_fraction, stopped_by
 from pretrain.checkpoint import export_models
 from pretrain.config import PretrainConfig
 from pretrain.corpus import tokenized_paragraphs
-from foundation.infra.atomic import atomic_dir
-from foundation.models.presets import PRESETS
-from foundation.models.pretrain_meta import BudgetChange, Parameters, PretrainMeta
-from foundation.models.shapes import TransformerShape
 from pretrain.networks import (
     build_networks,
     distinct_params,
@@ -28,7 +29,6 @@ from pretrain.networks import (
 from pretrain.objective_model import MAIN_MLM, PretrainingModel
 from pretrain.objectives import MaskingSettings
 from pretrain.packing import packed_examples
-from foundation.training import console, optimization, placement
 from pretrain.vocab import load_tokenizer, tokenizer_fingerprint
 
 # The discriminator's transformer layers and detection head: what `disc_layers_lr_scale` slows (its
@@ -164,8 +164,8 @@ def build_setup(config: PretrainConfig, context: dist.Context, tokenizer) -> Tra
 
 def make_optimizer(model: torch.nn.Module, config: PretrainConfig, device: torch.device):
     """ElectraAdam (its update compiled with `compile_optimizer`) or AdamW (fused where torch supports it),
-    by the training kit's grouping rule (foundation/training/optimization.py): weight decay except on biases and
-    norms.
+    by the training kit's grouping rule (foundation/training/optimization.py): weight decay except on
+    biases and norms.
 
     Each group carries `lr_scale`, which the loop multiplies into the scheduled rate:
     `disc_layers_lr_scale` for the discriminator's own layers and head (depth 1), 1 for the rest. At the

@@ -16,6 +16,10 @@ from pathlib import Path
 
 import torch
 
+from foundation.models import pretrain_meta
+from foundation.models.layout import PRETRAIN_META
+from foundation.models.pretrain_meta import PretrainMeta
+from foundation.training import placement, stop
 from pretrain import checkpoint as ckpt
 from pretrain import distributed as dist
 from pretrain import planning, probe
@@ -31,12 +35,8 @@ from pretrain.config import PretrainConfig
 from pretrain.corpus_source import CorpusSource
 from pretrain.data import BatchStream, Prefetching
 from pretrain.metric_window import MetricWindow, final_metrics, merge_slices
-from foundation.models import pretrain_meta
-from foundation.models.layout import PRETRAIN_META
-from foundation.models.pretrain_meta import PretrainMeta
 from pretrain.planning import Plan
 from pretrain.prepare import TrainingSetup, build_setup, prepare_examples
-from foundation.training import placement, stop
 
 LogCallback = Callable[[int, dict[str, float]], None]
 

@@ -7,9 +7,9 @@ import hashlib
 import os
 from pathlib import Path
 
-from pretrain.corpus import files_signature, iter_paragraphs
 from foundation.infra.atomic import atomic_dir
 from foundation.infra.errors import UserError
+from pretrain.corpus import files_signature, iter_paragraphs
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 DEFAULT_TOKENIZER = "models/electra-small-discriminator"  # under the shared dir: BERT uncased vocab

@@ -145,8 +145,8 @@ def test_run_glue_flags_config_file_and_overrides_build_the_run(glue_runs, tmp_p
 
 
 def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_path, capsys):
-    from harness.finetuning import glue_benchmark, records
     from foundation.models.resolve import resolve_model
+    from harness.finetuning import glue_benchmark, records
     from reports import results_schema
     from tasks.config import FinetuneConfig
 

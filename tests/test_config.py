@@ -2,9 +2,9 @@
 
 import pytest
 
+from foundation.infra.errors import UserError
 from harness.config import load_config
 from pretrain.config import PretrainConfig
-from foundation.infra.errors import UserError
 from tasks.config import FinetuneConfig, SquadConfig
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from pretrain import checkpoint as ckpt
-from pretrain.config import resolve
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
+from pretrain import checkpoint as ckpt
+from pretrain.config import resolve
 from pretrain.planning import Plan
 from pretrain.train import pretrain
 from tests.pretrain_helpers import final_weights, micro_config

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from foundation.infra.errors import UserError
 from harness.cli import main
 from harness.experiments import demo
-from foundation.infra.errors import UserError
 from tests.conftest import MICRO, write_corpus
 from tests.fixtures_processes import mlflow_store_copy
 

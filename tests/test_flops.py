@@ -4,7 +4,6 @@ import pytest
 import torch
 from transformers import BertConfig, ElectraConfig, ElectraModel
 
-from harness.cli import main
 from foundation.infra.errors import UserError
 from foundation.models.flops import (
     finetune_flops,
@@ -15,6 +14,7 @@ from foundation.models.flops import (
 )
 from foundation.models.presets import PRESETS
 from foundation.models.shapes import TransformerShape, generator_shape, shape_of
+from harness.cli import main
 from reports.flop_counts import measured_forward_flops
 
 ELECTRA_SMALL = shape_of(PRESETS["electra-small"])

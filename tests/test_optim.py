@@ -7,10 +7,10 @@ import pytest
 import torch
 import transformers
 
+from foundation.training.optimization import ElectraAdam, build_schedule, electra_lr_factor
 from pretrain.budget import learning_rate
 from pretrain.config import PretrainConfig
 from pretrain.prepare import make_optimizer
-from foundation.training.optimization import ElectraAdam, build_schedule, electra_lr_factor
 from tasks.config import FinetuneConfig
 from tasks.optim import build_optimizer, parameter_groups
 

@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
+from foundation.models.resolve import resolve_model
 from harness.cli import main
 from pretrain.config import PretrainConfig, resolve
-from foundation.models.resolve import resolve_model
 from tests import mlflow_store
 from tests.conftest import MICRO, REPO
 from tests.fixtures_processes import mlflow_store_copy

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from foundation.infra.errors import UserError
 from pretrain.corpus import corpus_files, iter_paragraphs, tokenized_paragraphs
 from pretrain.data import BatchStream, collate
-from foundation.infra.errors import UserError
 from pretrain.packing import ExampleBuilder, packed_examples
 from pretrain.vocab import load_tokenizer, tokenizer_fingerprint
 

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from pretrain import objectives as obj
 from foundation.models.shapes import TransformerShape, generator_shape
+from pretrain import objectives as obj
 from pretrain.networks import GDESEmbeddings, build_networks, discriminator_state, network_config
 from pretrain.objective_model import MAIN_MLM, PretrainingModel
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from pretrain.budget import BudgetCounters, budget_fraction, learning_rate
-from pretrain.config import PretrainConfig, config_differences, resolve
 from foundation.infra.errors import UserError
 from foundation.models import pretrain_meta
 from foundation.models.presets import PRESETS
 from foundation.models.pretrain_meta import PretrainMeta
+from pretrain.budget import BudgetCounters, budget_fraction, learning_rate
+from pretrain.config import PretrainConfig, config_differences, resolve
 from pretrain.train import pretrain
 from tests.conftest import MICRO
 from tests.pretrain_helpers import Killed, final_weights, killed_at, micro_config, micro_setup

@@ -8,9 +8,9 @@ import re
 
 import transformers
 
+from foundation.training import console
 from harness.cli import main
 from harness.pretraining.orchestration import run_pretrain
-from foundation.training import console
 from tasks import batching, glue
 from tasks.config import FinetuneConfig
 from tasks.finetune import LoopIO, finetune

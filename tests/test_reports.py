@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from harness.cli import main
 from foundation.models import flops, pretrain_meta
 from foundation.models.pretrain_meta import PretrainMeta
 from foundation.models.shapes import shape_of
+from harness.cli import main
 from reports import accounting, results_schema
 from reports.leaderboard import (
     CI_COLUMNS,
@@ -298,8 +298,8 @@ def test_unreachable_tracking_server_is_one_line(two_runs, tmp_path, capsys):
 
 
 def test_a_failed_leaderboard_update_says_the_results_are_saved(two_runs):
-    from harness.tracking import mlflow_leaderboard
     from foundation.infra.errors import UserError
+    from harness.tracking import mlflow_leaderboard
 
     uri = f"http://127.0.0.1:{refused_port()}"
     with pytest.raises(UserError) as raised:

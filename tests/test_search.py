@@ -7,11 +7,11 @@ from pathlib import Path
 import optuna
 import pytest
 
+from foundation.infra.errors import UserError
 from harness.search import study as studies
 from harness.search.space import SEARCHED, SearchSpace
 from harness.search.targets import dev_score
 from harness.search.trials import SearchInvocation, SearchTarget, run_search
-from foundation.infra.errors import UserError
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
 from tests import mlflow_store

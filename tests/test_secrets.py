@@ -100,8 +100,8 @@ def test_the_leaderboard_hint_hides_the_password():
 
 
 def test_the_resume_hint_hides_the_password(monkeypatch, capsys):
-    from harness import cli
     from foundation.training.stop import Stopped
+    from harness import cli
 
     def stopped(_args):
         raise Stopped("stopped by SIGTERM at step 3", 15)
@@ -127,8 +127,8 @@ def test_the_experiment_records_no_password():
 def test_tracking_errors_hide_the_password():
     from mlflow.exceptions import MlflowException
 
-    from harness.tracking import mlflow_leaderboard
     from foundation.infra.errors import UserError
+    from harness.tracking import mlflow_leaderboard
 
     uri = f"http://me:{SECRET}@h:5000"
     with pytest.raises(UserError) as raised, mlflow_leaderboard.tracking_errors(uri, "reading the leaderboard"):
@@ -137,8 +137,8 @@ def test_tracking_errors_hide_the_password():
 
 
 def test_a_bad_tracking_uri_hides_the_password():
-    from harness.tracking import mlflow_runs
     from foundation.infra.errors import UserError
+    from harness.tracking import mlflow_runs
 
     with pytest.raises(UserError) as raised:
         mlflow_runs.checked_uri(f"postgresql://u:{SECRET}@h:port/db")
@@ -167,8 +167,8 @@ def test_mlflow_prints_no_run_url_for_a_uri_with_a_password(monkeypatch):
     that print is off (and a plain URI keeps it)."""
     import os
 
-    from harness.tracking import mlflow_runs
     from foundation.infra.errors import UserError
+    from harness.tracking import mlflow_runs
 
     monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)
     with pytest.raises(UserError):

@@ -11,15 +11,15 @@ from typing import Literal
 
 import pytest
 
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
+from foundation.infra.settings import Flag, befores, differences, of_kind, resumable, setting, settings
 from harness.cli import build_parser, main
 from harness.config import add_flags, flag_help, flag_values, settings_help
 from harness.deploy.serve_config import ServeConfig
 from harness.experiments import efficiency
 from harness.finetuning import glue_benchmark, records, results_file
 from pretrain.config import BUDGETS, PretrainConfig, config_differences, resolve
-from foundation.infra import atomic
-from foundation.infra.errors import UserError
-from foundation.infra.settings import Flag, befores, differences, of_kind, resumable, setting, settings
 from reports import results_schema
 from reports.recipe import departures
 from tasks.config import FinetuneConfig, SquadConfig

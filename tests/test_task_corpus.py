@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from foundation.infra.errors import UserError
 from harness.cli import main
 from harness.pretraining.task_corpus import corpus_source
 from pretrain.corpus import iter_paragraphs, tokenized_paragraphs
 from pretrain.corpus_source import from_paths
-from foundation.infra.errors import UserError
 from pretrain.packing import packed_examples
 from reports import accounting, render
 from reports.leaderboard import measured_row

@@ -42,8 +42,8 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from harness.experiments.comparison import compare, load_results_folder, table, to_json
     from foundation.infra.errors import UserError
+    from harness.experiments.comparison import compare, load_results_folder, table, to_json
 
     if not 0 < args.target < float("inf"):  # nan too
         raise UserError(f"--target must be a positive, finite number of points (got {args.target})")

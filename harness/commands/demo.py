@@ -47,8 +47,8 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from harness.experiments.demo import Demo, choose_plan, default_inputs, run_demo
     from foundation.infra.errors import UserError
+    from harness.experiments.demo import Demo, choose_plan, default_inputs, run_demo
 
     data_dir, corpus = default_inputs(args.data_dir, args.corpus)
     demo = Demo(args.output, choose_plan(args.device), corpus, data_dir, args.tracking_uri)

@@ -134,9 +134,9 @@ def handle_text(args) -> int:
 def handle_squad(args) -> int:
     import dataclasses
 
+    from foundation.models.resolve import resolve_model
     from harness.config import load_squad_settings
     from harness.finetuning.evaluation import span_heads
-    from foundation.models.resolve import resolve_model
     from tasks.registry import squad_task
 
     task = squad_task(args.version)

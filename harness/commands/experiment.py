@@ -7,9 +7,9 @@ import shlex
 import sys
 from pathlib import Path
 
+from foundation.models.presets import PRESETS
 from harness.tracking import mlflow_runs
 from pretrain.config import OBJECTIVES
-from foundation.models.presets import PRESETS
 
 EPILOG = """examples:
   harness experiment efficiency --preset electra-tiny --corpus ../shared/data/corpus/gutenberg \\
@@ -60,9 +60,9 @@ def add_parser(subparsers) -> None:
 
 
 def handle_efficiency(args: argparse.Namespace) -> int:
+    from foundation.infra.errors import UserError
     from harness.config import load_config
     from harness.experiments.efficiency import Efficiency, diverged_error, run_efficiency
-    from foundation.infra.errors import UserError
     from tasks.config import FinetuneConfig
     from tasks.registry import parse_tasks
 

@@ -28,8 +28,8 @@ def handle(args) -> int:
     from foundation.infra.errors import UserError
     from foundation.models.layout import has_weights
     from foundation.models.presets import discriminator_config, get_preset
-    from pretrain.random_init import write_random_init
     from foundation.training.quiet import quiet_transformers
+    from pretrain.random_init import write_random_init
 
     preset = get_preset(args.preset)
     if args.keep_existing and has_weights(args.output):

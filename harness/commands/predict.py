@@ -53,8 +53,8 @@ def utf8_lines(data: bytes, source: str) -> list[str]:
 def handle(args) -> int:
     import json
 
-    from harness.deploy.onnx_predictor import Predictor, Request, read_requests
     from foundation.infra.errors import UserError
+    from harness.deploy.onnx_predictor import Predictor, Request, read_requests
 
     if args.texts and args.input:
         raise UserError("pass texts or --input, not both")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from foundation.models.layout import DISCRIMINATOR_DIR
 from harness.config import add_flags, settings_help
 from harness.tracking import mlflow_runs
 from pretrain.config import PretrainConfig
-from foundation.models.layout import DISCRIMINATOR_DIR
 
 EPILOG = """examples:
   harness pretrain --preset electra-tiny --corpus ../shared/data/corpus/gutenberg --max-flops 1e15 \\

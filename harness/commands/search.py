@@ -162,8 +162,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def handle_glue(args) -> int:
-    from harness.config import load_config
     from foundation.infra.errors import UserError
+    from harness.config import load_config
     from tasks.config import FinetuneConfig
 
     task = GLUE_TASKS.get(args.task)
@@ -228,9 +228,9 @@ def handle_text(args) -> int:
 
 
 def _search(args, task: str, config, make_target) -> int:
+    from foundation.infra.errors import UserError
     from harness.search.space import load_space
     from harness.search.trials import SearchInvocation, default_study_name, run_search
-    from foundation.infra.errors import UserError
 
     if args.trials < 1:
         raise UserError(f"--trials must be at least 1 (got {args.trials})")

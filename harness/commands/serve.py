@@ -70,9 +70,9 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def handle(args) -> int:
+    from foundation.infra.errors import UserError
     from harness.config import load_config
     from harness.deploy.onnx_predictor import Predictor
-    from foundation.infra.errors import UserError
 
     config = load_config(ServeConfig, None, args.overrides)
     try:

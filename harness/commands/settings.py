@@ -29,9 +29,9 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args) -> int:
-    from harness.config import shown
     from foundation.infra import settings
     from foundation.infra.errors import UserError
+    from harness.config import shown
 
     rows = []
     for cls in _classes(CONFIGS[args.command]):

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from datasets import Dataset
 
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
 from harness.deploy import bundle, onnx_check, onnx_export, tag_spans
 from harness.deploy.onnx_predictor import Predictor
 from harness.deploy.onnx_source import Source, resolve_source
 from harness.tracking import mlflow_runs
-from foundation.infra import atomic
-from foundation.infra.errors import UserError
 from tasks.registry import GlueTask, SquadTask
 from tasks.tagging_task import TaggingTask
 from tasks.text_task import TextTask

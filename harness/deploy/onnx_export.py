@@ -19,9 +19,9 @@ import onnxruntime
 import torch
 import transformers
 
-from harness.deploy.bundle import KINDS, PER_TOKEN_OUTPUTS, TOKEN_INPUTS
 from foundation.infra.errors import UserError
 from foundation.models.checkpoint_check import weight_shapes
+from harness.deploy.bundle import KINDS, PER_TOKEN_OUTPUTS, TOKEN_INPUTS
 
 OPSET = 17
 PARITY_TOLERANCE = 1e-4  # max |logit difference| between PyTorch and onnxruntime fp32

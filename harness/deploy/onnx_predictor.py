@@ -28,6 +28,7 @@ import numpy as np
 import onnxruntime
 from tokenizers import Encoding, Tokenizer
 
+from foundation.infra.errors import UserError
 from harness.deploy import tag_spans
 from harness.deploy.bundle import (
     INPUT_NAMES,
@@ -37,7 +38,6 @@ from harness.deploy.bundle import (
     read_manifest,
     verify_files,
 )
-from foundation.infra.errors import UserError
 from tasks import squad_spans
 from tasks.registry import GLUE_TASKS
 

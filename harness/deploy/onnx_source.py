@@ -7,9 +7,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.deploy import onnx_export
 from foundation.infra.errors import UserError
 from foundation.models.resolve import resolve_model
+from harness.deploy import onnx_export
 from reports import accounting, results_schema
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS, GlueTask, SquadTask
 from tasks.tagging_task import TaggingTask

@@ -33,10 +33,10 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from foundation.infra.errors import UserError
 from harness.deploy.batcher import Busy, MicroBatcher
 from harness.deploy.onnx_predictor import REQUEST_KEYS, Predictor, Request, request_from_record
 from harness.deploy.serve_config import ServeConfig
-from foundation.infra.errors import UserError
 
 log = logging.getLogger("harness.serve")
 

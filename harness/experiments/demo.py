@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
 from harness.config import load_config
 from harness.experiments.efficiency import (
     Efficiency,
@@ -29,8 +31,6 @@ from harness.experiments.efficiency import (
     scored_points,
     stage_count,
 )
-from foundation.infra import atomic
-from foundation.infra.errors import UserError
 from pretrain.vocab import shared_dir
 from reports.efficiency import CONTROL
 from tasks.config import FinetuneConfig

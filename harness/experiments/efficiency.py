@@ -23,15 +23,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.config import as_dict, load_config
-from harness.finetuning import records, results_file
-from harness.finetuning.glue_benchmark import GlueInvocation, run_glue
-from pretrain.config import PretrainConfig, resolve
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
 from foundation.models.layout import DISCRIMINATOR_DIR
 from foundation.models.pretrain_meta import PretrainMeta
 from foundation.training.quiet import quiet_libraries
+from harness.config import as_dict, load_config
+from harness.finetuning import records, results_file
+from harness.finetuning.glue_benchmark import GlueInvocation, run_glue
+from pretrain.config import PretrainConfig, resolve
 from reports import efficiency
 from reports.efficiency import CONTROL, Arm
 from tasks.config import FinetuneConfig

@@ -16,10 +16,10 @@ import numpy as np
 import torch
 import transformers
 
-from harness.finetuning.model_setup import ModelSetup
 from foundation.infra.errors import UserError
 from foundation.training import placement
 from foundation.training.quiet import quiet_transformers
+from harness.finetuning.model_setup import ModelSetup
 from tasks import batching
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult, FinetuneTask, predict

@@ -9,11 +9,11 @@ import torch
 import transformers
 from datasets import Dataset
 
+from foundation.infra import atomic
 from harness.finetuning import mlflow_logging, model_setup
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
 from harness.tracking import mlflow_runs
-from foundation.infra import atomic
 from reports import dev_outputs, intervals, results_schema, seed_summary
 from tasks import glue, glue_head, metrics
 from tasks.config import FinetuneConfig

@@ -20,13 +20,13 @@ from typing import Any, Protocol, TypeVar
 import torch
 import transformers
 
+from foundation.infra.errors import UserError
+from foundation.training import stop
+from foundation.training.quiet import quiet_libraries
 from harness.config import as_dict
 from harness.finetuning import evaluation, mlflow_logging, model_setup, preflight, records, results_file
 from harness.finetuning.model_setup import ModelSetup
 from harness.tracking import mlflow_leaderboard, mlflow_runs
-from foundation.infra.errors import UserError
-from foundation.training import stop
-from foundation.training.quiet import quiet_libraries
 from reports import accounting, results_schema
 from tasks import batching, finetune_state
 from tasks.config import FinetuneConfig

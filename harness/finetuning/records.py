@@ -11,9 +11,9 @@ from pathlib import Path
 import torch
 import transformers
 
-from harness.config import as_dict
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
+from harness.config import as_dict
 from reports import results_schema
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult

@@ -10,12 +10,12 @@ from pathlib import Path
 import torch
 import transformers
 
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
 from harness.config import as_dict
 from harness.finetuning import model_setup
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
-from foundation.infra import atomic
-from foundation.infra.errors import UserError
 from reports import dev_outputs, results_schema, seed_summary
 from tasks import squad, squad_metrics
 from tasks.config import FinetuneConfig, SquadConfig

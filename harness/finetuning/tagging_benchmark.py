@@ -10,10 +10,10 @@ from pathlib import Path
 import torch
 import transformers
 
+from foundation.infra import atomic
 from harness.finetuning import model_setup
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
-from foundation.infra import atomic
 from reports import dev_outputs, results_schema, seed_summary
 from tasks import tagging, tagging_data, tagging_metrics
 from tasks.config import FinetuneConfig

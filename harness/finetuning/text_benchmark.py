@@ -11,11 +11,11 @@ import torch
 import transformers
 from datasets import Dataset
 
+from foundation.infra import atomic
+from foundation.infra.errors import UserError
 from harness.finetuning import model_setup
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
-from foundation.infra import atomic
-from foundation.infra.errors import UserError
 from reports import dev_outputs, results_schema, seed_summary
 from tasks import glue_head, text, text_data
 from tasks.config import FinetuneConfig

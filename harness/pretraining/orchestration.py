@@ -9,16 +9,16 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from foundation.infra import atomic
+from foundation.models.pretrain_meta import PretrainMeta
+from foundation.training import console, stop
+from foundation.training.quiet import quiet_libraries
 from harness.config import as_dict
 from harness.pretraining.task_corpus import corpus_source
 from harness.tracking import mlflow_runs
 from pretrain import checkpoint, planning, train
 from pretrain.config import PretrainConfig
-from foundation.infra import atomic
-from foundation.models.pretrain_meta import PretrainMeta
 from pretrain.planning import Plan
-from foundation.training import console, stop
-from foundation.training.quiet import quiet_libraries
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining}{postfix}]"
 

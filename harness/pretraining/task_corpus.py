@@ -14,10 +14,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from pretrain.corpus import corpus_files
-from pretrain.corpus_source import CorpusSource, is_spec, path_provenance, summary
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
+from pretrain.corpus import corpus_files
+from pretrain.corpus_source import CorpusSource, is_spec, path_provenance, summary
 from pretrain.vocab import shared_dir
 from tasks.registry import GLUE_TASKS, GlueTask
 

@@ -14,11 +14,11 @@ import json
 import re
 from pathlib import Path
 
-from harness.publish.saved import SavedModel, read_run, saved_models
 from foundation.infra import atomic
 from foundation.models import flops
 from foundation.models.hub import parse_hub_id
 from foundation.models.shapes import shape_of
+from harness.publish.saved import SavedModel, read_run, saved_models
 from reports import accounting, results_schema
 from reports.leaderboard import departures_of, short_name
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.publish.card import CARD, model_card
-from harness.publish.saved import SavedModel, choose, read_run, saved_models
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
+from harness.publish.card import CARD, model_card
+from harness.publish.saved import SavedModel, choose, read_run, saved_models
 
 
 def check_online(repo: str) -> str:

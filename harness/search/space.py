@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.config import load_config, read_toml
 from foundation.infra.errors import UserError
 from foundation.infra.settings import Flag, setting
+from harness.config import load_config, read_toml
 from tasks.config import RECIPE, FinetuneConfig
 
 SEED_REFUSED = ("seed is not searched: a trial trains on the fixed trial_seeds and is scored by their "

@@ -13,10 +13,10 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from foundation.training.quiet import quiet_libraries
 from harness.finetuning import model_setup
 from harness.finetuning.orchestration import Benchmark, train_seed
 from harness.search.trials import SearchTarget
-from foundation.training.quiet import quiet_libraries
 from tasks.finetune import LoopIO
 
 

@@ -33,11 +33,11 @@ from typing import Any
 
 import optuna
 
+from foundation.infra.errors import UserError
 from harness.config import as_dict
 from harness.search import study as studies
 from harness.search.space import SEARCHED, SearchSpace
 from harness.tracking import mlflow_runs
-from foundation.infra.errors import UserError
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
 

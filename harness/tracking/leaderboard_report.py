@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.tracking import mlflow_leaderboard, mlflow_runs
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
 from foundation.infra.secrets import redact_uri
+from harness.tracking import mlflow_leaderboard, mlflow_runs
 from reports import plot, render
 from reports.leaderboard import MEASURED, published_rows, rows_from_results
 

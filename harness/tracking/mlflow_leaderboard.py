@@ -23,8 +23,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.tracking import mlflow_runs, mlflow_view
 from foundation.infra.errors import UserError
+from harness.tracking import mlflow_runs, mlflow_view
 from reports import render
 from reports.leaderboard import (
     DEPARTS,
