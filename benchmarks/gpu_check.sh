@@ -7,6 +7,9 @@
 #           demo  harness demo's GPU plan: ELECTRA-Small pre-trained ~4 minutes (its compilation included)
 #                 and a random-init control, fine-tuned on STS-B, RTE and MRPC with 3 seeds, harness
 #                 compare  (~8 minutes on a GPU)
+#           small the GPU issue's window B (benchmarks/gpu_small.py): ELECTRA-Small on the official recipe
+#                 for ~7 minutes, compiled, its detector curve, and the final and halfway
+#                 discriminators as fp16 shards  (~9.5 minutes on a GPU: a window's one long command)
 #     PLAN  gpu   the sizes above, on CUDA
 #           micro the same parts and code paths at micro sizes on any device: the CPU rehearsal that
 #                 tests/test_gpu_check.py runs, with MLflow and Optuna made unimportable as on the image
@@ -21,8 +24,8 @@
 set -u
 part=${1:-}
 plan=${2:-}
-if [[ $part != core && $part != demo ]] || [[ $plan != gpu && $plan != micro ]]; then
-    echo "usage: $0 core|demo gpu|micro" >&2
+if [[ $part != core && $part != demo && $part != small ]] || [[ $plan != gpu && $plan != micro ]]; then
+    echo "usage: $0 core|demo|small gpu|micro" >&2
     exit 2
 fi
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -120,6 +123,13 @@ if [[ $part == core ]]; then
     headlines core-pytest.txt "^(FAILED|ERROR|SKIPPED)|^\[live\]|passed|failed|skipped in|error"
     headlines core-pretrain.txt "s/step|ratio|speed-up|^profile|matmul peak"
     headlines core-finetune.txt "^(ELECTRA-|setup|Trainer|ours)|^  (warm-up|turn)"
+elif [[ $part == small ]]; then
+    # its files straight into $out (7: four shards, the tarball, the curve, the log) beside the summary
+    limit=$([[ $plan == gpu ]] && echo 585 || echo 600)
+    run small "ELECTRA-Small, window B ($plan plan)" "$limit" small-log.txt $py benchmarks/gpu_small.py "$plan" \
+        "$out" "$work/small"
+    tail -3 "$out/small-curve.tsv" 2>/dev/null | sed 's/^/    curve: /' >>"$summary"
+    headlines small-log.txt "^pretrain .*budget 100%|^note:|steps, .* tokens|error|Error"
 else
     mkdir -p "$work/demo"
     if [[ $plan == micro ]]; then  # a corpus the micro model pre-trains on in seconds

@@ -140,3 +140,37 @@ def test_the_live_plugin_prints_a_failure_as_its_test_ends(tmp_path):
     assert re.search(r"\[live\] \S*test_two.py::test_fails: FAILED in [0-9.]+s", live), live
     assert live.index("arithmetic") < live.index("SECOND RUNNING"), live  # before the next test starts
     assert re.search(r"\[live\] \S*test_two.py::test_then: PASSED", live), live
+
+
+# Slow tier: the only run of window B's part (the GPU issue's pre-training of ELECTRA-Small), the whole
+# of that window's one command, and of the unpacking the CPU fine-tunes from.
+@pytest.mark.slow
+def test_small_part_packs_both_discriminators_into_what_comes_back(rehearsal_shared, tmp_path):
+    import torch
+    import transformers
+    from safetensors.torch import load_file
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    _, summary = check("small", rehearsal_shared, out, work)
+    assert "[ELECTRA-Small, window B (micro plan)] ok in " in summary, summary
+    names = sorted(f.name for f in out.iterdir())
+    assert names == ["small-curve.tsv", "small-final-model.safetensors", "small-half-model.safetensors",
+                     "small-log.txt", "small-meta.tar.gz", "summary.txt"], names
+    assert all(t.dtype == torch.float16 for t in load_file(out / "small-final-model.safetensors").values())
+    # the probe every 1% of a 40-step budget: a row every 2 steps (the log interval), AUC in [0, 1]
+    rows = [line.split("\t") for line in (out / "small-curve.tsv").read_text().splitlines()[1:]]
+    assert [int(r[0]) for r in rows] == list(range(2, 41, 2))
+    assert all(0.0 <= float(r[1]) <= 1.0 for r in rows)
+    subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_small.py"), "unpack", str(out),
+                    str(tmp_path / "models")], cwd=REPO, check=True, capture_output=True, timeout=300,
+                   env={**os.environ, "PYTHONPATH": str(REPO)})
+    trained = transformers.AutoModelForPreTraining.from_pretrained(work / "small" / "electra-small" / "discriminator")
+    for name, step in (("final", 40), ("half", 20)):
+        folder = tmp_path / "models" / name
+        assert json.loads((folder / "pretrain_meta.json").read_text())["steps"] == step
+        model = transformers.AutoModelForPreTraining.from_pretrained(folder)
+        assert model.dtype == torch.float32 and (folder / "tokenizer.json").is_file()
+        if name == "final":  # the run's own discriminator, to fp16's precision
+            for (key, value), original in zip(model.state_dict().items(), trained.state_dict().values(),
+                                              strict=True):
+                assert torch.allclose(value, original, rtol=1e-3, atol=1e-4), key
