@@ -21,7 +21,8 @@ COMMANDS = ["run", "settings", "tasks", "models", "init", "flops", "pretrain", "
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="harness",
-        description="Pre-train ELECTRA discriminators, fine-tune them on GLUE and SQuAD, count their FLOPs.")
+        description="Pre-train ELECTRA discriminators, fine-tune them on GLUE, SQuAD, your own text or "
+                    "tagging, count their FLOPs.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"harness.commands.{name}").add_parser(subparsers)

@@ -1,4 +1,4 @@
-"""results.json of a fine-tuning run directory (`harness run glue|squad`): its one schema.
+"""results.json of a fine-tuning run directory (`harness run`, any kind): its one schema.
 
 The harness writes it (harness/finetuning) and reports read it, so it lives here, below both; tests
 build their results.json fixtures from it too. `ResultsBody` names every key in the order the file holds
@@ -169,7 +169,7 @@ class SquadData(TypedDict, total=False):
 class ResultsBody(TypedDict, total=False):
     """The whole file, keys in its order (see the module docstring for `diverged`)."""
 
-    format: str  # GLUE_FORMAT, SQUAD_FORMAT or TEXT_FORMAT
+    format: str  # GLUE_FORMAT, SQUAD_FORMAT, TEXT_FORMAT or TAGGING_FORMAT
     model: ModelBlock
     config: dict[str, Any]  # the invocation's FinetuneConfig, head=auto as the head it stands for
     settings: dict[str, Any]  # SQuAD: its SquadConfig, resolved for the version

@@ -1,4 +1,4 @@
-"""The one fine-tuning loop, shared by GLUE and SQuAD, with ELECTRA's recipe as defaults."""
+"""The one fine-tuning loop, shared by every kind of task, with ELECTRA's recipe as defaults."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Package boundaries (STYLE.md section 1, README "Architecture"): imports form a DAG of layers.
+"""Package boundaries (STYLE.md section 1, CONTRIBUTING.md, "The allowed imports"): imports form a DAG of layers.
 
 Every import in the project, deferred ones included, is read from the source and mapped to a
 layer; an edge between two layers that ALLOWED does not list fails the test, naming the file.

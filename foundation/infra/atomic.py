@@ -8,7 +8,7 @@ before its rename, a directory's files and folders before the directory is renam
 parent folder after the rename (that makes the new name itself durable). Where the OS cannot fsync
 a directory (Windows) that last step is skipped.
 
-Part of the lowest layer (README, "Architecture"): imports nothing from the project.
+Part of the lowest layer (CONTRIBUTING.md): imports nothing from the project.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ term for term so our figures line up with Table 1:
 Cross-check: `six_n_flops` is transformers' Trainer convention (6 · non-embedding params · tokens);
 reports/flop_counts.py adds a measured count (torch's FlopCounterMode on a real forward pass).
 
-Model identity (README, "Architecture"): the budget that stops pre-training and the
+Model identity (CONTRIBUTING.md): the budget that stops pre-training and the
 reports that print costs use these same formulas. Torch-free.
 """
 

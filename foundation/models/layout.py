@@ -2,7 +2,7 @@
 `harness pretrain` output (the discriminator and generator as plain transformers folders, and the run's
 record, pretrain_meta.json, that reports read).
 
-Model identity (README, "Architecture"): imports only foundation.infra.errors and .hub.
+Model identity (CONTRIBUTING.md): imports only foundation.infra.errors and .hub.
 """
 
 from __future__ import annotations

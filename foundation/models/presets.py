@@ -1,7 +1,7 @@
 """The one model registry: named presets (the paper's sizes, its comparison BERTs, CPU-scale presets), the
 recipe row of any encoder's size, and the transformers configs a preset starts from.
 
-Model identity (README, "Architecture"): imports only foundation.infra.errors and .shapes, and transformers
+Model identity (CONTRIBUTING.md): imports only foundation.infra.errors and .shapes, and transformers
 inside the functions that need it.
 """
 

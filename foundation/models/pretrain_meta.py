@@ -9,7 +9,7 @@ pre-training and reports read it, and pretrain/ may import nothing above the fou
 The record stays a plain dict (a TypedDict): a record from an older version lacks later keys, and its
 readers take it as it is. `write` serialises it (keys sorted), `read` parses it.
 
-Model identity (README, "Architecture"): imports only foundation.infra.
+Model identity (CONTRIBUTING.md): imports only foundation.infra.
 """
 
 from __future__ import annotations

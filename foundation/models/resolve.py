@@ -1,7 +1,7 @@
 """A `--model` value resolved to a local checkpoint folder that `from_pretrained` accepts: a checkpoint or
 `harness pretrain` output folder, a preset's released Hub id, or any Hub id (from the Hub or its cache).
 
-Model identity (README, "Architecture"): fine-tuning, search, export and the FLOPs count resolve through it.
+Model identity (CONTRIBUTING.md): fine-tuning, search, export and the FLOPs count resolve through it.
 """
 
 from __future__ import annotations

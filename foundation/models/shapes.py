@@ -1,7 +1,7 @@
 """Transformer shapes: the dimensions a FLOPs or parameter count needs, read from a preset, any encoder
 family's config, or a config.json dict; ELECTRA's generator shape from its discriminator's.
 
-Model identity (README, "Architecture"): imports only foundation.infra.errors, and transformers inside the
+Model identity (CONTRIBUTING.md): imports only foundation.infra.errors, and transformers inside the
 function that needs it.
 """
 

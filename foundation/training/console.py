@@ -3,7 +3,7 @@
 A tqdm bar written to a file is one endless line of carriage returns, and tqdm turns itself off
 when stderr is not a terminal: a batch job's log showed no progress at all. Every loop takes
 `progress: bool | None` and reads it through `progress_mode`, the one rule for bar or lines.
-Part of the training kit (README, "Architecture"): imports nothing else of ours.
+Part of the training kit (CONTRIBUTING.md): imports nothing else of ours.
 """
 
 from __future__ import annotations

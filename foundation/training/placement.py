@@ -1,6 +1,6 @@
 """Where a run computes and in what precision: the one rule for fine-tuning and pre-training.
 
-Part of the training kit (README, "Architecture"): imports nothing from the project.
+Part of the training kit (CONTRIBUTING.md): imports nothing from the project.
 """
 
 from __future__ import annotations

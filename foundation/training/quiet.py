@@ -2,7 +2,7 @@
 
 A pre-training checkpoint always lacks the new head (and has the RTD head fine-tuning drops), and one
 bar per shard per save (or per `map`) drowns a run's own progress: both are noise to a harness user.
-Part of the training kit (README, "Architecture"): imports nothing else of ours.
+Part of the training kit (CONTRIBUTING.md): imports nothing else of ours.
 """
 
 from __future__ import annotations

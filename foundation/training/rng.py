@@ -1,7 +1,7 @@
 """Every random generator a process draws from, saved and restored, so that a resumed run draws what an
 unbroken one would have. Shared by pre-training's checkpoints and fine-tuning's seed states.
 
-Part of the training kit (README, "Architecture"): imports nothing else of ours.
+Part of the training kit (CONTRIBUTING.md): imports nothing else of ours.
 """
 
 from __future__ import annotations

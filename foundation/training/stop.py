@@ -7,7 +7,7 @@ its next step boundary by writing a checkpoint and raising `Stopped`; the CLI pr
 saying how to resume and exits 128 + the signal's number. A second signal interrupts at once (the user
 insists; the checkpoint writers are atomic, so the previous checkpoint survives).
 
-Part of the training kit (README, "Architecture"): imports nothing else of ours.
+Part of the training kit (CONTRIBUTING.md): imports nothing else of ours.
 """
 
 from __future__ import annotations

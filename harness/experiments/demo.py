@@ -72,33 +72,14 @@ class DemoPlan:
                 f"{self.time_frame}, a departure from the recipe that the leaderboard marks; full dev sets")
 
 
-# Two CPU cores: electra-tiny (128 wide, 4 layers) to 1e14 FLOPs, ~1/14,000 of ELECTRA-Small's
-# pre-training (7 min). STS-B and RTE are where so short a pre-training already showed
-# (reports/results: CoLA stayed at MCC 0 and MRPC at the majority class for every arm), SST-2 is
-# cheap. Whole training sets do not fit: the recipe's STS-B alone (5,749 pairs x 2 orders x 10
-# epochs) takes 4.4 min a seed at 440 examples/s, so each task trains on 1,500 examples; three
-# seeds. The time stop keeps a slower machine near the half hour.
-# Pre-training uses AdamW, not ELECTRA's optimiser: without Adam's bias correction the first updates
-# are ~3x too large, which ELECTRA's 10,000-step warmup absorbs and a 641-step budget's 1% warmup (6
-# steps) does not. Measured with ELECTRA's here: replaced-token AUC 0.48, and the model fine-tuned
-# worse than the untrained control (GLUE 34.8 vs 43.5, harness compare p = 0.007); AdamW at this
-# budget gained over the control in reports/results (STS-B 21.5 vs 12.4).
+# Half an hour on two CPU cores; why each value: reports/results/demo.md#why-the-plans-are-what-they-are
 CPU = DemoPlan("cpu", "electra-tiny", 1e14, "sst2,stsb,rte", 3, (400.0, 470.0, 520.0, 20.0),
                "two idle cores of an AMD EPYC", train_examples=1500,
                pretrain_settings=("optimizer=adamw", "max_time_s=900"))
-# A GPU, sized to one command of the project's 15-minute GPU window (benchmarks/gpu_check.sh demo,
-# ~8 minutes): ELECTRA-Small, the paper's shape, pre-trained to 5e15 FLOPs (1/280 of the paper's
-# 1.4e18, 3,865 steps of 128 x 128 tokens; the time stop ends a slower device's run at 4 minutes, its
-# schedule unfinished, and says so), then STS-B, RTE and MRPC (where a short pre-training showed first;
-# CoLA stayed at MCC 0) on 1,000 training examples each for 3 epochs, 3 seeds per arm, fine-tuned eager.
-# Stages as measured on the two 2026-11-27 H200 windows (reports/results/performance.md, "GPU"):
-# pre-training ~220 s on a fresh machine (compilation ~90 s before step 10 with a cold inductor cache,
-# then 26-40 steps/s); 109 s for the eager control arm's nine fine-tunings (compiled, the first window's
-# took 217 s: 51 and 21 s for the first MRPC and STS-B seeds, ~2 s for later ones); the last stage
-# (compare, export, predict) an estimate.
+# One ~8-min command of the GPU check; why each value: reports/results/demo.md#why-the-plans-are-what-they-are
 GPU = DemoPlan("gpu", "electra-small", 5e15, "stsb,rte,mrpc", 3, (220.0, 110.0, 110.0, 30.0),
                "an H200 (two windows); compare and export estimated", train_examples=1000,
-               pretrain_settings=("optimizer=adamw", "max_time_s=240"),  # 1% warmup is 39 steps: as above
+               pretrain_settings=("optimizer=adamw", "max_time_s=240"),  # AdamW: 1% warmup is 39 steps
                finetune_settings=("predict_test=false", "num_epochs=3", "compile=off"),
                time_frame="the GPU window")
 

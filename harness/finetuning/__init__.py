@@ -1,1 +1,2 @@
-"""Fine-tuning runs (`harness run glue|squad`): one orchestration, GLUE and SQuAD plugged into it."""
+"""Fine-tuning runs (`harness run`): one orchestration, each kind of task (GLUE, SQuAD, your own text,
+tagging) plugged into it."""

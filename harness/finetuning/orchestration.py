@@ -1,11 +1,11 @@
-"""The one fine-tuning orchestration: what `harness run glue` and `harness run squad` do, in order.
+"""The one fine-tuning orchestration: what `harness run` does for any kind of task, in order.
 
 Set up the model and device; let the benchmark read and validate its data into a plan (bad input fails
 here, in seconds); start or resume results.json; check every output is writable; open the MLflow run;
 train each task's missing seeds through the one loop (tasks/finetune.py); then, with the records of
 seeds run side by side merged in, count FLOPs, summarise, and record the run on the leaderboard. What
-differs between benchmarks is a `Benchmark` (glue_benchmark.GlueBenchmark,
-squad_benchmark.SquadBenchmark), which keeps nothing between calls: what `prepare` reads and
+differs between kinds is a `Benchmark` (GLUE, SQuAD, your own text, tagging: glue_, squad_, text_ and
+tagging_benchmark), which keeps nothing between calls: what `prepare` reads and
 resolves is the `BenchmarkPlan` every later call takes.
 """
 
@@ -62,7 +62,7 @@ LoadModel = Callable[[FinetuneTask, FinetuneConfig, ModelSetup], torch.nn.Module
 
 
 class Benchmark(Protocol[P]):
-    """What differs between GLUE and SQuAD: data, task building, model, outputs, summary."""
+    """What differs between kinds of task: data, task building, model, outputs, summary."""
 
     experiment: str  # the MLflow experiment
     results_format: str
