@@ -161,7 +161,7 @@ def test_a_pair_for_a_single_sentence_task_is_refused(work, tmp_path, capsys):
     code, _, err = run_cli(export_args(work, "--model", work["run"] / "models" / "rte-seed0", "--task", "cola",
                                    "--output", bundle), capsys)
     assert code == 0, err
-    assert Predictor(bundle).pair is False and Predictor(work["bundle"]).pair is True  # from the registry
+    assert Predictor(bundle).pipeline.pair is False and Predictor(work["bundle"]).pipeline.pair is True  # from the registry
     code, _, err = run_cli(["predict", "--bundle", bundle, "a cat", "a dog"], capsys)
     assert code == 2 and "cola classifies one sentence, got a pair; pass one text " in err
     code, out, _ = run_cli(["predict", "--bundle", bundle, "a cat sat ."], capsys)
