@@ -393,7 +393,7 @@ def main() -> int:
           f"{os.cpu_count()} CPUs, serve settings {' '.join(args.settings) or 'default'}, "
           f"{args.rounds} rounds of {args.seconds:g} s per row")
     predictor = Predictor(bundle, args.precision, config.onnx_batch, config.threads)  # as the server's
-    requests = read_requests([json.dumps(r) for r in records], predictor.kind, "input")
+    requests = read_requests([json.dumps(r) for r in records], predictor.pipeline, "input")
     predictor.predict(requests[:config.max_batch])  # warm-up
     bodies = [json.dumps(r).encode() for r in records]
     server = Server(bundle, args.precision, args.settings, args.work / "serve.log")

@@ -41,25 +41,25 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in [
          runner="harness.finetuning.glue_benchmark:KIND_RUNNER",
 
          predictor="harness.deploy.sequence_classification:Predictor",
-         exporter="harness.deploy.sequence_classification:Exporter"),
+         exporter="harness.deploy.glue_export:Exporter"),
     Kind("squad", "SQuAD 1.1 / 2.0 dev scores, predictions and MLflow runs",
          description="tasks.squad_task:SquadTaskConfig",
          runner="harness.finetuning.squad_benchmark:KIND_RUNNER",
 
          predictor="harness.deploy.question_answering:Predictor",
-         exporter="harness.deploy.question_answering:Exporter"),
+         exporter="harness.deploy.squad_export:Exporter"),
     Kind("text", "your own labelled files: classification, regression or multi-label",
          description="tasks.text_task:TextTaskConfig",
          runner="harness.finetuning.text_benchmark:KIND_RUNNER",
 
          predictor="harness.deploy.sequence_classification:Predictor",
-         exporter="harness.deploy.sequence_classification:Exporter"),
+         exporter="harness.deploy.text_export:Exporter"),
     Kind("tagging", "chunking, NER or your own tagged files (conlleval F1)",
          description="tasks.tagging_task:TaggingTaskConfig",
          runner="harness.finetuning.tagging_benchmark:KIND_RUNNER",
 
          predictor="harness.deploy.token_classification:Predictor",
-         exporter="harness.deploy.token_classification:Exporter"),
+         exporter="harness.deploy.tagging_export:Exporter"),
 ]}
 
 
@@ -74,3 +74,10 @@ def load(reference: str) -> Any:
     """The object a "module:attribute" reference names, its module imported now."""
     module, _, attribute = reference.partition(":")
     return getattr(importlib.import_module(module), attribute)
+
+
+def pipelines() -> dict[str, Any]:
+    """Each bundle kind (a bundle manifest's "kind") and its Pipeline class (harness/deploy/pipeline.py),
+    their modules imported now (torch-free)."""
+    found = (load(row.predictor) for row in KINDS.values())
+    return {pipeline.bundle_kind: pipeline for pipeline in found}

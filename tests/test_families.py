@@ -94,6 +94,7 @@ def test_the_runtime_windows_a_roberta_pair_as_fine_tuning_did(roberta_squad):
 
     from harness.deploy.onnx_check import requests_for
     from harness.deploy.onnx_predictor import Predictor, pad_batch
+    from harness.deploy.question_answering import Predictor as Answering
     from tasks import squad_data, squad_features
     from tasks.batching import collator
     from tasks.registry import SQUAD_TASKS
@@ -106,7 +107,7 @@ def test_the_runtime_windows_a_roberta_pair_as_fine_tuning_did(roberta_squad):
     assert [e.ids for e in encoded.encodings] == features["input_ids"]
     wanted = collator(tokenizer)([{"input_ids": f["input_ids"], "attention_mask": f["attention_mask"],
                                    "context_mask": f["context_mask"]} for f in features])
-    got = pad_batch(encoded.encodings, tokenizer.pad_token_id, ["input_ids", "context_mask"])
+    got = pad_batch(encoded.encodings, tokenizer.pad_token_id, ["input_ids", "context_mask"], Answering.columns)
     width = got["context_mask"].shape[1]
     assert (got["context_mask"] == wanted["context_mask"][:, :width].numpy()).all()
 

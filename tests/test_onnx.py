@@ -134,7 +134,7 @@ def minimal_environment(root):
         for found in (folder, folder.with_name(f"{name}.libs")):
             if found.exists():
                 (lib / found.name).symlink_to(found)
-    for package in ("harness", "pretrain", "reports", "tasks"):
+    for package in ("foundation", "harness", "pretrain", "reports", "tasks"):
         (lib / package).symlink_to(REPO / package)
     (site,) = (root / "env").glob("lib/python*/site-packages")
     (site / "only-these.pth").write_text(f"{lib}\n")
@@ -161,7 +161,7 @@ def test_a_pair_for_a_single_sentence_task_is_refused(work, tmp_path, capsys):
     code, _, err = run_cli(export_args(work, "--model", work["run"] / "models" / "rte-seed0", "--task", "cola",
                                    "--output", bundle), capsys)
     assert code == 0, err
-    assert Predictor(bundle).pair is False and Predictor(work["bundle"]).pair is True  # from the registry
+    assert Predictor(bundle).pipeline.pair is False and Predictor(work["bundle"]).pipeline.pair is True  # from the registry
     code, _, err = run_cli(["predict", "--bundle", bundle, "a cat", "a dog"], capsys)
     assert code == 2 and "cola classifies one sentence, got a pair; pass one text " in err
     code, out, _ = run_cli(["predict", "--bundle", bundle, "a cat sat ."], capsys)
@@ -334,6 +334,34 @@ def test_broken_bundles(work, tmp_path, capsys):
     for bundle, message in ((no_manifest, "has no manifest.json"), (no_model, "model.int8.onnx' is missing")):
         code, _, err = run_cli(["predict", "--bundle", bundle, "a cat"], capsys)
         assert code == 2 and message in err and "Traceback" not in err, err
+
+
+def test_a_bundle_of_an_unregistered_kind_is_refused_in_one_line(work, tmp_path, capsys):
+    from harness.deploy.bundle import SEAL, manifest_digest
+
+    copy = shutil.copytree(work["bundle"], tmp_path / "bundle")
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["kind"] = "image-classification"
+    manifest[SEAL] = manifest_digest({k: v for k, v in manifest.items() if k != SEAL})
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    code, _, err = run_cli(["predict", "--bundle", copy, "a cat"], capsys)
+    assert (code, err.count("\n")) == (2, 1) and "has kind 'image-classification'; expected one of " \
+        "sequence-classification, question-answering, token-classification" in err, err
+
+
+def test_each_kind_of_task_has_a_pipeline_and_an_exporter_of_the_same_bundle_kind():
+    """harness/kinds.py's rows: the predictor a bundle of the kind's exporter is read back with."""
+    from harness.deploy.exporting import Exporter, exporters
+    from harness.deploy.pipeline import Pipeline
+    from harness.kinds import KINDS, load, pipelines
+
+    found = pipelines()
+    for row, exporter in zip(KINDS.values(), exporters(), strict=True):
+        assert issubclass(load(row.predictor), Pipeline) and isinstance(exporter, Exporter)
+        assert found[exporter.bundle_kind] is load(row.predictor), row.name
+    # every task --task names belongs to one kind only
+    named = [name for exporter in exporters() for name in exporter.named_tasks()]
+    assert len(named) == len(set(named)) and {"rte", "stsb", "squad", "squad_v2"} <= set(named)
 
 
 def test_export_bad_arguments(work, tmp_path, capsys):

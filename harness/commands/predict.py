@@ -54,7 +54,7 @@ def handle(args) -> int:
     import json
 
     from foundation.infra.errors import UserError
-    from harness.deploy.onnx_predictor import Predictor, Request, read_requests
+    from harness.deploy.onnx_predictor import Predictor, read_requests
 
     if args.texts and args.input:
         raise UserError("pass texts or --input, not both")
@@ -63,18 +63,16 @@ def handle(args) -> int:
                         "and context); quote each one, or use --input for many")
     predictor = Predictor(args.bundle, args.precision, args.batch_size)
     if args.texts:
-        if predictor.kind == "question-answering" and len(args.texts) != 2:
-            raise UserError("a SQuAD bundle needs two texts: the question and its context")
-        requests = [Request(*args.texts, where="TEXT")]
+        requests = [predictor.pipeline.from_texts(args.texts)]
     elif args.input in (None, "-"):
         if args.input is None and sys.stdin.isatty():
             raise UserError("no input: pass a text, --input FILE, or pipe JSON Lines to stdin")
-        requests = read_requests(utf8_lines(sys.stdin.buffer.read(), "stdin"), predictor.kind, "stdin")
+        requests = read_requests(utf8_lines(sys.stdin.buffer.read(), "stdin"), predictor.pipeline, "stdin")
     else:
         path = Path(args.input)
         if not path.is_file():
             raise UserError(f"--input file {args.input!r} does not exist")
-        requests = read_requests(utf8_lines(path.read_bytes(), args.input), predictor.kind, args.input)
+        requests = read_requests(utf8_lines(path.read_bytes(), args.input), predictor.pipeline, args.input)
     for result in predictor.predict(requests):
         if "note" in result:
             print(f"harness: note: {result['note']}", file=sys.stderr)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from foundation.infra.confined import confined
 from foundation.infra.errors import UserError
+from harness.kinds import pipelines
 
 BUNDLE_FORMAT = "electra-harness/onnx-bundle/2"  # 2: the manifest carries its own sha256
 MANIFEST = "manifest.json"
@@ -28,7 +29,6 @@ MODEL_FILES = {"fp32": "model.onnx", "int8": "model.int8.onnx"}
 # model the answer mask's context_mask (tasks/squad_spans.context_mask); a bundle lists its own.
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids", "context_mask")
 TOKEN_INPUTS = INPUT_NAMES[:3]
-KINDS = ("sequence-classification", "question-answering", "token-classification")
 # One value (a tagger's: one row of tag logits) per position; the rest one per example.
 PER_TOKEN_OUTPUTS = ("start_logits", "end_logits", "tag_logits")
 VERSIONED = ("electra-harness", "torch", "transformers", "onnx", "onnxruntime", "tokenizers", "numpy")
@@ -99,8 +99,9 @@ def read_manifest(directory: Path) -> dict:
     missing = [key for key in ("task", "kind", "max_length", "files", "pad_token_id") if key not in manifest]
     if missing:
         raise UserError(f"{path} lacks {', '.join(missing)}; re-export the bundle")
-    if manifest["kind"] not in KINDS:
-        raise UserError(f"{path} has kind {manifest['kind']!r}; expected one of {', '.join(KINDS)}")
+    known = pipelines()  # the bundle kinds of the registered kinds of task
+    if manifest["kind"] not in known:
+        raise UserError(f"{path} has kind {manifest['kind']!r}; expected one of {', '.join(known)}")
     if not isinstance(manifest["files"], dict) or \
             not all(isinstance(entry, dict) and "sha256" in entry for entry in manifest["files"].values()):
         raise UserError(f"{path} has no file list of checksums; re-export the bundle")

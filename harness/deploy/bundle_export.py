@@ -14,18 +14,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from datasets import Dataset
 
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
-from harness.deploy import bundle, onnx_check, onnx_export, tag_spans
+from harness.deploy import bundle, onnx_check, onnx_export
+from harness.deploy.exporting import exporter_of
 from harness.deploy.onnx_predictor import Predictor
 from harness.deploy.onnx_source import Source, resolve_source
 from harness.tracking import mlflow_runs
-from tasks.registry import GlueTask, SquadTask
-from tasks.tagging_task import TaggingTask
-from tasks.text_task import TextTask
 
 PARITY_EXAMPLES = 64  # dev examples compared with PyTorch, in batches of PARITY_BATCH (several shapes)
 PARITY_BATCH = 16
@@ -80,56 +79,15 @@ def _export(job: ExportJob, source: Source, output: Path, started: float) -> dic
     return manifest | {"output": str(output)}
 
 
-def dev_examples(task: GlueTask | SquadTask | TextTask | TaggingTask, data_dir: str | None, limit: int,
-                 data: dict | None = None) -> Dataset:
+def dev_examples(task: Any, data_dir: str | None, limit: int, data: dict | None = None) -> Dataset:
     """The first `limit` examples of the task's (first) dev split, in file order (your own task: as its
     run read it, from the files results.json names, refused if they changed since; tagging: sentences,
     their words and gold tags)."""
     if limit < PARITY_EXAMPLES:
         raise UserError(f"--max-eval-examples {limit} is below the {PARITY_EXAMPLES} the parity check uses; "
                         f"pass {PARITY_EXAMPLES} or more")
-    if isinstance(task, TaggingTask):
-        examples = _tagging_dev(data)
-    elif isinstance(task, TextTask):
-        from tasks import text_data
-
-        read = text_data.read(text_data.description_of(data))
-        changed = [split for split, info in data["files"].items()
-                   if read.record["files"].get(split, {}).get("sha256") != info["sha256"]]
-        if changed:
-            raise UserError(f"the {', '.join(changed)} data changed since the run (sha256 differs from "
-                            "results.json's); restore the files the run read, or fine-tune again")
-        examples = read.splits["validation"]
-    elif isinstance(task, SquadTask):
-        from tasks import squad_data
-
-        chosen = data_dir or os.environ.get("SQUAD_DIR")
-        examples = squad_data.load_squad_hub(task.version, "validation") if not chosen else \
-            squad_data.load_squad_json(squad_data.squad_file(chosen, task.version, "dev"), task.version)[0]
-    else:
-        from tasks.glue_data import glue_dir, load_glue
-
-        examples = load_glue(task, glue_dir(data_dir))[task.dev_splits[0]]
+    examples = exporter_of(task).dev_examples(task, data_dir, data)
     return examples.select(range(min(limit, len(examples))))
-
-
-def _tagging_dev(data: dict) -> Dataset:
-    """A tagging run's dev sentences, re-read as the run read them (train too: the task's tags come from
-    both); a changed file is refused."""
-    import dataclasses
-
-    from tasks import tagging_data
-
-    described = dataclasses.replace(tagging_data.description_of(data), test="")  # the test file: not needed
-    read = tagging_data.read(described)
-    changed = [split for split in ("train", "validation")
-               if read.record["files"][split]["sha256"] != data["files"].get(split, {}).get("sha256")]
-    if changed:
-        raise UserError(f"the {', '.join(changed)} data changed since the run (sha256 differs from "
-                        "results.json's); restore the files the run read, or fine-tune again")
-    sentences = read.splits["validation"].sentences
-    return Dataset.from_dict({"tokens": [list(s.words) for s in sentences],
-                              "tags": [list(s.tags) for s in sentences], "line": [s.line for s in sentences]})
 
 
 def _build(source: Source, job: ExportJob, tokenizer, examples: Dataset, staging: Path) -> dict:
@@ -158,22 +116,20 @@ def _build(source: Source, job: ExportJob, tokenizer, examples: Dataset, staging
         onnx_export.quantize_int8(staging / bundle.MODEL_FILES["fp32"], staging / bundle.MODEL_FILES["int8"])
         manifest["files"] |= bundle.file_entries(staging, [bundle.MODEL_FILES["int8"]])
         _write_manifest(staging, manifest)
-    manifest["quality"] = _quality(source.task, staging, examples, job.quantize == "int8",
-                                   source.qa["null_threshold"] if source.qa else 0.0)
+    manifest["quality"] = _quality(source.task, staging, examples, job.quantize == "int8", source.settings)
     return manifest
 
 
-def _quality(task: GlueTask | SquadTask | TextTask | TaggingTask, staging: Path, examples: Dataset,
-             int8: bool, null_threshold: float) -> dict:
+def _quality(task: Any, staging: Path, examples: Dataset, int8: bool, settings: dict) -> dict:
     """Dev scores of each precision through the runtime; warns when int8 misses its target."""
     precisions = ["fp32", "int8"] if int8 else ["fp32"]
     results = {p: onnx_check.dev_predictions(Predictor(staging, p), task, examples) for p in precisions}
-    scores = {p: onnx_check.dev_scores(task, examples, results[p], null_threshold) for p in precisions}
+    scores = {p: onnx_check.dev_scores(task, examples, results[p], settings) for p in precisions}
     quality = {"examples": len(examples), "metrics": list(task.metrics)} | scores
     for precision, values in scores.items():
         mlflow_runs.log_metrics({f"dev_{name}_{precision}": value for name, value in values.items()})
     if int8:
-        quality["int8_vs_fp32"] = onnx_check.agreement(results["fp32"], results["int8"])
+        quality["int8_vs_fp32"] = onnx_check.agreement(task, results["fp32"], results["int8"])
         mlflow_runs.log_metrics({f"int8_{k}": v for k, v in quality["int8_vs_fp32"].items()})
         fp32_points, int8_points = (onnx_check.points(task, scores[p]["score"]) for p in ("fp32", "int8"))
         delta = int8_points - fp32_points
@@ -196,19 +152,12 @@ def _write_manifest(staging: Path, manifest: dict) -> None:
 
 
 def _manifest(source: Source, tokenizer, staging: Path, files: list[str], inputs: Sequence[str]) -> dict:
-    task = source.task
-    labels = None if isinstance(task, SquadTask) or task.is_regression else list(task.label_names)
-    own = {"pair": len(task.text_columns) == 2, "multilabel": task.is_multilabel} \
-        if isinstance(task, TextTask) else {}
-    if isinstance(task, TaggingTask):
-        # labels: the model's BIOES tags; answers are written in the task's scheme, over raw text split into
-        # words by the named `tokenizers` pre-tokenizer (harness/deploy/tag_spans.py)
-        own = {"scheme": task.scheme, "types": list(task.types), "word_splitter": tag_spans.WORD_SPLITTER}
-    return bundle.new_manifest(staging, files, own | {
-        "task": task.name, "kind": source.checkpoint.kind, "labels": labels, "max_length": source.max_length,
-        "pad_token_id": tokenizer.pad_token_id or 0, "inputs": list(inputs),  # padding is masked
-        "outputs": list(source.checkpoint.output_names), **({"qa": source.qa} if source.qa else {}),
-        "opset": onnx_export.OPSET,
+    task, exporter = source.task, source.exporter
+    return bundle.new_manifest(staging, files, exporter.own_fields(task) | {
+        "task": task.name, "kind": source.checkpoint.bundle_kind, "labels": exporter.labels(task),
+        "max_length": source.max_length, "pad_token_id": tokenizer.pad_token_id or 0,  # padding is masked
+        "inputs": list(inputs), "outputs": list(source.checkpoint.output_names),
+        **exporter.runtime_fields(source.settings), "opset": onnx_export.OPSET,
         "source": {"model": source.model_name, "model_id": source.model_id,
                    "model_dir": str(source.checkpoint.path), "seed": source.seed,
                    "run_dir": str(source.run_dir) if source.run_dir else None,
@@ -234,7 +183,7 @@ def _log_models(output: Path, manifest: dict, tags: dict[str, str]) -> None:
 
 def _params(job: ExportJob, source: Source) -> dict:
     return {"task": source.task.name, "quantize": job.quantize or "none", "opset": onnx_export.OPSET,
-            "max_length": source.max_length, "max_eval_examples": job.max_eval_examples} | source.qa
+            "max_length": source.max_length, "max_eval_examples": job.max_eval_examples} | source.settings
 
 
 def _tokenizer(path: Path):

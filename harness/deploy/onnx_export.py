@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnxruntime
@@ -21,11 +22,10 @@ import transformers
 
 from foundation.infra.errors import UserError
 from foundation.models.checkpoint_check import weight_shapes
-from harness.deploy.bundle import KINDS, PER_TOKEN_OUTPUTS, TOKEN_INPUTS
+from harness.deploy.bundle import PER_TOKEN_OUTPUTS, TOKEN_INPUTS
 
 OPSET = 17
 PARITY_TOLERANCE = 1e-4  # max |logit difference| between PyTorch and onnxruntime fp32
-CLASSIFICATION, QUESTION_ANSWERING, TOKEN_CLASSIFICATION = KINDS
 # Graph output names that differ from the model output they carry: a tagger's per-token `logits` get their
 # own name, so that bundle readers tell them from a classifier's one row by name (PER_TOKEN_OUTPUTS).
 MODEL_OUTPUTS = {"tag_logits": "logits"}
@@ -33,32 +33,23 @@ MODEL_OUTPUTS = {"tag_logits": "logits"}
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """What a fine-tuned checkpoint directory holds, read from its config.json without loading it."""
+    """What a fine-tuned checkpoint directory holds, read from its config.json without loading it, and what
+    its kind's exporter (harness/deploy/exporting.py) makes of it."""
 
     path: Path
-    kind: str  # CLASSIFICATION, QUESTION_ANSWERING or TOKEN_CLASSIFICATION
+    bundle_kind: str  # the bundle kind its head makes (harness/deploy/pipeline.py)
     architecture: str
     num_labels: int
     max_position_embeddings: int
-    answerability_head: bool  # `harness run squad`'s answerability classifier beside the HF files
-    joint_prediction: bool = False  # its joint end head beside them (ends come as beams, not logits)
+    output_names: tuple[str, ...]
+    model_class: Any  # what it loads with (from_pretrained)
+    extra_inputs: tuple[str, ...] = ()  # graph inputs beyond the tokenizer's
     token_types: bool = True  # whether the model reads token_type_ids (DeBERTa-v3: type_vocab_size 0)
-
-    @property
-    def output_names(self) -> tuple[str, ...]:
-        if self.kind == CLASSIFICATION:
-            return ("logits",)
-        if self.kind == TOKEN_CLASSIFICATION:
-            return ("tag_logits",)
-        from tasks.squad_spans import JOINT_OUTPUTS
-
-        spans = ("start_logits", *JOINT_OUTPUTS) if self.joint_prediction else ("start_logits", "end_logits")
-        return spans + (("null_logits",) if self.answerability_head else ())
 
 
 def inspect_checkpoint(path: Path) -> Checkpoint:
     """The checkpoint's head, from config.json's architectures; UserError for anything not fine-tuned."""
-    from tasks.squad_model import HEAD_FILE, JOINT_FILE
+    from harness.deploy.exporting import exporters
 
     config_path = path / "config.json"
     try:
@@ -67,30 +58,25 @@ def inspect_checkpoint(path: Path) -> Checkpoint:
         raise UserError(f"cannot read {str(config_path)!r} ({type(error).__name__}); pass the directory "
                         "save_pretrained() wrote") from error
     architecture = (config.get("architectures") or ["unknown"])[0]
-    if architecture.endswith("ForSequenceClassification"):
-        kind = CLASSIFICATION
-    elif architecture.endswith("ForQuestionAnswering"):
-        kind = QUESTION_ANSWERING
-    elif architecture.endswith("ForTokenClassification"):
-        kind = TOKEN_CLASSIFICATION
-    else:
+    exporter = next((e for e in exporters() if architecture.endswith(e.architecture)), None)
+    if exporter is None:
         raise UserError(f"{str(path)!r} holds a {architecture}, not a fine-tuned classifier, span model or "
                         "tagger; fine-tune it with `harness run glue`, `run squad` or `run tagging` and "
                         "export that run")
     weight_shapes(path)  # a cut or corrupt weights file: one line, before anything is exported
     num_labels = len(config.get("id2label") or {}) or 2  # 2: transformers' default when unset
-    return Checkpoint(path, kind, architecture, num_labels, int(config.get("max_position_embeddings", 512)),
-                      (path / HEAD_FILE).is_file(), (path / JOINT_FILE).is_file(),
-                      config.get("type_vocab_size") != 0)
+    return Checkpoint(path, exporter.bundle_kind, architecture, num_labels,
+                      int(config.get("max_position_embeddings", 512)), exporter.output_names(path),
+                      exporter.model_class(), exporter.extra_inputs, config.get("type_vocab_size") != 0)
 
 
 def input_names(checkpoint: Checkpoint, tokenizer: transformers.PreTrainedTokenizerBase) -> tuple[str, ...]:
     """The graph's inputs: the tokenizer's (RoBERTa's and DistilBERT's have no token_type_ids) that the model
-    reads (DeBERTa-v3's tokenizer makes token types its model ignores), and a span model's context_mask,
-    which its answer mask reads."""
+    reads (DeBERTa-v3's tokenizer makes token types its model ignores), and the head's own (a span model's
+    context_mask, which its answer mask reads)."""
     names = tuple(name for name in TOKEN_INPUTS if name in tokenizer.model_input_names
                   and (name != "token_type_ids" or checkpoint.token_types))
-    return names + (("context_mask",) if checkpoint.kind == QUESTION_ANSWERING else ())
+    return names + checkpoint.extra_inputs
 
 
 class _Outputs(torch.nn.Module):
@@ -108,14 +94,9 @@ class _Outputs(torch.nn.Module):
 def load_model(checkpoint: Checkpoint, input_names: Sequence[str]) -> torch.nn.Module:
     """The fine-tuned model in eval mode, eager attention (a plain graph onnxruntime can fuse)."""
     from tasks.loading import from_pretrained_quietly
-    from tasks.squad_model import SquadModel
 
-    # Span models always through SquadModel, heads as saved: its answer mask is part of prediction.
-    model_class = {CLASSIFICATION: transformers.AutoModelForSequenceClassification,
-                   TOKEN_CLASSIFICATION: transformers.AutoModelForTokenClassification}.get(checkpoint.kind,
-                                                                                          SquadModel)
     try:
-        model = from_pretrained_quietly(model_class, checkpoint.path, attn_implementation="eager")
+        model = from_pretrained_quietly(checkpoint.model_class, checkpoint.path, attn_implementation="eager")
     except (OSError, ValueError) as error:
         reason = str(error).splitlines()[0][:200] if str(error) else ""
         raise UserError(f"cannot load the model in {str(checkpoint.path)!r} ({type(error).__name__}: "

@@ -4,22 +4,19 @@ checked against the task, with what the bundle must know about how it was fine-t
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from foundation.infra.errors import UserError
 from foundation.models.resolve import resolve_model
 from harness.deploy import onnx_export
+from harness.deploy.exporting import Exporter, exporters
+from harness.kinds import KINDS, load
 from reports import accounting, results_schema
-from tasks.registry import GLUE_TASKS, SQUAD_TASKS, GlueTask, SquadTask
-from tasks.tagging_task import TaggingTask
-from tasks.text_task import TextTask
 
-OwnTask = TextTask | TaggingTask  # described by a run's results.json, not by the registry
-
-TASKS: dict[str, GlueTask | SquadTask] = {
-    **{name: t for name, t in GLUE_TASKS.items() if t.predicted_by is None},
-    **{t.name: t for t in SQUAD_TASKS.values()}}
+RESULTS_FORMAT = re.compile(r"electra-harness/(\w+)-results/")  # results.json's format names its kind
 
 
 @dataclass(frozen=True)
@@ -27,23 +24,27 @@ class Source:
     """The checkpoint to export and what the bundle must know about how it was fine-tuned."""
 
     checkpoint: onnx_export.Checkpoint
-    task: GlueTask | SquadTask | OwnTask
+    task: Any  # the kind's task description (a GLUE task, a SQuAD version, a run's own task)
+    exporter: Exporter  # the task's kind's
     max_length: int
     model_name: str  # the --model of the fine-tuning run, for MLflow tags
     model_id: str = ""  # the discriminator's leaderboard key (reports/accounting.py), for --run
     seed: int | None = None
     run_dir: Path | None = None
-    qa: dict = field(default_factory=dict)  # SQuAD windowing and post-processing settings
-    data: dict | None = None  # your own task's (text, tagging) data block (results.json): its dev split
+    settings: dict = field(default_factory=dict)  # the kind's runtime settings (SQuAD: windows, answers)
+    data: dict | None = None  # a run's own task's (text, tagging) data block (results.json): its dev split
 
 
-def get_task(name: str) -> GlueTask | SquadTask:
+def get_task(name: str) -> tuple[Exporter, Any]:
+    """The task `--task NAME` picks, and its kind's exporter."""
+    named = {task_name: (exporter, task) for exporter in exporters()
+             for task_name, task in exporter.named_tasks().items()}
     if not name:
-        raise UserError(f"pass --task: one of {', '.join(TASKS)} (a `harness run text` or `run tagging` "
+        raise UserError(f"pass --task: one of {', '.join(named)} (a `harness run text` or `run tagging` "
                         "folder needs none)")
-    if name not in TASKS:
-        raise UserError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
-    return TASKS[name]
+    if name not in named:
+        raise UserError(f"unknown task {name!r}; choose one of {', '.join(named)}")
+    return named[name]
 
 
 def resolve_source(task_name: str, run_dir: Path | None, model_dir: str | Path | None,
@@ -52,36 +53,32 @@ def resolve_source(task_name: str, run_dir: Path | None, model_dir: str | Path |
     if (run_dir is None) == (model_dir is None):
         raise UserError("pass exactly one of --run RUN_DIR (a `harness run` output) or --model DIR")
     if run_dir is not None:
-        return _from_run(run_dir, _own_task(run_dir, task_name) or get_task(task_name), seed)
+        return _from_run(run_dir, *(_own_task(run_dir, task_name) or get_task(task_name)), seed)
     if seed is not None:
         raise UserError("--seed picks a model of a --run directory; with --model the directory is the model")
     checkpoint = onnx_export.inspect_checkpoint(Path(resolve_model(str(model_dir))))
-    if checkpoint.kind == onnx_export.TOKEN_CLASSIFICATION:
-        # a tagger's tags, their scheme and its dev file (for the parity and F1 checks) are its run's
-        raise UserError(f"{str(model_dir)!r} holds a tagger ({checkpoint.architecture}); a tagger exports "
-                        "from the folder of the `harness run tagging` that trained it, which holds its tag "
-                        "scheme and dev data: pass --run RUN_DIR instead of --model")
-    return _source(checkpoint, get_task(task_name), str(model_dir))
+    for exporter in exporters():
+        if exporter.bundle_kind == checkpoint.bundle_kind:
+            exporter.refuse_model(checkpoint, model_dir)
+    return _source(checkpoint, *get_task(task_name), str(model_dir))
 
 
-def _own_task(run_dir: Path, task_name: str) -> OwnTask | None:
-    """The task of a `harness run text` or `run tagging` folder, as its results.json describes it; None
-    for benchmarks."""
+def _own_task(run_dir: Path, task_name: str) -> tuple[Exporter, Any] | None:
+    """The task of a run folder whose results.json describes it (your own text, tagging), and its kind's
+    exporter; None for kinds whose tasks --task names."""
     path = run_dir / results_schema.FILE
     if not path.is_file():
         return None
     results = results_schema.load(path)
-    own = {results_schema.TEXT_FORMAT: TextTask, results_schema.TAGGING_FORMAT: TaggingTask}
-    if results.get("format") not in own:
+    found = RESULTS_FORMAT.match(str(results.get("format", "")))
+    if found is None or found[1] not in KINDS:
         return None
-    described = (results.get("data") or {}).get("task")
-    if task_name and task_name != described["name"]:
-        raise UserError(f"{str(run_dir)!r} fine-tuned the task {described['name']!r}, not {task_name!r}; "
-                        f"pass --task {described['name']}")
-    return own[results["format"]].from_record(described)
+    exporter = load(KINDS[found[1]].exporter)()
+    task = exporter.run_task(results, task_name, run_dir)
+    return None if task is None else (exporter, task)
 
 
-def _from_run(run_dir: Path, task: GlueTask | SquadTask | OwnTask, seed: int | None) -> Source:
+def _from_run(run_dir: Path, exporter: Exporter, task: Any, seed: int | None) -> Source:
     path = run_dir / results_schema.FILE
     if not path.is_file():
         raise UserError(f"{str(run_dir)!r} has no results.json; pass the --output-dir of `harness run glue` "
@@ -107,42 +104,19 @@ def _from_run(run_dir: Path, task: GlueTask | SquadTask | OwnTask, seed: int | N
     model = results.get("model", {})
     model_id = (results.get("flops") or {}).get("model_id") or \
         accounting.model_identity(model.get("name", ""), model.get("path", ""))
-    source = _source(onnx_export.inspect_checkpoint(model_dir), task, model.get("name", ""),
+    source = _source(onnx_export.inspect_checkpoint(model_dir), exporter, task, model.get("name", ""),
                      config.get("max_length"), results.get("settings"))
-    data = results.get("data") if isinstance(task, OwnTask) else None
+    data = results.get("data") if exporter.runs_describe_task else None
     return dataclasses.replace(source, model_id=model_id, seed=chosen["seed"], run_dir=run_dir, data=data)
 
 
-def _source(checkpoint, task, model_name, max_length=None, settings=None) -> Source:
-    if isinstance(task, SquadTask):
-        kind, wanted = onnx_export.QUESTION_ANSWERING, "a span model from `harness run squad`"
-    elif isinstance(task, TaggingTask):
-        kind, wanted = onnx_export.TOKEN_CLASSIFICATION, "a tagger from `harness run tagging`"
-    else:
-        kind, wanted = onnx_export.CLASSIFICATION, "a classifier from `harness run glue`"
-    if checkpoint.kind != kind:
-        raise UserError(f"task {task.name!r} needs {wanted}, but {str(checkpoint.path)!r} holds a "
+def _source(checkpoint, exporter: Exporter, task, model_name, max_length=None, settings=None) -> Source:
+    if checkpoint.bundle_kind != exporter.bundle_kind:
+        raise UserError(f"task {task.name!r} needs {exporter.wanted}, but {str(checkpoint.path)!r} holds a "
                         f"{checkpoint.architecture}; pass the task it was fine-tuned on")
-    if not isinstance(task, SquadTask) and checkpoint.num_labels != task.num_labels:
+    if exporter.has_labels and checkpoint.num_labels != task.num_labels:
         raise UserError(f"{str(checkpoint.path)!r} has {checkpoint.num_labels} outputs but {task.name} has "
                         f"{task.num_labels}; pass the task it was fine-tuned on")
     max_length = min(max_length or task.max_length, checkpoint.max_position_embeddings)
-    qa = _qa_settings(task, max_length, settings, checkpoint.answerability_head) \
-        if isinstance(task, SquadTask) else {}
-    return Source(checkpoint, task, max_length, model_name, qa=qa)
-
-
-def _qa_settings(task: SquadTask, max_length: int, settings: dict | None, head: bool) -> dict:
-    from tasks.config import SquadConfig, default_null_threshold
-
-    defaults = SquadConfig()
-    if settings is None:
-        # Short models (fewer positions than the 512-token window) keep ELECTRA's proportions.
-        room = max_length // 4
-        settings = {"doc_stride": min(defaults.doc_stride, room),
-                    "max_query_length": min(defaults.max_query_length, room)}
-    keys = ("doc_stride", "max_query_length", "n_best", "max_answer_length", "null_threshold")
-    chosen = {key: settings.get(key, getattr(defaults, key)) for key in keys}
-    if chosen["null_threshold"] is None:  # not from a run's results: the default for the bundle's head
-        chosen["null_threshold"] = default_null_threshold(head)
-    return chosen | {"version_2": task.has_unanswerable, "doc_stride_is_step": True}
+    return Source(checkpoint, task, exporter, max_length, model_name,
+                  settings=exporter.settings(task, max_length, settings, checkpoint.path))

@@ -35,7 +35,7 @@ from starlette.routing import Route
 
 from foundation.infra.errors import UserError
 from harness.deploy.batcher import Busy, MicroBatcher
-from harness.deploy.onnx_predictor import REQUEST_KEYS, Predictor, Request, request_from_record
+from harness.deploy.onnx_predictor import Predictor, Request, request_from_record
 from harness.deploy.serve_config import ServeConfig
 
 log = logging.getLogger("harness.serve")
@@ -66,9 +66,10 @@ def create_app(predictor: Predictor, config: ServeConfig) -> Starlette:
 
     async def health(request: HttpRequest) -> JSONResponse:
         manifest = predictor.manifest
-        return JSONResponse({"status": "ok", "task": manifest["task"], "kind": predictor.kind,
+        return JSONResponse({"status": "ok", "task": manifest["task"], "kind": predictor.bundle_kind,
                              "precision": predictor.precision, "labels": predictor.labels,
-                             "max_length": predictor.max_length, "input_keys": REQUEST_KEYS[predictor.kind],
+                             "max_length": predictor.max_length,
+                             "input_keys": predictor.pipeline.request_keys,
                              "batches": vars(batcher.stats), "pending_rows": batcher.pending})
 
     async def predict(request: HttpRequest) -> Response:
@@ -100,10 +101,8 @@ def create_app(predictor: Predictor, config: ServeConfig) -> Starlette:
         rows = await count_rows(predictor, requests)
         if rows > config.max_rows:
             what = "request" if single else f"{len(requests)} objects"
-            unit = "" if predictor.kind == "sequence-classification" else \
-                f", a {'context ' if predictor.kind == 'question-answering' else ''}window of " \
-                f"{predictor.max_length} tokens each"
-            raise Rejected(413, f"{what} make{'s' if single else ''} {rows} model rows{unit}, over the "
+            raise Rejected(413, f"{what} make{'s' if single else ''} {rows} model rows"
+                                f"{predictor.pipeline.row_unit()}, over the "
                                 f"server's limit of {config.max_rows} (max_rows); send fewer or shorter "
                                 "texts per request")
         try:
@@ -145,9 +144,9 @@ async def read_body(request: HttpRequest, limit: int) -> bytes:
 
 
 async def count_rows(predictor: Predictor, requests: list[Request]) -> int:
-    """The model rows of `requests`; SQuAD's and tagging's need the tokenizer, run beside the loop (up to a
-    MiB of text)."""
-    if predictor.kind == "sequence-classification":
+    """The model rows of `requests`; where they need the tokenizer, run beside the loop (up to a MiB of
+    text)."""
+    if predictor.pipeline.rows_are_one:
         return sum(predictor.rows(requests))
     return sum(await asyncio.to_thread(predictor.rows, requests))
 
@@ -184,10 +183,10 @@ def parse_body(body: bytes, max_items: int) -> tuple[list, bool]:
 def to_request(record: object, predictor: Predictor, max_text_chars: int, where: str) -> Request:
     """A Request the predictor can take, or the 4xx that says why not."""
     try:
-        request = request_from_record(record, predictor.kind, where)
+        request = request_from_record(record, predictor.pipeline, where)
     except UserError as error:
         raise Rejected(400, str(error)) from None
-    for key, text in zip(REQUEST_KEYS[predictor.kind], (request.text, request.text_pair), strict=True):
+    for key, text in zip(predictor.pipeline.request_keys, (request.text, request.text_pair), strict=True):
         if text is not None and len(text) > max_text_chars:
             raise Rejected(413, f"{where}: {key!r} has {len(text)} characters, over the server's limit of "
                                 f"{max_text_chars} (max_text_chars); shorten it")
