@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from foundation.infra.settings import Flag, setting
-from tasks.text_task import ReadTask
+from tasks.read_task import ReadTask
+from tasks.registry import TAGGING_CORPORA
 
 Scheme = Literal["auto", "IOB1", "IOB2", "BIOES"]
 
@@ -29,29 +30,10 @@ JSON_SUFFIXES = (".jsonl", ".json")
 
 
 @dataclass(frozen=True)
-class NamedCorpus:
-    """A named task on a corpus in ../shared/data (ELECTRA's chunk)."""
-
-    name: str
-    folder: str  # under the shared data folder
-    train: str
-    scored: str  # the file scored each epoch and reported
-    max_length: int
-    note: str
-
-
-# ELECTRA's chunk task: CoNLL-2000, which has no dev set; ELECTRA and the shared task report test-set F1,
-# so the test file is the scored split (results.json records it as such).
-NAMED = {"chunk": NamedCorpus("chunk", "conll2000", "train.txt", "test.txt", 256,
-                              "CoNLL-2000 has no dev set: the test file is scored each epoch and reported, "
-                              "as ELECTRA reports it (test F1)")}
-
-
-@dataclass(frozen=True)
 class TaggingTaskConfig:
     """A tagging task, described once: the same keys as flags or in a TOML --task-file."""
 
-    task: str = setting("", kind="recipe", flag=Flag("--task", "NAME", choices=tuple(NAMED)), help=(
+    task: str = setting("", kind="recipe", flag=Flag("--task", "NAME", choices=tuple(TAGGING_CORPORA)), help=(
         "a named corpus instead of files: chunk (CoNLL-2000 in DATA_DIR, default $SHARED_DIR/data/conll2000; "
         "scored on its test file, as ELECTRA reports it)"))
     data_dir: str = setting("", kind="recipe", flag=Flag("--data-dir", "DIR"), help=(
@@ -76,8 +58,8 @@ class TaggingTaskConfig:
         "the task's name in results, leaderboard and bundles; default: the train file's stem"))
 
     def __post_init__(self):
-        if self.task and self.task not in NAMED:
-            raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(NAMED)}")
+        if self.task and self.task not in TAGGING_CORPORA:
+            raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(TAGGING_CORPORA)}")
         if self.tag_column == 0:
             raise ValueError("tag_column 0 is the word; the tag is a later column (default -1: the last)")
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from foundation.infra.settings import Flag, setting
+from tasks.read_task import ReadTask
 
 Kind = Literal["auto", "classification", "regression", "multilabel"]
 
@@ -75,26 +76,6 @@ class TextTaskConfig:
             problems.append(f"unknown metric {self.metric!r}; choose one of {', '.join(known)}")
         if problems:
             raise ValueError("; ".join(problems))
-
-
-class ReadTask:
-    """What a task read from files (your own text, tagging) shows the tables, intervals and bundles that
-    were written for GLUE's registry rows: one dev split, and its headline in the place of the paper's
-    metric."""
-
-    headline: str
-
-    @property
-    def dev_splits(self) -> tuple[str, ...]:
-        return ("validation",)
-
-    @property
-    def paper_metric(self) -> str:
-        return self.headline
-
-    @property
-    def paper_label(self) -> str:
-        return self.headline
 
 
 @dataclass(frozen=True)
