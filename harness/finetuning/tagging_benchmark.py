@@ -1,5 +1,5 @@
-"""`harness run tagging`: CoNLL chunking, NER or your own tagged files x seeds through the one
-orchestration, their part here."""
+"""Tagging's part of `harness run|eval|search tagging`: CoNLL chunking, NER or your own tagged files x seeds
+through the one orchestration."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import transformers
 
 from foundation.infra import atomic
 from harness.finetuning import model_setup
+from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
 from reports import dev_outputs, results_schema, seed_summary
@@ -119,10 +120,30 @@ class TaggingBenchmark:
         seed_summary.add_intervals(self.invocation.output_dir, results)
 
 
-def summary_table(results: results_schema.ResultsBody) -> str:
-    """conlleval's figures over seeds (x100), F1 first, with intervals; what was scored."""
-    from harness.finetuning.text_benchmark import summary_table as text_table
+class TaggingRunner:
+    """Tagging for the commands (harness/finetuning/kind_runner.py): its invocation, its table."""
 
-    table = text_table(results)
-    scored = results["data"].get("scored")
-    return table + (f"\nscored: {scored['file']} ({scored['note']})" if scored else "")
+    def run(self, job: Job) -> results_schema.ResultsBody:
+        return run_tagging(_invocation(job))
+
+    def summary(self, results: results_schema.ResultsBody) -> str:
+        """conlleval's figures over seeds (x100), F1 first, with intervals; what was scored."""
+        from harness.finetuning.table import read_task_table
+
+        scored = results["data"].get("scored")
+        return read_task_table(results) + (f"\nscored: {scored['file']} ({scored['note']})" if scored else "")
+
+    def search(self, job: Job) -> Searched:
+        described = job.description
+        return Searched(described.name or described.task or Path(described.train).stem,
+                        TaggingBenchmark(_invocation(job)))
+
+
+def _invocation(job: Job) -> TaggingInvocation:
+    return TaggingInvocation(model=job.model, task=job.description, output_dir=job.output_dir,
+                             config=job.config, seeds=job.seeds, task_file_dir=job.task_file_dir,
+                             tracking_uri=job.tracking_uri, leaderboard=job.leaderboard, search=job.search,
+                             evaluate_only=job.evaluate_only)
+
+
+KIND_RUNNER = TaggingRunner()
