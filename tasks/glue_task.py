@@ -41,6 +41,7 @@ class GlueTaskConfig:
     data_dir: str = setting("", kind="recipe", flag=Flag("--data-dir", "DATA_DIR"), help=(
         "classic glue_data directory (default: $GLUE_DIR, else the Hub)"))
 
+    percent_scores: ClassVar[bool] = False
     commands: ClassVar[dict[str, CommandText]] = {
         "run": CommandText(
             "",  # the kind's row in harness/kinds.py says it

@@ -44,6 +44,7 @@ class SquadTaskConfig:
     dev_file: str = setting("", kind="recipe", flag=Flag("--dev-file", "DEV_FILE"), help=(
         "official-format dev JSON; alone, its articles are split"))
 
+    percent_scores: ClassVar[bool] = True  # as the official script gives them (harness compare's scale)
     commands: ClassVar[dict[str, CommandText]] = {
         "run": CommandText(
             "",  # the kind's row in harness/kinds.py says it

@@ -93,6 +93,7 @@ class TaggingTaskConfig:
     name: str = setting("", kind="recipe", flag=Flag("--name", "NAME"), help=(
         "the task's name in results, leaderboard and bundles; default: the train file's stem"))
 
+    percent_scores: ClassVar[bool] = False
     commands: ClassVar[dict[str, CommandText]] = COMMANDS
 
     def __post_init__(self):

@@ -102,6 +102,7 @@ class TextTaskConfig:
     dev_seed: int = setting(0, kind="recipe", flag=Flag("--dev-seed", "N"), help=(
         "without a dev file: which rows are drawn"))
 
+    percent_scores: ClassVar[bool] = False
     commands: ClassVar[dict[str, CommandText]] = COMMANDS
 
     def __post_init__(self):

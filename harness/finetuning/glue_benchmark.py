@@ -11,7 +11,7 @@ from datasets import Dataset
 
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
-from harness.finetuning import mlflow_logging, model_setup
+from harness.finetuning import evaluation, mlflow_logging, model_setup
 from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
@@ -94,6 +94,7 @@ class GlueBenchmark:
                                config.head)
 
     load_model = staticmethod(load_model)
+    load_checkpoint = staticmethod(evaluation.classifier_checkpoint)
 
     def write_predictions(self, plan: GluePlan, built: glue.GlueFinetuneTask, config: FinetuneConfig,
                           result: FinetuneResult, stem: Path) -> dict:

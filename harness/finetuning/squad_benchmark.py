@@ -13,6 +13,7 @@ import transformers
 
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
+from foundation.training.quiet import quiet_transformers
 from harness.config import as_dict
 from harness.finetuning import model_setup
 from harness.finetuning.kind_runner import Job, Searched
@@ -24,6 +25,7 @@ from tasks.config import FinetuneConfig, SquadConfig
 from tasks.finetune import FinetuneResult
 from tasks.registry import SquadTask
 from tasks.squad import SquadFinetuneTask, SquadSource
+from tasks.squad_model import HEAD_FILE, JOINT_FILE, SquadModel
 
 RESULTS_FORMAT = results_schema.SQUAD_FORMAT
 SPLIT = "validation"
@@ -63,6 +65,20 @@ def load_model(built: SquadFinetuneTask, config: FinetuneConfig, setup: ModelSet
     return squad.load_model(setup.model_path, built, **setup.load_options)
 
 
+def span_checkpoint(setup: ModelSetup, built: SquadFinetuneTask) -> tuple[torch.nn.Module, None]:
+    """harness eval: the checkpoint's span model with the heads it saved (harness eval squad sets the
+    settings from span_heads, so none is fresh)."""
+    with quiet_transformers():
+        model = SquadModel.from_pretrained(setup.model_path, answerability=built.uses_head, joint=built.joint,
+                                           **setup.load_options)
+    return model, None
+
+
+def span_heads(model_path: str) -> tuple[bool, bool]:
+    """(answerability classifier, joint end head): whether a SQuAD checkpoint saved ELECTRA's heads."""
+    return (Path(model_path) / HEAD_FILE).is_file(), (Path(model_path) / JOINT_FILE).is_file()
+
+
 class SquadBenchmark:
     """SQuAD's part of the one orchestration: its windows, span model, answer files and summary."""
 
@@ -97,6 +113,7 @@ class SquadBenchmark:
         return plan.built  # windowed in prepare, before any output
 
     load_model = staticmethod(load_model)
+    load_checkpoint = staticmethod(span_checkpoint)
 
     def write_predictions(self, plan: SquadPlan, built: SquadFinetuneTask, config: FinetuneConfig,
                           result: FinetuneResult, stem: Path) -> dict:
@@ -188,7 +205,6 @@ class SquadRunner:
         config, squad_config = job.settings
         if job.evaluate_only:  # the checkpoint's own heads: ELECTRA's where it saved their files
             from foundation.models.resolve import resolve_model
-            from harness.finetuning.evaluation import span_heads
 
             config = dataclasses.replace(config, head="hf")
             answerability, joint = span_heads(resolve_model(job.model, config.trust_remote_code))

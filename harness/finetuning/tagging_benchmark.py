@@ -11,7 +11,7 @@ import torch
 import transformers
 
 from foundation.infra import atomic
-from harness.finetuning import model_setup
+from harness.finetuning import evaluation, model_setup
 from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
@@ -88,6 +88,7 @@ class TaggingBenchmark:
                                   self.invocation.task.long_sentences, config.max_train_examples, splits)
 
     load_model = staticmethod(load_model)
+    load_checkpoint = staticmethod(evaluation.token_classifier_checkpoint)
 
     def write_predictions(self, plan: TaggingPlan, built: tagging.TaggingFinetuneTask, config: FinetuneConfig,
                           result: FinetuneResult, stem: Path) -> dict:

@@ -13,7 +13,7 @@ from datasets import Dataset
 
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
-from harness.finetuning import model_setup
+from harness.finetuning import evaluation, model_setup
 from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
@@ -100,6 +100,7 @@ class TextBenchmark:
                                config.max_train_examples)
 
     load_model = staticmethod(load_model)
+    load_checkpoint = staticmethod(evaluation.classifier_checkpoint)
 
     def write_predictions(self, plan: TextPlan, built: text.TextFinetuneTask, config: FinetuneConfig,
                           result: FinetuneResult, stem: Path) -> dict:
