@@ -1,1 +1,1 @@
-"""Fine-tuning runs (`harness run glue|squad`): one orchestration, GLUE and SQuAD plugged into it."""
+"""Fine-tuning runs (`harness run|eval KIND`): one orchestration, each kind of task plugged into it."""

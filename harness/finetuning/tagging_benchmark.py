@@ -30,7 +30,7 @@ class TaggingInvocation:
     """One `harness run tagging`: which model, data and seeds, where the outputs live."""
 
     model: str
-    task: TaggingTaskConfig
+    description: TaggingTaskConfig  # the task as described (flags or --task-file)
     output_dir: Path
     config: FinetuneConfig = FinetuneConfig()
     seeds: int = 1
@@ -73,7 +73,7 @@ class TaggingBenchmark:
 
     def prepare(self, setup: ModelSetup) -> TaggingPlan:
         model_setup.require(setup, transformers.AutoModelForTokenClassification, "a tagging task")
-        data = tagging_data.read(self.invocation.task, self.invocation.task_file_dir)
+        data = tagging_data.read(self.invocation.description, self.invocation.task_file_dir)
         task = data.task
         # the recipe's length, or fewer where the model has fewer positions
         config = model_setup.fitted(self.invocation.config, setup, task.num_epochs, task.max_length, "hf")
@@ -85,7 +85,8 @@ class TaggingBenchmark:
         config = plan.configs[task]
         splits = ("train", "validation", "test") if config.predict_test else ("train", "validation")
         return tagging.build_task(plan.data, setup.tokenizer, config.max_length,
-                                  self.invocation.task.long_sentences, config.max_train_examples, splits)
+                                  self.invocation.description.long_sentences, config.max_train_examples,
+                                  splits)
 
     load_model = staticmethod(load_model)
     load_checkpoint = staticmethod(evaluation.token_classifier_checkpoint)
@@ -141,7 +142,7 @@ class TaggingRunner:
 
 
 def _invocation(job: Job) -> TaggingInvocation:
-    return TaggingInvocation(model=job.model, task=job.description, output_dir=job.output_dir,
+    return TaggingInvocation(model=job.model, description=job.description, output_dir=job.output_dir,
                              config=job.config, seeds=job.seeds, task_file_dir=job.task_file_dir,
                              tracking_uri=job.tracking_uri, leaderboard=job.leaderboard, search=job.search,
                              evaluate_only=job.evaluate_only)

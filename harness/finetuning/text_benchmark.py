@@ -32,7 +32,7 @@ class TextInvocation:
     """One `harness run text`: which model, data and seeds, where the outputs live."""
 
     model: str
-    task: TextTaskConfig
+    description: TextTaskConfig  # the task as described (flags or --task-file)
     output_dir: Path
     config: FinetuneConfig = FinetuneConfig()
     seeds: int = 1
@@ -74,7 +74,7 @@ class TextBenchmark:
 
     def prepare(self, setup: ModelSetup) -> TextPlan:
         model_setup.require(setup, transformers.AutoModelForSequenceClassification, "a text task")
-        data = text_data.read(self.invocation.task, self.invocation.task_file_dir)
+        data = text_data.read(self.invocation.description, self.invocation.task_file_dir)
         task = data.task
         # the recipe's length, or fewer where the model has fewer positions
         config = model_setup.fitted(self.invocation.config, setup, task.num_epochs, task.max_length,
@@ -146,9 +146,10 @@ class TextRunner:
 
 
 def _invocation(job: Job) -> TextInvocation:
-    return TextInvocation(model=job.model, task=job.description, output_dir=job.output_dir, config=job.config,
-                          seeds=job.seeds, task_file_dir=job.task_file_dir, tracking_uri=job.tracking_uri,
-                          leaderboard=job.leaderboard, search=job.search, evaluate_only=job.evaluate_only)
+    return TextInvocation(model=job.model, description=job.description, output_dir=job.output_dir,
+                          config=job.config, seeds=job.seeds, task_file_dir=job.task_file_dir,
+                          tracking_uri=job.tracking_uri, leaderboard=job.leaderboard, search=job.search,
+                          evaluate_only=job.evaluate_only)
 
 
 KIND_RUNNER = TextRunner()
