@@ -99,6 +99,11 @@ def load(reference: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
+# Where a description's flags land in the parsed arguments: apart from the command's own (`kind`, the
+# subcommand, is also your own text's setting `kind`).
+DEST = "description."
+
+
 def settings_classes(found: Kind) -> tuple[type, ...]:
     """The kind's settings classes, loaded (torch-free)."""
     return tuple(load(reference) for reference in found.settings)
@@ -130,7 +135,8 @@ def add_description_flags(parser: argparse.ArgumentParser, found: Kind, command:
     changes = described.commands[command].flags
     for action in staging._actions:
         change = changes.get(action.dest, {})
-        options: dict[str, Any] = {"dest": action.dest, "metavar": change.get("metavar", action.metavar),
+        metavar = action.metavar or (None if action.choices else action.dest.upper())
+        options: dict[str, Any] = {"dest": DEST + action.dest, "metavar": change.get("metavar", metavar),
                                    "help": change.get("help", action.help),
                                    "required": change.get("required", False)}
         if action.choices is not None:
@@ -145,10 +151,12 @@ def add_description_flags(parser: argparse.ArgumentParser, found: Kind, command:
 def load_description(found: Kind, args: argparse.Namespace) -> tuple[Any, Path | None]:
     """The kind's task description: the --task-file's keys, then the flags given; and the folder the task
     file's relative paths start from."""
-    from harness.config import flag_values, load_config, shown
+    from harness.config import load_config, shown
 
     described = load(found.description)
-    given = [f"{key}={shown(value) if isinstance(value, tuple) else value}"
-             for key, value in flag_values(args, described).items()]
+    values = {name: getattr(args, DEST + name) for name in described.__dataclass_fields__
+              if getattr(args, DEST + name, None) is not None}
+    given = [f"{key}={shown(tuple(value)) if isinstance(value, list | tuple) else value}"
+             for key, value in values.items()]
     description = load_config(described, args.task_file, given)
     return description, Path(args.task_file).resolve().parent if args.task_file else None
