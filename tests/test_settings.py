@@ -24,7 +24,6 @@ from reports import results_schema
 from reports.recipe import departures
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
-from tasks.squad_task import SquadTaskConfig
 from tests.conftest import run_cli
 
 
@@ -228,6 +227,8 @@ def test_every_setting_says_what_it_does(cls):
 
 
 def test_harness_settings_explains_each_setting_from_its_field(capsys):
+    from tasks.squad_task import SquadTaskConfig
+
     code, out, err = run_cli(["settings", "squad"], capsys)
     assert code == 0, err
     listed = [line.split("  (")[0] for line in out.splitlines() if not line.startswith(" ")]

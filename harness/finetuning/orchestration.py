@@ -47,7 +47,7 @@ class Invocation(Protocol):
 class BenchmarkPlan:
     """A benchmark's data read and checked, and its tasks' settings resolved, before anything is written.
 
-    A benchmark's own plan (glue_benchmark.GluePlan, squad_benchmark.SquadPlan) adds the data it read."""
+    A kind's own plan (glue_benchmark.GluePlan, squad_benchmark.SquadPlan, ...) adds the data it read."""
 
     name: str  # the parent MLflow run is "{model} {name}"
     tasks: tuple[str, ...]  # results.json's tasks (GLUE: AX rides with MNLI)
