@@ -10,6 +10,7 @@ imports a kind's modules. The heavy parts are named as "module:attribute" and lo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from foundation.infra.errors import UserError
 class Kind:
     """One kind of task: what the commands need to know of it, and where its own code lives."""
 
-    name: str  # the word after `harness run|eval|search`, and results.json's format "harness/NAME-results"
+    name: str  # the word after `harness run|eval|search`; results.json: "electra-harness/NAME-results/N"
     help: str  # one line in `harness run --help`
     # The task description: a config class whose fields make the kind's flags (harness/config.py's add_flags)
     # and which `harness settings NAME` explains. Torch-free.
@@ -154,8 +155,8 @@ def load_description(found: Kind, args: argparse.Namespace) -> tuple[Any, Path |
     from harness.config import load_config, shown
 
     described = load(found.description)
-    values = {name: getattr(args, DEST + name) for name in described.__dataclass_fields__
-              if getattr(args, DEST + name, None) is not None}
+    values = {field.name: getattr(args, DEST + field.name) for field in dataclasses.fields(described)
+              if getattr(args, DEST + field.name, None) is not None}
     given = [f"{key}={shown(tuple(value)) if isinstance(value, list | tuple) else value}"
              for key, value in values.items()]
     description = load_config(described, args.task_file, given)
