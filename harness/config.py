@@ -217,26 +217,34 @@ def as_dict(config: Any) -> dict[str, Any]:
 
 
 def load_squad_settings(config_file: str | None, overrides: Sequence[str]):
-    """(FinetuneConfig, SquadConfig) from one flat TOML file and key=value list; each key goes to the
-    config that has it. Torch-free, so `harness run squad` checks its settings before loading torch."""
+    """(FinetuneConfig, SquadConfig) from one flat TOML file and key=value list (see load_settings)."""
     from tasks.config import FinetuneConfig, SquadConfig
 
+    return load_settings((FinetuneConfig, SquadConfig), config_file, overrides)
+
+
+def load_settings(classes: Sequence[type], config_file: str | None, overrides: Sequence[str]) -> tuple:
+    """One config of each class from one flat TOML file and key=value list; each key goes to the config that
+    has it (items without `=` to the first, whose check reports them). Torch-free, so a command checks its
+    settings before loading torch."""
+    if len(classes) == 1:
+        return (load_config(classes[0], config_file, list(overrides)),)
     items = [f"{key}={str(value).lower() if isinstance(value, bool) else value}"
              for key, value in (read_toml(Path(config_file)) if config_file else {}).items()]
     items += list(overrides)
-    owners = {field.name: cls for cls in (FinetuneConfig, SquadConfig) for field in dataclasses.fields(cls)}
+    owners = {field.name: cls for cls in classes for field in dataclasses.fields(cls)}
     keys = [item.partition("=")[0].strip() for item in items]
-    # Unknown keys are reported here, against both configs; malformed items are load_config's to report.
+    # Unknown keys are reported here, against every config; malformed items are load_config's to report.
     errors = [f"unknown setting {key!r} (known: {', '.join(sorted(owners))})"
               for key, item in zip(keys, items, strict=True) if "=" in item and key not in owners]
     configs = []
-    for cls in (FinetuneConfig, SquadConfig):
+    for cls in classes:
         mine = [item for key, item in zip(keys, items, strict=True)
-                if owners.get(key) is cls or (cls is FinetuneConfig and "=" not in item)]
+                if owners.get(key) is cls or (cls is classes[0] and "=" not in item)]
         try:
             configs.append(load_config(cls, None, mine))
         except UserError as error:
             errors.append(str(error))
     if errors:
         raise UserError("; ".join(errors))
-    return configs[0], configs[1]
+    return tuple(configs)

@@ -9,8 +9,12 @@ imports a kind's modules. The heavy parts are named as "module:attribute" and lo
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from foundation.infra.errors import UserError
@@ -20,12 +24,13 @@ from foundation.infra.errors import UserError
 class Kind:
     """One kind of task: what the commands need to know of it, and where its own code lives."""
 
-    name: str  # the word after `harness run|eval|search`, and results.json's format "harness/NAME-results"
+    name: str  # the word after `harness run|eval|search`; results.json: "electra-harness/NAME-results/N"
     help: str  # one line in `harness run --help`
     # The task description: a config class whose fields make the kind's flags (harness/config.py's add_flags)
     # and which `harness settings NAME` explains. Torch-free.
     description: str
-    # The fine-tuning side: the kind's Benchmark plugged into harness/finetuning/orchestration.py.
+    # The fine-tuning side: the kind's runner (harness/finetuning/kind_runner.py's KindRunner), which builds
+    # the kind's invocation and Benchmark (harness/finetuning/orchestration.py) for run, eval and search.
     runner: str
     # The deployment side: the bundle's predictor (torch-free: harness predict and serve) and its exporter.
     predictor: str
@@ -33,31 +38,46 @@ class Kind:
     # Every module that is this kind's own (tests/test_imports.py: outside them only this registry may
     # import them).
     modules: tuple[str, ...] = ()
+    # The settings classes a run of the kind takes as key=value or --config (harness settings NAME explains
+    # them, then the description). Torch-free.
+    settings: tuple[str, ...] = ("tasks.config:FinetuneConfig",)
+
+    def results_format(self, found: str) -> bool:
+        """Whether results.json's `format` string is this kind's."""
+        return found.startswith(f"electra-harness/{self.name}-results/")
 
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in [
     Kind("glue", "GLUE dev scores, test-server files and MLflow runs",
          description="tasks.glue_task:GlueTaskConfig",
          runner="harness.finetuning.glue_benchmark:KIND_RUNNER",
-
+         modules=("tasks.glue", "tasks.glue_data", "tasks.glue_task", "harness.finetuning.glue_benchmark",
+                 "harness.deploy.glue_export"),
          predictor="harness.deploy.sequence_classification:Predictor",
          exporter="harness.deploy.glue_export:Exporter"),
     Kind("squad", "SQuAD 1.1 / 2.0 dev scores, predictions and MLflow runs",
          description="tasks.squad_task:SquadTaskConfig",
          runner="harness.finetuning.squad_benchmark:KIND_RUNNER",
-
+         modules=("tasks.squad", "tasks.squad_data", "tasks.squad_features", "tasks.squad_metrics",
+                  "tasks.squad_model", "tasks.squad_spans", "tasks.squad_task",
+                  "tasks.evaluate_metrics.squad_metric", "harness.finetuning.squad_benchmark",
+                 "harness.deploy.squad_export", "harness.deploy.question_answering"),
+         settings=("tasks.config:FinetuneConfig", "tasks.config:SquadConfig"),
          predictor="harness.deploy.question_answering:Predictor",
          exporter="harness.deploy.squad_export:Exporter"),
     Kind("text", "your own labelled files: classification, regression or multi-label",
          description="tasks.text_task:TextTaskConfig",
          runner="harness.finetuning.text_benchmark:KIND_RUNNER",
-
+         modules=("tasks.text", "tasks.text_data", "tasks.text_task", "harness.finetuning.text_benchmark",
+                 "harness.deploy.text_export"),
          predictor="harness.deploy.sequence_classification:Predictor",
          exporter="harness.deploy.text_export:Exporter"),
     Kind("tagging", "chunking, NER or your own tagged files (conlleval F1)",
          description="tasks.tagging_task:TaggingTaskConfig",
          runner="harness.finetuning.tagging_benchmark:KIND_RUNNER",
-
+         modules=("tasks.tagging", "tasks.tagging_data", "tasks.tagging_metrics", "tasks.tagging_task",
+                  "harness.finetuning.tagging_benchmark", "harness.deploy.tagging_export",
+                 "harness.deploy.token_classification", "harness.deploy.tag_spans"),
          predictor="harness.deploy.token_classification:Predictor",
          exporter="harness.deploy.tagging_export:Exporter"),
 ]}
@@ -70,10 +90,81 @@ def kind(name: str) -> Kind:
     return KINDS[name]
 
 
+def of_results(found: str) -> Kind:
+    """The kind whose results.json `format` is `found`, or a UserError naming it."""
+    for candidate in KINDS.values():
+        if candidate.results_format(found):
+            return candidate
+    raise UserError(f"results format {found!r} is no kind of task this harness knows ({', '.join(KINDS)})")
+
+
 def load(reference: str) -> Any:
     """The object a "module:attribute" reference names, its module imported now."""
     module, _, attribute = reference.partition(":")
     return getattr(importlib.import_module(module), attribute)
+
+
+# Where a description's flags land in the parsed arguments: apart from the command's own (`kind`, the
+# subcommand, is also your own text's setting `kind`).
+DEST = "description."
+
+
+def settings_classes(found: Kind) -> tuple[type, ...]:
+    """The kind's settings classes, loaded (torch-free)."""
+    return tuple(load(reference) for reference in found.settings)
+
+
+def add_kind_parsers(parser: argparse.ArgumentParser, command: str,
+                     epilog: Callable[[Kind, Any], str]) -> list[tuple[Kind, argparse.ArgumentParser]]:
+    """`harness COMMAND KIND`: a subparser per kind, with the help its description declares for `command`
+    (tasks/kind_text.py) and `epilog(kind, text)`; the command adds the flags."""
+    by_kind = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
+    parsers = []
+    for found in KINDS.values():
+        text = load(found.description).commands[command]
+        parsers.append((found, by_kind.add_parser(
+            found.name, help=text.help or found.help, description=text.description,
+            epilog=epilog(found, text), formatter_class=argparse.RawDescriptionHelpFormatter)))
+    return parsers
+
+
+def add_description_flags(parser: argparse.ArgumentParser, found: Kind, command: str) -> None:
+    """--task-file, and a flag for each setting of the kind's description that declares one, as `command`
+    offers it (the description's CommandText.flags: another name, required, other help)."""
+    from harness.config import add_flags
+
+    described = load(found.description)
+    parser.add_argument("--task-file", help="TOML file describing the task (the same keys as the flags)")
+    staging = argparse.ArgumentParser(add_help=False)
+    add_flags(staging, described)
+    changes = described.commands[command].flags
+    for action in staging._actions:
+        change = changes.get(action.dest, {})
+        metavar = action.metavar or (None if action.choices else action.dest.upper())
+        options: dict[str, Any] = {"dest": DEST + action.dest, "metavar": change.get("metavar", metavar),
+                                   "help": change.get("help", action.help),
+                                   "required": change.get("required", False)}
+        if action.choices is not None:
+            options["choices"] = action.choices
+        if action.type is not None:
+            options["type"] = action.type
+        if isinstance(action, argparse._AppendAction):
+            options["action"] = "append"
+        parser.add_argument(change.get("flag", action.option_strings[0]), **options)
+
+
+def load_description(found: Kind, args: argparse.Namespace) -> tuple[Any, Path | None]:
+    """The kind's task description: the --task-file's keys, then the flags given; and the folder the task
+    file's relative paths start from."""
+    from harness.config import load_config, shown
+
+    described = load(found.description)
+    values = {field.name: getattr(args, DEST + field.name) for field in dataclasses.fields(described)
+              if getattr(args, DEST + field.name, None) is not None}
+    given = [f"{key}={shown(tuple(value)) if isinstance(value, list | tuple) else value}"
+             for key, value in values.items()]
+    description = load_config(described, args.task_file, given)
+    return description, Path(args.task_file).resolve().parent if args.task_file else None
 
 
 def pipelines() -> dict[str, Any]:

@@ -12,6 +12,7 @@ from transformers import AutoModelForSequenceClassification, PreTrainedTokenizer
 from tasks import evaluate_metrics, glue_head
 from tasks.loading import from_pretrained_quietly
 from tasks.registry import GlueTask
+from tasks.sequence_features import tokenize
 
 
 @dataclass
@@ -45,22 +46,6 @@ class GlueFinetuneTask:
         if self.task.is_regression:
             return [f"{min(max(float(v), 0.0), 5.0):.3f}" for v in values]
         return [self.task.label_names[int(v)] for v in values]
-
-
-def tokenize(dataset: Dataset, tokenizer: PreTrainedTokenizerBase, max_length: int,
-             keep_labels: bool, target_scale: float = 1.0) -> Dataset:
-    """Model inputs (unpadded; the collator pads per batch) and, for training, `labels`."""
-    def encode(batch):
-        pair = (batch["text_b"],) if "text_b" in batch else ()
-        return tokenizer(batch["text_a"], *pair, truncation=True, max_length=max_length)
-
-    encoded = dataset.map(encode, batched=True, remove_columns=dataset.column_names, desc="tokenize")
-    if keep_labels:
-        labels = dataset["label"]
-        if target_scale != 1.0:
-            labels = [label / target_scale for label in labels]
-        encoded = encoded.add_column("labels", labels)
-    return encoded
 
 
 def both_orders(train: Dataset) -> Dataset:

@@ -1,4 +1,4 @@
-"""The one task registry: every GLUE task as a data row, plus SQuAD.
+"""The one registry of named tasks: every GLUE task as a data row, the SQuAD versions, the tagging corpora.
 
 Names are the `datasets` config names. CLI choices, default epochs, metrics, splits and the
 test-server file names all come from here.
@@ -160,3 +160,23 @@ def squad_task(version: str) -> SquadTask:
     if version not in SQUAD_TASKS:
         raise UserError(f"unknown SQuAD version {version!r}; choose one of {', '.join(SQUAD_TASKS)}")
     return SQUAD_TASKS[version]
+
+
+@dataclass(frozen=True)
+class NamedCorpus:
+    """A named tagging task on a corpus in ../shared/data (ELECTRA's chunk)."""
+
+    name: str
+    folder: str  # under the shared data folder
+    train: str
+    scored: str  # the file scored each epoch and reported
+    max_length: int
+    note: str
+
+
+# ELECTRA's chunk task: CoNLL-2000, which has no dev set; ELECTRA and the shared task report test-set F1,
+# so the test file is the scored split (results.json records it as such).
+TAGGING_CORPORA: dict[str, NamedCorpus] = {"chunk": NamedCorpus(
+    "chunk", "conll2000", "train.txt", "test.txt", 256,
+    "CoNLL-2000 has no dev set: the test file is scored each epoch and reported, as ELECTRA reports it "
+    "(test F1)")}

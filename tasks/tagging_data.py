@@ -20,8 +20,9 @@ from typing import Any
 
 from foundation.infra.errors import UserError
 from tasks import tagging_metrics
-from tasks.tagging_task import JSON_SUFFIXES, MODEL_SCHEME, NAMED, NUM_EPOCHS, TaggingTask, TaggingTaskConfig
-from tasks.text_data import decode_utf8
+from tasks.registry import TAGGING_CORPORA
+from tasks.tagging_task import JSON_SUFFIXES, MODEL_SCHEME, NUM_EPOCHS, TaggingTask, TaggingTaskConfig
+from tasks.task_files import decode_utf8
 
 PREFIXES = ("B", "I", "E", "S")
 DOCSTART = "-DOCSTART-"
@@ -79,7 +80,7 @@ def files_of(config: TaggingTaskConfig, base: Path | None = None) -> dict[str, P
     if config.task:
         if config.train or config.dev:
             raise UserError(f"--task {config.task} reads its own corpus; drop --train/--dev, or drop --task")
-        corpus = NAMED[config.task]
+        corpus = TAGGING_CORPORA[config.task]
         folder = Path(config.data_dir).expanduser() if config.data_dir else shared_data_dir() / corpus.folder
         found = {"train": folder / corpus.train, "validation": folder / corpus.scored}
         if not all(path.is_file() for path in found.values()):
@@ -116,9 +117,9 @@ def read(config: TaggingTaskConfig, base: Path | None = None) -> TaggingData:
     name = config.name or (config.task or files["train"].stem)
     from tasks.registry import GLUE_TASKS
 
-    if name in GLUE_TASKS or (name in NAMED and name != config.task):
+    if name in GLUE_TASKS or (name in TAGGING_CORPORA and name != config.task):
         raise UserError(f"task name {name!r} is a benchmark task's; pass --name with another name")
-    max_length = NAMED[config.task].max_length if config.task else TaggingTask.max_length
+    max_length = TAGGING_CORPORA[config.task].max_length if config.task else TaggingTask.max_length
     task = TaggingTask(name, tuple(types), tuple(sorted(model_tags)), scheme, num_epochs=NUM_EPOCHS,
                        max_length=max_length)
     record: dict[str, Any] = {"task": task.record(), "description": _description(config, base), "files": {
@@ -126,7 +127,7 @@ def read(config: TaggingTaskConfig, base: Path | None = None) -> TaggingData:
                 "tokens": sum(len(s.words) for s in data.sentences)} for split, data in splits.items()}}
     if config.task:
         record["scored"] = {"split": "validation", "file": str(files["validation"]),
-                            "note": NAMED[config.task].note}
+                            "note": TAGGING_CORPORA[config.task].note}
     return TaggingData(task, splits, record)
 
 

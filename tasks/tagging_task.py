@@ -9,10 +9,14 @@ head and scoring tasks/tagging.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import ClassVar, Literal
 
 from foundation.infra.settings import Flag, setting
-from tasks.text_task import ReadTask
+from tasks.kind_text import CommandText, task_row
+from tasks.read_task import ReadTask
+from tasks.registry import TAGGING_CORPORA
+from tasks.task_files import recorded_digests
 
 Scheme = Literal["auto", "IOB1", "IOB2", "BIOES"]
 
@@ -27,31 +31,45 @@ METRICS = ("f1", "precision", "recall", "accuracy")
 HEADLINE = "f1"
 JSON_SUFFIXES = (".jsonl", ".json")
 
+RUN_EPILOG = """examples:
+  harness run tagging --model electra-small --task chunk --seeds 3   # CoNLL-2000 in ../shared/data
+  harness run tagging --model M --train ner/train.txt --dev ner/dev.txt --test ner/test.txt
+  harness run tagging --model M --train train.jsonl --dev dev.jsonl max_train_examples=2000
 
-@dataclass(frozen=True)
-class NamedCorpus:
-    """A named task on a corpus in ../shared/data (ELECTRA's chunk)."""
-
-    name: str
-    folder: str  # under the shared data folder
-    train: str
-    scored: str  # the file scored each epoch and reported
-    max_length: int
-    note: str
-
-
-# ELECTRA's chunk task: CoNLL-2000, which has no dev set; ELECTRA and the shared task report test-set F1,
-# so the test file is the scored split (results.json records it as such).
-NAMED = {"chunk": NamedCorpus("chunk", "conll2000", "train.txt", "test.txt", 256,
-                              "CoNLL-2000 has no dev set: the test file is scored each epoch and reported, "
-                              "as ELECTRA reports it (test F1)")}
+CoNLL column files (word first, the tag in --tag-column, by default the last; a blank line between
+sentences; -DOCSTART- lines are boundaries) or JSON Lines ({"tokens": [...], "tags": [...]}); tags in
+IOB1, IOB2 or BIOES. As ELECTRA: trained on BIOES tags, each word's first sub-token labelled; scored by
+conlleval's phrase-level F1 (precision, recall, token accuracy, F1 per type beside it). A sentence
+longer than max_length is split into windows of whole words (long_sentences=refuse: refused).
+"""
+SEARCH_EPILOG = """examples:
+  harness search tagging --model M --task chunk --trials 20 max_train_examples=2000
+  harness run tagging --model M --task chunk --params-from runs/search/tagging-chunk-M/best_params.json
+"""
+COMMANDS = {
+    "run": CommandText(
+        "",  # the kind's row in harness/kinds.py says it
+        "Fine-tune a token classifier on CoNLL column or JSON Lines files (or --task chunk) with ELECTRA's "
+        "recipe; writes results.json, predicted tags per split, the models, logs to MLflow, prints "
+        "conlleval's F1 with intervals.", RUN_EPILOG,
+        ("settings (key=value or a TOML --config file; unset ones follow ELECTRA's tagging recipe: 3 epochs, "
+         "128 tokens, 256 for chunk):",)),
+    "eval": CommandText(
+        "a token classifier (chunking, NER, your tagged files)",
+        "Score a fine-tuned token classifier on a tagging task, described as for harness run tagging "
+        "(conlleval's F1)."),
+    "search": CommandText(
+        "search a tagging task's hyperparameters (conlleval F1)",
+        "Run trials of an Optuna study on a tagging task, described as for harness run tagging; each trial "
+        "is scored by the mean dev F1 over its trial seeds.", SEARCH_EPILOG),
+}
 
 
 @dataclass(frozen=True)
 class TaggingTaskConfig:
     """A tagging task, described once: the same keys as flags or in a TOML --task-file."""
 
-    task: str = setting("", kind="recipe", flag=Flag("--task", "NAME", choices=tuple(NAMED)), help=(
+    task: str = setting("", kind="recipe", flag=Flag("--task", "NAME", choices=tuple(TAGGING_CORPORA)), help=(
         "a named corpus instead of files: chunk (CoNLL-2000 in DATA_DIR, default $SHARED_DIR/data/conll2000; "
         "scored on its test file, as ELECTRA reports it)"))
     data_dir: str = setting("", kind="recipe", flag=Flag("--data-dir", "DIR"), help=(
@@ -75,11 +93,31 @@ class TaggingTaskConfig:
     name: str = setting("", kind="recipe", flag=Flag("--name", "NAME"), help=(
         "the task's name in results, leaderboard and bundles; default: the train file's stem"))
 
+    percent_scores: ClassVar[bool] = False
+    commands: ClassVar[dict[str, CommandText]] = COMMANDS
+
     def __post_init__(self):
-        if self.task and self.task not in NAMED:
-            raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(NAMED)}")
+        if self.task and self.task not in TAGGING_CORPORA:
+            raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(TAGGING_CORPORA)}")
         if self.tag_column == 0:
             raise ValueError("tag_column 0 is the word; the tag is a later column (default -1: the last)")
+
+    @property
+    def output_name(self) -> str:
+        """The word after the model's name in a default output folder: the task's name or its data's."""
+        return self.name or self.task or Path(self.train or "data").stem
+
+    @staticmethod
+    def listed() -> list[str]:
+        """`harness tasks`' lines for the named tagging corpora."""
+        return [task_row(name, ",".join(METRICS), "phrase tags (conlleval)", NUM_EPOCHS,
+                         f"harness run tagging --task {name} ({corpus.folder})")
+                for name, corpus in TAGGING_CORPORA.items()]
+
+    @staticmethod
+    def fingerprint(data: dict | None) -> dict[str, tuple[str, str]]:
+        """What results.json records of the data a run read, for `harness compare`: each file's sha256."""
+        return recorded_digests(data)
 
 
 @dataclass(frozen=True)

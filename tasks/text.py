@@ -15,8 +15,8 @@ from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerBase
 
 from tasks import glue_head, metrics
-from tasks.glue import tokenize
 from tasks.loading import from_pretrained_quietly
+from tasks.sequence_features import tokenize
 from tasks.text_task import TextTask
 
 

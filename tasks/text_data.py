@@ -23,6 +23,7 @@ from typing import Any
 from datasets import Dataset
 
 from foundation.infra.errors import UserError
+from tasks.task_files import decode_utf8
 from tasks.text_task import FORMATS, KIND_METRICS, MAX_LENGTH, NUM_EPOCHS, TextTask, TextTaskConfig
 
 csv.field_size_limit(sys.maxsize)
@@ -192,16 +193,6 @@ def _hub_sources(config: TextTaskConfig) -> dict[str, Source]:
             raise UserError(f"{where}: no rows; choose another split")
         sources[split] = Source(split, where, rows, None, rows._fingerprint)
     return sources
-
-
-def decode_utf8(path: Path, data: bytes) -> str:
-    """A data file's text, or one line naming the line of its first byte that is not UTF-8."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = data[:error.start].count(b"\n") + 1
-        raise UserError(f"{path}:{line}: bytes that are not UTF-8 ({data[error.start:error.start + 4]!r}); "
-                        "re-save the file as UTF-8") from None
 
 
 def _csv_lines(path: Path, text: str) -> tuple[list[str], list[int]]:

@@ -7,10 +7,15 @@ validating the files is tasks/text_data.py; features, head and scoring are tasks
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import ClassVar, Literal
 
 from foundation.infra.settings import Flag, setting
+from tasks.kind_text import CommandText
+from tasks.read_task import ReadTask
+from tasks.task_files import recorded_digests
 
 Kind = Literal["auto", "classification", "regression", "multilabel"]
 
@@ -24,6 +29,40 @@ KIND_METRICS: dict[str, tuple[str, ...]] = {
 NUM_EPOCHS = 3  # ELECTRA's GLUE recipe (configure_finetuning.py: num_train_epochs)
 MAX_LENGTH = 128  # ELECTRA's GLUE max_seq_length
 FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+
+RUN_EPILOG = """examples:
+  harness run text --model electra-small --train train.csv --dev dev.csv --text question \\
+      --label coarse_label --seeds 3
+  harness run text --model M --train reviews.jsonl --text title,body --label stars --kind regression
+  harness run text --model M --task-file tickets.toml num_epochs=5
+
+The task is described once, by flags or a TOML --task-file with the same keys (train, dev, test, text,
+label, kind, metric, ...; a task file's paths are relative to it; flags win over it). results.json
+records it with each file's sha256: a resume refuses a changed file, `harness compare` runs on other
+data. Without a dev file, dev_fraction of train is drawn with dev_seed, and recorded.
+"""
+SEARCH_EPILOG = """examples:
+  harness search text --model M --train train.csv --dev dev.csv --text question --label coarse_label \\
+      --trials 20
+  harness run text --model M --train train.csv --dev dev.csv --text question --label coarse_label \\
+      --params-from runs/search/text-train-M/best_params.json --seeds 5
+"""
+COMMANDS = {
+    "run": CommandText(
+        "",  # the kind's row in harness/kinds.py says it
+        "Fine-tune on your own CSV, TSV, JSON Lines or Parquet files (or a datasets Hub id) with ELECTRA's "
+        "recipe; writes results.json, named predictions per split, the models with their label names, logs "
+        "to MLflow, prints the scores with intervals.", RUN_EPILOG,
+        ("settings (key=value or a TOML --config file; unset ones follow ELECTRA's GLUE recipe for the model "
+         "size):",)),
+    "eval": CommandText(
+        "your own labelled files",
+        "Score a fine-tuned checkpoint on your own data, described as for harness run text."),
+    "search": CommandText(
+        "search your own data's hyperparameters (its headline metric)",
+        "Run trials of an Optuna study on your own labelled files, described as for harness run text; each "
+        "trial is scored by the mean headline metric over its trial seeds.", SEARCH_EPILOG),
+}
 
 
 @dataclass(frozen=True)
@@ -63,6 +102,9 @@ class TextTaskConfig:
     dev_seed: int = setting(0, kind="recipe", flag=Flag("--dev-seed", "N"), help=(
         "without a dev file: which rows are drawn"))
 
+    percent_scores: ClassVar[bool] = False
+    commands: ClassVar[dict[str, CommandText]] = COMMANDS
+
     def __post_init__(self):
         problems = []
         if not 0 < self.dev_fraction < 1:
@@ -76,25 +118,27 @@ class TextTaskConfig:
         if problems:
             raise ValueError("; ".join(problems))
 
-
-class ReadTask:
-    """What a task read from files (your own text, tagging) shows the tables, intervals and bundles that
-    were written for GLUE's registry rows: one dev split, and its headline in the place of the paper's
-    metric."""
-
-    headline: str
-
     @property
-    def dev_splits(self) -> tuple[str, ...]:
-        return ("validation",)
+    def output_name(self) -> str:
+        """The word after the model's name in a default output folder: the task's name or its data's."""
+        return self.name or Path(self.train or self.dataset or "data").stem
 
-    @property
-    def paper_metric(self) -> str:
-        return self.headline
+    @staticmethod
+    def listed() -> list[str]:
+        """`harness tasks`' lines for your own files: the kinds they can be."""
+        lines = ["your own files (harness run text, headline metric first):"]
+        return lines + [f"  {kind:14} {','.join(names):30} {NUM_EPOCHS} epochs"
+                        for kind, names in KIND_METRICS.items()]
 
-    @property
-    def paper_label(self) -> str:
-        return self.headline
+    @staticmethod
+    def fingerprint(data: dict | None) -> dict[str, tuple[str, str]]:
+        """What results.json records of the data a run read, for `harness compare`: each file's sha256, and
+        the dev split drawn from train where there was no dev file."""
+        found = recorded_digests(data)
+        drawn = (data or {}).get("dev")
+        if drawn:
+            found["drawn dev split"] = ("draw", json.dumps(drawn, sort_keys=True))
+        return found
 
 
 @dataclass(frozen=True)

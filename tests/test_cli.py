@@ -310,9 +310,10 @@ def test_init_writes_loadable_checkpoint(tiny_model, tmp_path, capsys):
 
 def test_settings_on_both_sides_of_a_flag_are_all_kept_in_order(capsys):
     from harness.cli import parse
+    from harness.kinds import DEST
 
     args = parse(["run", "glue", "--model", "m", "num_epochs=1", "--tasks", "rte", "batch_size=8", "seed=2"])
-    assert args.tasks == "rte" and args.overrides == ["num_epochs=1", "batch_size=8", "seed=2"]
+    assert getattr(args, DEST + "tasks") == "rte" and args.overrides == ["num_epochs=1", "batch_size=8", "seed=2"]
     args = parse(["pretrain", "--preset", "electra-tiny", "--corpus", "c", "--output", "o", "a=1", "--max-flops",
                   "1e9", "b=2"])
     assert args.overrides == ["a=1", "b=2"]

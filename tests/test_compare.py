@@ -1,11 +1,13 @@
 """`harness compare` on synthetic run directories whose dev predictions differ by known amounts."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from foundation.infra import atomic
+from foundation.infra.errors import UserError
 from reports import dev_outputs, results_schema
 from tests.conftest import run_cli
 
@@ -178,3 +180,39 @@ def test_the_efficiency_report_prints_a_comparison_without_variance_as_n_a():
            "covers": "seeds and dev examples"}
     text = significance([{"a": "electra", "b": "mlm", "budget_flops": 0, "row": row}])
     assert "**electra vs mlm**: +0.0 points [+0.0, +0.0], p = 1: " in text and "(detectable: n/a; 3 vs 2 seeds" in text
+
+
+@pytest.mark.parametrize("kind", ["text", "tagging"])
+def test_compare_refuses_runs_of_a_kind_that_reads_files_on_other_files(kind):
+    """Every kind that records its files' sha256 is held to them (the check once covered text alone)."""
+    from harness import kinds
+    from harness.experiments.comparison import ResultsFolder, _same_data
+
+    def folder(train: str, dev: str) -> ResultsFolder:
+        data = {"files": {"train": {"sha256": train}, "validation": {"sha256": dev}, "test": {"sha256": "t" * 64}}}
+        return ResultsFolder(Path(kind), kind, {"phrases": {}}, kinds.load(kinds.KINDS[kind].description).fingerprint(data))
+
+    _same_data(folder("a" * 64, "d" * 64), folder("a" * 64, "d" * 64))  # the same files pair
+    with pytest.raises(UserError) as refused:
+        _same_data(folder("a" * 64, "d" * 64), folder("b" * 64, "d" * 64))
+    assert str(refused.value) == ("runs A and B were trained or scored on different data: the train file of phrases "
+                                  f"differs (sha256 {'a' * 12} in A, sha256 {'b' * 12} in B); compare runs on the "
+                                  "same data")
+    with pytest.raises(UserError, match="the dev file of phrases differs"):
+        _same_data(folder("a" * 64, "d" * 64), folder("a" * 64, "e" * 64))
+
+
+def test_compare_holds_squad_runs_to_the_files_they_record():
+    """SQuAD records its files' names and its held-out draw, no sha256: compare holds runs to those."""
+    from harness.experiments.comparison import ResultsFolder, _same_data
+    from tasks.squad_task import SquadTaskConfig
+
+    def folder(dev: str, seed: int) -> ResultsFolder:
+        data = {"dev_file": f"/data/{dev}", "train_file": None, "holdout": {"fraction": 0.5, "seed": seed}}
+        return ResultsFolder(Path("squad"), "squad", {"squad": {}}, SquadTaskConfig.fingerprint(data))
+
+    _same_data(folder("dev-v1.1.json", 0), folder("dev-v1.1.json", 0))
+    with pytest.raises(UserError, match=r"the dev file of squad differs \(name dev-v1.1.json in A, name x.json in B\)"):
+        _same_data(folder("dev-v1.1.json", 0), folder("x.json", 0))
+    with pytest.raises(UserError, match="held-out dev articles of squad differs"):
+        _same_data(folder("dev-v1.1.json", 0), folder("dev-v1.1.json", 1))

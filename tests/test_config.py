@@ -105,15 +105,18 @@ def test_every_setting_of_the_real_configs_is_in_the_help():
     import re
     from dataclasses import fields
 
+    from harness import kinds
     from harness.commands import pretrain, run
     from pretrain.config import PretrainConfig
-    from tasks.config import SquadConfig
 
     def listed(epilog):  # the names at the start of each comma-separated item
         return set(re.findall(r"(?:^  |, )([a-z_0-9]+)(?=[=, (]|,?$)", epilog, flags=re.M))
 
-    assert {f.name for f in fields(FinetuneConfig)} <= listed(run.EPILOG)
-    assert {f.name for f in fields(FinetuneConfig) + fields(SquadConfig)} <= listed(run.SQUAD_EPILOG)
+    for kind in kinds.KINDS.values():  # each kind's settings classes, in its `harness run KIND --help`
+        epilog = run._epilog(kind, kinds.load(kind.description).commands["run"])
+        assert {f.name for cls in kinds.settings_classes(kind) for f in fields(cls)} <= listed(epilog), kind.name
+    assert "doc_stride" in listed(run._epilog(kinds.KINDS["squad"], kinds.load(kinds.KINDS["squad"].description)
+                                              .commands["run"]))
     flagged = {"preset", "corpus", "output_dir", "objective"}  # set by --flags, listed there
     assert listed(pretrain.EPILOG) >= {f.name for f in fields(PretrainConfig)} - flagged
 

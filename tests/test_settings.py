@@ -227,15 +227,33 @@ def test_every_setting_says_what_it_does(cls):
 
 
 def test_harness_settings_explains_each_setting_from_its_field(capsys):
+    from tasks.squad_task import SquadTaskConfig
+
     code, out, err = run_cli(["settings", "squad"], capsys)
     assert code == 0, err
     listed = [line.split("  (")[0] for line in out.splitlines() if not line.startswith(" ")]
-    assert listed == [f.name for f in (*dataclasses.fields(FinetuneConfig), *dataclasses.fields(SquadConfig))]
+    # its settings, then its task description (the flags and task-file keys)
+    assert listed == [f.name for f in (*dataclasses.fields(FinetuneConfig), *dataclasses.fields(SquadConfig),
+                                       *dataclasses.fields(SquadTaskConfig))]
     assert "loss_reduction  (recipe; default sum; one of sum|mean; results from before it: mean)" in out
     assert "compile  (runtime; default auto; one of auto|on|off; a resume may change it)" in out
     code, out, _ = run_cli(["settings", "pretrain", "max_flops", "cache_dir"], capsys)
     assert code == 0 and out.splitlines()[0] == "max_flops  (budget; default none)"
     assert out.splitlines()[2] == "cache_dir  (output; default runs/cache; a resume may change it)"
+
+
+@pytest.mark.parametrize("kind", ["glue", "squad", "text", "tagging"])
+def test_harness_settings_explains_every_kinds_task_description(kind, capsys):
+    from harness.kinds import KINDS, load
+
+    code, out, err = run_cli(["settings", kind], capsys)
+    assert code == 0, err
+    listed = [line.split("  (")[0] for line in out.splitlines() if not line.startswith(" ")]
+    described = [f.name for f in dataclasses.fields(load(KINDS[kind].description))]
+    assert described and listed[-len(described):] == described
+    assert listed[0] == "learning_rate"  # the fine-tuning settings first
+    flag = {"glue": "--tasks", "squad": "--version", "text": "--train", "tagging": "--task"}[kind]
+    assert f"; also {flag}" in out
 
 
 def test_harness_settings_refuses_an_unknown_name_in_one_line(capsys):

@@ -382,6 +382,27 @@ def test_eval_scores_a_saved_tagger_as_its_run_did_and_compare_pairs_them(tagged
     assert code == 0 and "phrases" in out
 
 
+@pytest.mark.slow
+def test_compare_refuses_two_tagging_runs_trained_on_different_files_in_one_line(tagged_runs, tmp_path, capsys):
+    """The same dev file, another training file: compare names the task, the file and both sha256."""
+    import hashlib
+
+    from tests.conftest import run_cli
+
+    train = tmp_path / "train.txt"
+    train.write_text((tagged_runs / "train.txt").read_text() + "the DT B-NP\ncat NN I-NP\nsat VB B-VP\n\n")
+    code, _, err = run_cli(["run", "tagging", "--model", tagged_runs / "a" / "models" / "phrases-seed0", "--train",
+                            train, "--dev", tagged_runs / "dev.txt", "--name", "phrases", "--output-dir",
+                            tmp_path / "c", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "precision=fp32",
+                            "num_epochs=1", "batch_size=8"], capsys)
+    assert code == 0, err
+    code, out, err = run_cli(["compare", tagged_runs / "a", tmp_path / "c"], capsys)
+    ours, theirs = (hashlib.sha256(path.read_bytes()).hexdigest()[:12] for path in (tagged_runs / "train.txt", train))
+    assert code == 2 and out == "" and err.strip().count("\n") == 0
+    assert err.strip() == (f"harness: error: runs A and B were trained or scored on different data: the train file of "
+                           f"phrases differs (sha256 {ours} in A, sha256 {theirs} in B); compare runs on the same data")
+
+
 # ---- export, predict, serve -------------------------------------------------------------------------
 
 

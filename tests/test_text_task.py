@@ -294,7 +294,7 @@ def test_compare_pairs_runs_on_the_same_files_and_refuses_other_data(classified,
                       "num_epochs=1")
     assert code == 0
     code, _, err = run_cli(["compare", classified / "a", tmp_path / "c"], capsys)
-    assert code == 2 and "different data (train differ by sha256" in err
+    assert code == 2 and "different data: the train file of intents differs (sha256 " in err
 
 
 @pytest.mark.slow

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+HELP = "write a Hugging Face model card beside each saved model of a run"
+DESCRIPTION = ("Write README.md (YAML metadata with model-index: task, dataset, metric, value; then the "
+               "run's seeds, 95%% interval, pre-training and fine-tuning FLOPs, recipe departures, base "
+               "model and revision) into each RUN/models/<task>-seed<N>/ that `harness run` saved "
+               "(save_models=true). The numbers are those in RUN/results.json.")
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "card", help="write a Hugging Face model card beside each saved model of a run",
-        description="Write README.md (YAML metadata with model-index: task, dataset, metric, value; then the "
-                    "run's seeds, 95%% interval, pre-training and fine-tuning FLOPs, recipe departures, base "
-                    "model and revision) into each RUN/models/<task>-seed<N>/ that `harness run` saved "
-                    "(save_models=true). The numbers are those in RUN/results.json.")
-    parser.add_argument("run", type=Path, metavar="RUN_DIR",
-                        help="output directory of `harness run glue` or `harness run squad`")
-    parser.set_defaults(handler=handle)
+    from harness.publish.saved import add_run_parser
+
+    add_run_parser(subparsers, "card", HELP, DESCRIPTION).set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -16,8 +16,9 @@ EPILOG = """what it does:
   run that would detect --target points (both n/a when nothing varies: every seed of both runs scoring
   the same on every resample). With one seed per run only the dev set is covered.
 
-  Both runs must be `harness run` output directories of the same benchmark and tasks, scored on
-  the same dev examples (ids and gold labels are checked); they need the per-seed dev outputs
+  Both runs must be `harness run` (or `harness eval`) output directories of the same kind of task
+  and tasks, trained and scored on the same data (the files' sha256 where the kind records them) and
+  dev examples (ids and gold labels are checked); they need the per-seed dev outputs
   (predictions/TASK-seedN/dev_outputs.json) that `harness run` writes.
 
 examples:

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+HELP = "upload a saved model of a run and its model card to the Hugging Face Hub"
+DESCRIPTION = ("Create (or reuse) the Hub model repository ORG/NAME and upload one model folder that "
+               "`harness run` saved, with its README.md model card (written first with `harness card`'s code "
+               "when absent). Needs a token (`hf auth login` or HF_TOKEN) and HF_HUB_OFFLINE unset.")
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "push", help="upload a saved model of a run and its model card to the Hugging Face Hub",
-        description="Create (or reuse) the Hub model repository ORG/NAME and upload one model folder that "
-                    "`harness run` saved, with its README.md model card (written first with `harness card`'s "
-                    "code when absent). Needs a token (`hf auth login` or HF_TOKEN) and HF_HUB_OFFLINE "
-                    "unset.")
-    parser.add_argument("run", type=Path, metavar="RUN_DIR",
-                        help="output directory of `harness run glue` or `harness run squad`")
+    from harness.publish.saved import add_run_parser
+
+    parser = add_run_parser(subparsers, "push", HELP, DESCRIPTION)
     parser.add_argument("--repo", required=True, metavar="ORG/NAME", help="the Hub model repository")
     parser.add_argument("--private", action="store_true", help="create the repository private")
     parser.add_argument("--task", help="which task's model (needed when the run saved several tasks)")

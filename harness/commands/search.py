@@ -1,4 +1,5 @@
-"""`harness search glue|squad`: Optuna search; one worker per invocation, one study shared by many."""
+"""`harness search KIND`: Optuna search on one task of a kind; one worker per invocation, one study shared by
+many."""
 
 from __future__ import annotations
 
@@ -6,33 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from tasks.registry import GLUE_TASKS
+from harness import kinds
 
-GLUE_EXAMPLES = """examples:
-  harness search glue --task rte --model runs/models/small --trials 30 --data-dir ../shared/data/glue
-  # more workers, here or on other machines, on one PostgreSQL study:
-  harness search glue --task rte --model M --trials 60 --storage postgresql://USER:PASS@HOST/optuna
-  # small dev sets: score each trial by the mean of three seeds
-  harness search glue --task rte --model M --trials 30 --trial-seeds 0,1,2
-  # then re-measure the best configuration on seeds the search never used (here 3..7):
-  harness run glue --model M --tasks rte --params-from runs/search/glue-rte-M/best_params.json --seeds 5
-"""
-SQUAD_EXAMPLES = """examples:
-  harness search squad --version 1.1 --model M --trials 20 --data-dir ../shared/data/squad \\
-      max_train_examples=2000
-  harness run squad --version 1.1 --model M --params-from runs/search/squad-squad-M/best_params.json \\
-      --seeds 3 --data-dir ../shared/data/squad
-"""
-TEXT_EXAMPLES = """examples:
-  harness search text --model M --train train.csv --dev dev.csv --text question --label coarse_label \\
-      --trials 20
-  harness run text --model M --train train.csv --dev dev.csv --text question --label coarse_label \\
-      --params-from runs/search/text-train-M/best_params.json --seeds 5
-"""
-TAGGING_EXAMPLES = """examples:
-  harness search tagging --model M --task chunk --trials 20 max_train_examples=2000
-  harness run tagging --model M --task chunk --params-from runs/search/tagging-chunk-M/best_params.json
-"""
 EPILOG = """
 semantics:
   --trials is the study's total: a worker starts trials until COMPLETE + PRUNED + RUNNING ones reach
@@ -59,83 +35,42 @@ outputs: OUTPUT_DIR/best_params.json (rewritten whenever the best trial changes)
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("search", help="Optuna hyperparameter search over fine-tuning settings",
                                    description="Search fine-tuning hyperparameters with Optuna.")
-    benchmarks = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
-    glue = benchmarks.add_parser(
-        "glue", help="search one GLUE task's hyperparameters", epilog=GLUE_EXAMPLES + EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run trials of an Optuna study on one GLUE task; each trial fine-tunes its configuration "
-                    "once per trial seed, is scored by their mean dev score and pruned when that lags.")
-    glue.add_argument("--task", required=True,
-                      help=f"one of {', '.join(n for n, t in GLUE_TASKS.items() if t.predicted_by is None)}")
-    glue.add_argument("--data-dir", help="classic glue_data directory (default: $GLUE_DIR, else the Hub)")
-    _common(glue)
-    glue.set_defaults(handler=handle_glue)
-    squad = benchmarks.add_parser(
-        "squad", help="search SQuAD hyperparameters (dev F1)", epilog=SQUAD_EXAMPLES + EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run trials of an Optuna study on SQuAD; each trial fine-tunes its configuration once "
-                    "per trial seed, is scored by their mean dev F1 and pruned when that lags. SQuAD "
-                    "settings (doc_stride, ...) are fixed key=value settings, as for harness run squad.")
-    squad.add_argument("--version", default="1.1", help="SQuAD version: 1.1 or 2.0 (default: %(default)s)")
-    squad.add_argument("--data-dir",
-                       help="folder of train-vX.json/dev-vX.json (default: $SQUAD_DIR, else the Hub)")
-    squad.add_argument("--train-file", help="official-format training JSON (with --dev-file)")
-    squad.add_argument("--dev-file", help="official-format dev JSON; alone, its articles are split")
-    _common(squad)
-    squad.set_defaults(handler=handle_squad)
-    text = benchmarks.add_parser(
-        "text", help="search your own data's hyperparameters (its headline metric)",
-        epilog=TEXT_EXAMPLES + EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run trials of an Optuna study on your own labelled files, described as for harness "
-                    "run text; each trial is scored by the mean headline metric over its trial seeds.")
-    from harness.config import add_flags
-    from tasks.text_task import TextTaskConfig
-
-    text.add_argument("--task-file", help="TOML file describing the task (the same keys as the flags)")
-    add_flags(text, TextTaskConfig)
-    _common(text)
-    text.set_defaults(handler=handle_text)
-    add_tagging_parser(benchmarks)
+    for kind, sub in kinds.add_kind_parsers(parser, "search", lambda kind, text: text.epilog + EPILOG):
+        kinds.add_description_flags(sub, kind, "search")
+        _common(sub)
+        sub.set_defaults(handler=handle)
 
 
-def add_tagging_parser(benchmarks) -> None:
-    from harness.config import add_flags
-    from tasks.tagging_task import TaggingTaskConfig
+def handle(args) -> int:
+    from foundation.infra.errors import UserError
+    from harness.config import load_settings
+    from harness.search.space import load_space
 
-    tagging = benchmarks.add_parser(
-        "tagging", help="search a tagging task's hyperparameters (conlleval F1)",
-        epilog=TAGGING_EXAMPLES + EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run trials of an Optuna study on a tagging task, described as for harness run "
-                    "tagging; each trial is scored by the mean dev F1 over its trial seeds.")
-    tagging.add_argument("--task-file", help="TOML file describing the task (the same keys as the flags)")
-    add_flags(tagging, TaggingTaskConfig)
-    _common(tagging)
-    tagging.set_defaults(handler=handle_tagging)
+    kind = kinds.kind(args.kind)
+    description, base = kinds.load_description(kind, args)
+    settings = load_settings(kinds.settings_classes(kind), args.config, args.overrides)
+    if args.trials < 1:
+        raise UserError(f"--trials must be at least 1 (got {args.trials})")
+    if args.heartbeat_s < 1:
+        raise UserError(f"--heartbeat-s must be at least 1 (got {args.heartbeat_s})")
+    space = load_space(args.space, [f"trial_seeds={args.trial_seeds}"] if args.trial_seeds else [])
+    from harness.finetuning.kind_runner import Job
+    from harness.search.targets import search_config
 
-
-def handle_tagging(args) -> int:
-    from harness.commands.run import tagging_task_config
-    from harness.config import load_config
-    from tasks.config import FinetuneConfig
-
-    description, base = tagging_task_config(args)
-    config = load_config(FinetuneConfig, args.config, args.overrides)
-    name = description.name or description.task or Path(description.train).stem
+    job = Job(model=args.model, description=description, settings=(search_config(settings[0]), *settings[1:]),
+              task_file_dir=base, leaderboard=False)
+    searched = kinds.load(kind.runner).search(job)
 
     def target():
-        from harness.finetuning.tagging_benchmark import TaggingBenchmark, TaggingInvocation
-        from harness.search.targets import benchmark_target, search_config
+        from harness.search.targets import benchmark_target
 
-        benchmark = TaggingBenchmark(TaggingInvocation(
-            model=args.model, task=description, output_dir=Path("."), config=search_config(config),
-            task_file_dir=base, leaderboard=False))
-        return benchmark_target(benchmark, args.model)
+        return benchmark_target(searched.benchmark, args.model, searched.fixed)
 
-    return _search(args, name, config, target)
+    return _search(args, searched.task, settings[0], space, target)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    """The flags every benchmark's search takes."""
+    """The flags every kind's search takes."""
     from harness.config import add_flags
     from harness.search.space import SearchSpace
 
@@ -146,7 +81,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="COMPLETE + PRUNED trials the study should hold (default: %(default)s)")
     parser.add_argument("--storage", default="sqlite:///runs/optuna.db",
                         help="Optuna RDB URL; workers share a postgresql:// one (default: %(default)s)")
-    parser.add_argument("--study-name", help="default: BENCHMARK-TASK-MODEL_DIR_NAME")
+    parser.add_argument("--study-name", help="default: KIND-TASK-MODEL_DIR_NAME")
     parser.add_argument("--space", help="TOML file of search ranges (see below)")
     add_flags(parser, SearchSpace)  # --trial-seeds
     parser.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median",
@@ -161,84 +96,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="fixed setting overrides")
 
 
-def handle_glue(args) -> int:
-    from foundation.infra.errors import UserError
-    from harness.config import load_config
-    from tasks.config import FinetuneConfig
-
-    task = GLUE_TASKS.get(args.task)
-    if task is None or task.predicted_by is not None:
-        choices = ", ".join(name for name, t in GLUE_TASKS.items() if t.predicted_by is None)
-        raise UserError(f"cannot search task {args.task!r}; choose one of {choices}")
-    config = load_config(FinetuneConfig, args.config, args.overrides)
-
-    def target():
-        from harness.finetuning.glue_benchmark import GlueBenchmark, GlueInvocation
-        from harness.search.targets import benchmark_target, search_config
-
-        return benchmark_target(GlueBenchmark(GlueInvocation(
-            model=args.model, tasks=(task,), output_dir=Path("."), config=search_config(config),
-            data_dir=args.data_dir, leaderboard=False)), args.model)
-
-    return _search(args, task.name, config, target)
-
-
-def handle_squad(args) -> int:
-    from harness.config import as_dict, load_squad_settings
-    from tasks.config import SquadConfig
-    from tasks.registry import squad_task
-    from tasks.squad import SquadSource
-
-    task = squad_task(args.version)
-    config, squad_config = load_squad_settings(args.config, args.overrides)
-    source = SquadSource(data_dir=args.data_dir, train_file=args.train_file, dev_file=args.dev_file)
-    defaults = as_dict(SquadConfig())
-    fixed = {key: value for key, value in as_dict(squad_config).items() if value != defaults[key]}
-
-    def target():
-        from harness.finetuning.squad_benchmark import SquadBenchmark, SquadInvocation
-        from harness.search.targets import benchmark_target, search_config
-
-        return benchmark_target(SquadBenchmark(SquadInvocation(
-            model=args.model, task=task, output_dir=Path("."), config=search_config(config),
-            squad_config=squad_config, source=source)), args.model, lambda plan: fixed)
-
-    return _search(args, task.name, config, target)
-
-
-def handle_text(args) -> int:
-    from harness.commands.run import text_task_config
-    from harness.config import load_config
-    from tasks.config import FinetuneConfig
-
-    description, base = text_task_config(args)
-    config = load_config(FinetuneConfig, args.config, args.overrides)
-    name = description.name or Path(description.train or description.dataset).stem
-
-    def target():
-        from harness.finetuning.text_benchmark import TextBenchmark, TextInvocation
-        from harness.search.targets import benchmark_target, search_config
-
-        benchmark = TextBenchmark(TextInvocation(model=args.model, task=description, output_dir=Path("."),
-                                                 config=search_config(config), task_file_dir=base,
-                                                 leaderboard=False))
-        return benchmark_target(benchmark, args.model)
-
-    return _search(args, name, config, target)
-
-
-def _search(args, task: str, config, make_target) -> int:
-    from foundation.infra.errors import UserError
-    from harness.search.space import load_space
+def _search(args, task: str, config, space, make_target) -> int:
     from harness.search.trials import SearchInvocation, default_study_name, run_search
 
-    if args.trials < 1:
-        raise UserError(f"--trials must be at least 1 (got {args.trials})")
-    if args.heartbeat_s < 1:
-        raise UserError(f"--heartbeat-s must be at least 1 (got {args.heartbeat_s})")
-    space = load_space(args.space, [f"trial_seeds={args.trial_seeds}"] if args.trial_seeds else [])
-    study_name = args.study_name or default_study_name(args.benchmark, task, args.model)
-    invocation = SearchInvocation(benchmark=args.benchmark, task=task, model=args.model, trials=args.trials,
+    study_name = args.study_name or default_study_name(args.kind, task, args.model)
+    invocation = SearchInvocation(benchmark=args.kind, task=task, model=args.model, trials=args.trials,
                                   output_dir=args.output_dir or Path("runs/search") / study_name,
                                   space=space, config=config, storage=args.storage, study_name=study_name,
                                   pruner=args.pruner, seed=args.seed, heartbeat_s=args.heartbeat_s,

@@ -1,6 +1,7 @@
-"""`harness settings`: every setting of a command (or the search space), as its field declares it
-(foundation/infra/settings.py): kind, default, allowed values, whether a resume may change it, its value for
-results written before it existed, what it does and the flag that also sets it."""
+"""`harness settings`: every setting of a command, a kind of task (its settings, then its task description)
+or the search space, as its field declares it (foundation/infra/settings.py): kind, default, allowed values,
+whether a resume may change it, its value for results written before it existed, what it does and the flag
+that also sets it."""
 
 from __future__ import annotations
 
@@ -8,22 +9,26 @@ import dataclasses
 import textwrap
 import typing
 
-CONFIGS = {"glue": "tasks.config:FinetuneConfig", "squad": "tasks.config:FinetuneConfig,SquadConfig",
-           "pretrain": "pretrain.config:PretrainConfig", "search": "harness.search.space:SearchSpace",
+from harness import kinds
+
+# Beside the kinds of task (harness/kinds.py: their settings classes, then their task description)
+CONFIGS = {"pretrain": "pretrain.config:PretrainConfig", "search": "harness.search.space:SearchSpace",
            "serve": "harness.deploy.serve_config:ServeConfig"}
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "settings", help="explain every key=value setting of a command or the search space",
-        description="Explain every key=value setting of `harness run glue`, `harness run squad`, "
-                    "`harness pretrain`, `harness serve` or the search space of `harness search`: its kind "
-                    "(recipe: what a run trains and measures, and a recipe setting changed from ELECTRA's is "
-                    "a departure on the leaderboard; runtime: how this machine computes it; output: what is "
-                    "written; budget: when a run stops), its default, its allowed values, whether resuming a "
-                    "run may change it, what it does and the flag that also sets it.")
-    parser.add_argument("command", choices=sorted(CONFIGS),
-                        help="whose settings: harness run glue|squad, pretrain, serve, or the search space")
+        description="Explain every setting of `harness run KIND` (its key=value settings, then the flags "
+                    "and task-file keys that describe the task), `harness pretrain`, `harness serve` or the "
+                    "search space of `harness search`: its kind (recipe: what a run trains and measures, and "
+                    "a recipe setting changed from ELECTRA's is a departure on the leaderboard; runtime: how "
+                    "this machine computes it; output: what is written; budget: when a run stops), its "
+                    "default, its allowed values, whether resuming a run may change it, what it does and the "
+                    "flag that also sets it.")
+    parser.add_argument("command", choices=sorted([*kinds.KINDS, *CONFIGS]),
+                        help=f"whose settings: harness run {'|'.join(kinds.KINDS)}, pretrain, serve, or the "
+                             "search space")
     parser.add_argument("names", nargs="*", metavar="NAME", help="only these settings (default: all)")
     parser.set_defaults(handler=handle)
 
@@ -34,7 +39,7 @@ def handle(args) -> int:
     from harness.config import shown
 
     rows = []
-    for cls in _classes(CONFIGS[args.command]):
+    for cls in _classes(args.command):
         hints = typing.get_type_hints(cls)
         for field in dataclasses.fields(cls):
             meaning = settings.described(field)
@@ -59,9 +64,9 @@ def handle(args) -> int:
     return 0
 
 
-def _classes(spec: str) -> list[type]:
-    import importlib
-
-    module, names = spec.split(":")
-    loaded = importlib.import_module(module)
-    return [getattr(loaded, name) for name in names.split(",")]
+def _classes(command: str) -> list[type]:
+    """A kind's settings classes and its task description; or a command's settings class."""
+    if command in kinds.KINDS:
+        kind = kinds.KINDS[command]
+        return [*kinds.settings_classes(kind), kinds.load(kind.description)]
+    return [kinds.load(CONFIGS[command])]

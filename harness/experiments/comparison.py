@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from foundation.infra.errors import UserError
+from harness import kinds
 from reports import dev_outputs, intervals, stats
 from reports.dev_outputs import SplitOutputs
 from reports.leaderboard import load_results
@@ -29,9 +30,12 @@ class ResultsFolder:
     """A finished `harness run` output directory with every task's per-seed dev outputs."""
 
     path: Path
-    kind: str  # glue, squad or text (the results format)
+    kind: str  # the kind of task (harness/kinds.py) its results format names
     outputs: dict[str, dict[str, SplitOutputs]]  # task -> split -> outputs
-    data: dict | None = None  # your own data's files and their sha256 (results.json `data`)
+    # what the kind's description fingerprints of the data it trained and scored on (results.json `data`):
+    # {"train file": ("sha256", digest), ...}
+    data: dict[str, tuple[str, str]] = field(default_factory=dict)
+    percent: bool = False  # its scores are percent already (SQuAD), not fractions
 
 
 def load_results_folder(path: Path) -> ResultsFolder:
@@ -39,7 +43,8 @@ def load_results_folder(path: Path) -> ResultsFolder:
     if not path.exists():
         raise UserError(f"run directory {str(path)!r} does not exist; pass a `harness run` --output-dir")
     [(file, results)] = load_results([path])
-    kind = results["format"].split("/")[1].removesuffix("-results")
+    kind = kinds.of_results(results["format"])
+    described = kinds.load(kind.description)
     outputs = {}
     for task in results["summary"]:
         seeds = sorted(r["seed"] for r in results["runs"] if r["task"] == task)
@@ -49,8 +54,8 @@ def load_results_folder(path: Path) -> ResultsFolder:
                             f"{task}-seedN/{dev_outputs.FILE}, written since this harness version); re-run "
                             "the same `harness run` in a fresh --output-dir")
         outputs[task] = found
-    data = results.get("data") if kind == "text" else None
-    return ResultsFolder(file.parent, kind, outputs, data)
+    return ResultsFolder(file.parent, kind.name, outputs, described.fingerprint(results.get("data")),
+                         described.percent_scores)
 
 
 def _metrics(task: str, splits: dict[str, SplitOutputs]) -> list[tuple[str, str]]:
@@ -64,15 +69,22 @@ def _metrics(task: str, splits: dict[str, SplitOutputs]) -> list[tuple[str, str]
     return [(split, name) for name in splits[split].scores]
 
 
-def _same_data(a: dict, b: dict) -> None:
-    """Runs on your own data pair only on the same files (by sha256), training data included."""
-    digests = [{split: info.get("sha256") for split, info in data.get("files", {}).items()
-                if split != "test"} for data in (a, b)]
-    if digests[0] != digests[1] or a.get("dev") != b.get("dev"):
-        differ = sorted(split for split in {*digests[0], *digests[1]}
-                        if digests[0].get(split) != digests[1].get(split)) or ["drawn dev split"]
-        raise UserError(f"runs A and B were trained or scored on different data ({', '.join(differ)} "
-                        "differ by sha256 or dev draw); compare runs on the same files")
+def _same_data(a: ResultsFolder, b: ResultsFolder) -> None:
+    """Runs pair only on the same data, training data included: each file the kind fingerprints (its sha256,
+    or what the kind records of it) must agree; one line names the first that does not."""
+    for label in dict.fromkeys([*a.data, *b.data]):
+        if a.data.get(label) != b.data.get(label):
+            tasks = ", ".join(a.outputs)
+            raise UserError(f"runs A and B were trained or scored on different data: the {label} of {tasks} "
+                            f"differs ({_shown(a.data.get(label))} in A, {_shown(b.data.get(label))} in B); "
+                            "compare runs on the same data")
+
+
+def _shown(found: tuple[str, str] | None) -> str:
+    if found is None:
+        return "none recorded"
+    what, value = found
+    return f"{what} {value[:12]}" if what == "sha256" else f"{what} {value}"
 
 
 def _pair(a: SplitOutputs, b: SplitOutputs, task: str, split: str) -> list[str]:
@@ -109,9 +121,8 @@ def compare(a: ResultsFolder, b: ResultsFolder, tasks: Sequence[str] | None = No
             target: float = 1.0) -> dict:
     """Per task and for the GLUE average: A - B with interval, p-value, verdict; JSON-ready."""
     if a.kind != b.kind:
-        raise UserError(f"A is a {a.kind} run and B a {b.kind} run; compare runs of the same benchmark")
-    if a.data is not None and b.data is not None:
-        _same_data(a.data, b.data)
+        raise UserError(f"A is a {a.kind} run and B a {b.kind} run; compare runs of the same kind of task")
+    _same_data(a, b)
     chosen = list(tasks or a.outputs)
     missing = {name: [t for t in chosen if t not in folder.outputs] for name, folder in (("A", a), ("B", b))}
     if any(missing.values()):
@@ -119,7 +130,7 @@ def compare(a: ResultsFolder, b: ResultsFolder, tasks: Sequence[str] | None = No
         lacking = "; ".join(f"{name} lacks {', '.join(ts)}" for name, ts in missing.items() if ts)
         hint = f"compare the common ones with --tasks {','.join(common)}" if common else "they share none"
         raise UserError(f"the runs are on different tasks ({lacking}); {hint}")
-    scale = 1.0 if a.kind == "squad" else 100.0  # SQuAD's scores are percent already
+    scale = 1.0 if a.percent else 100.0
     rows, notes, glue_parts = [], [], []
     for task in chosen:
         for split, metric in _metrics(task, a.outputs[task]):

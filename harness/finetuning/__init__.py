@@ -1,2 +1,1 @@
-"""Fine-tuning runs (`harness run`): one orchestration, each kind of task (GLUE, SQuAD, your own text,
-tagging) plugged into it."""
+"""Fine-tuning runs (`harness run|eval KIND`): one orchestration, each kind of task plugged into it."""

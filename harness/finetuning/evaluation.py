@@ -11,6 +11,7 @@ order, and said so.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -27,35 +28,49 @@ from tasks.finetune import FinetuneResult, FinetuneTask, predict
 PLACEHOLDER = re.compile(r"LABEL_\d+$")
 
 
-def evaluate_seed(built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup
-                  ) -> tuple[torch.nn.Module, FinetuneResult]:
-    """The checkpoint's predictions and dev scores on the task, in a FinetuneResult with no training."""
-    from tasks.squad import SquadFinetuneTask
-    from tasks.tagging import TaggingFinetuneTask
+# What a kind's Benchmark.load_checkpoint returns: the checkpoint's model, and what takes its outputs into
+# the task's label order (None: they are in it already).
+Remap = Callable[[dict[str, list[np.ndarray]]], dict[str, list[np.ndarray]]] | None
 
-    tagging = isinstance(built, TaggingFinetuneTask)
-    if isinstance(built, SquadFinetuneTask):  # span heads, and ELECTRA's where their files are saved
-        model, order = load_span_model(setup, built), None
-    else:
-        model = load_classifier(setup, transformers.AutoModelForTokenClassification if tagging else
-                                transformers.AutoModelForSequenceClassification)
-        order = label_order(model.config, built.task)
+
+def evaluate_seed(load_checkpoint: Callable[[ModelSetup, FinetuneTask], tuple[torch.nn.Module, Remap]],
+                  built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup
+                  ) -> tuple[torch.nn.Module, FinetuneResult]:
+    """The checkpoint's predictions and dev scores on the task, in a FinetuneResult with no training;
+    `load_checkpoint`: the kind's (its Benchmark's), with its head and label order."""
+    model, remap = load_checkpoint(setup, built)
     model.to(setup.device)
     precision = placement.resolve_precision(config.precision, setup.device)
     autocast = placement.autocast(setup.device, precision)
     collate = batching.collator(setup.tokenizer, built.pad_to_multiple_of)
     outputs = predict(model, built, built.evals, config, collate, autocast)
-    if order is not None and tagging:  # each token's tag id, the checkpoint's, as the task's id
-        task_id = np.argsort(order)
-        outputs = {split: [task_id[row].astype(row.dtype) for row in rows]
-                   for split, rows in outputs.items()}
-    elif order is not None:  # the checkpoint's logits in the task's label order
-        outputs = {split: [row[order] for row in rows] for split, rows in outputs.items()}
+    if remap is not None:
+        outputs = remap(outputs)
     metrics = {split: built.score(split, rows) for split, rows in outputs.items()
                if split.startswith("validation")}
     row = {"epoch": 0, "train_loss": float("nan")} | {
         f"{split}_{name}": value for split, values in metrics.items() for name, value in values.items()}
     return model, FinetuneResult([row], metrics, outputs, 0, 0.0, 0.0, 0.0, 0)
+
+
+def classifier_checkpoint(setup: ModelSetup, built: FinetuneTask) -> tuple[torch.nn.Module, Remap]:
+    """A sequence classifier (GLUE, your own text) with its logits in the task's label order."""
+    model = load_classifier(setup, transformers.AutoModelForSequenceClassification)
+    order = label_order(model.config, built.task)
+    if order is None:
+        return model, None
+    return model, lambda outputs: {split: [row[order] for row in rows] for split, rows in outputs.items()}
+
+
+def token_classifier_checkpoint(setup: ModelSetup, built: FinetuneTask) -> tuple[torch.nn.Module, Remap]:
+    """A token classifier (tagging) with each token's tag id, the checkpoint's, as the task's id."""
+    model = load_classifier(setup, transformers.AutoModelForTokenClassification)
+    order = label_order(model.config, built.task)
+    if order is None:
+        return model, None
+    task_id = np.argsort(order)
+    return model, lambda outputs: {split: [task_id[row].astype(row.dtype) for row in rows]
+                                   for split, rows in outputs.items()}
 
 
 def require_head(setup: ModelSetup, architecture: str = "ForSequenceClassification") -> None:
@@ -69,25 +84,6 @@ def require_head(setup: ModelSetup, architecture: str = "ForSequenceClassificati
         raise UserError(f"{setup.model_path!r} is a {', '.join(architectures) or 'bare encoder'}, with no "
                         f"fine-tuned {kind} head; harness eval scores a fine-tuned checkpoint, "
                         "harness run fine-tunes one")
-
-
-def span_heads(model_path: str) -> tuple[bool, bool]:
-    """(answerability classifier, joint end head): whether a SQuAD checkpoint saved ELECTRA's heads."""
-    from pathlib import Path
-
-    from tasks.squad_model import HEAD_FILE, JOINT_FILE
-
-    return (Path(model_path) / HEAD_FILE).is_file(), (Path(model_path) / JOINT_FILE).is_file()
-
-
-def load_span_model(setup: ModelSetup, built) -> torch.nn.Module:
-    """The checkpoint's span model with the heads it saved (harness eval squad sets the settings from
-    span_heads, so none is fresh)."""
-    from tasks.squad_model import SquadModel
-
-    with quiet_transformers():
-        return SquadModel.from_pretrained(setup.model_path, answerability=built.uses_head, joint=built.joint,
-                                          **setup.load_options)
 
 
 def load_classifier(setup: ModelSetup, auto_class=transformers.AutoModelForSequenceClassification

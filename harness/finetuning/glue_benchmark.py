@@ -1,4 +1,4 @@
-"""`harness run glue`: every task x seed through the one orchestration, GLUE's part of it here."""
+"""GLUE's part of `harness run|eval|search glue`: every task x seed through the one orchestration."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import transformers
 from datasets import Dataset
 
 from foundation.infra import atomic
-from harness.finetuning import mlflow_logging, model_setup
+from foundation.infra.errors import UserError
+from harness.finetuning import evaluation, mlflow_logging, model_setup
+from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
 from harness.tracking import mlflow_runs
@@ -92,6 +94,7 @@ class GlueBenchmark:
                                config.head)
 
     load_model = staticmethod(load_model)
+    load_checkpoint = staticmethod(evaluation.classifier_checkpoint)
 
     def write_predictions(self, plan: GluePlan, built: glue.GlueFinetuneTask, config: FinetuneConfig,
                           result: FinetuneResult, stem: Path) -> dict:
@@ -155,3 +158,35 @@ def _write_submission(output_dir: Path, results: results_schema.ResultsBody,
                 f"predictions; {fix}")
     return results_schema.Submission(file="glue_submission.zip" if files else None, files=sorted(files),
                                      missing=missing, note=note)
+
+
+class GlueRunner:
+    """GLUE for the commands (harness/finetuning/kind_runner.py): its invocation from a Job, its table."""
+
+    def run(self, job: Job) -> results_schema.ResultsBody:
+        return run_glue(_invocation(job, job.description.glue_tasks()))
+
+    def summary(self, results: results_schema.ResultsBody) -> str:
+        from harness.finetuning.table import glue_table
+
+        note = (results.get("submission") or {}).get("note")  # an incomplete server zip, say so
+        return glue_table(results) + (f"\n\nnote: {note}" if note else "")
+
+    def search(self, job: Job) -> Searched:
+        """One trained task (AX has no training data)."""
+        name = job.description.tasks
+        task = GLUE_TASKS.get(name)
+        if task is None or task.predicted_by is not None:
+            choices = ", ".join(n for n, t in GLUE_TASKS.items() if t.predicted_by is None)
+            raise UserError(f"cannot search task {name!r}; choose one of {choices}")
+        return Searched(task.name, GlueBenchmark(_invocation(job, (task,))))
+
+
+def _invocation(job: Job, tasks: tuple[GlueTask, ...]) -> GlueInvocation:
+    return GlueInvocation(model=job.model, tasks=tasks, output_dir=job.output_dir, config=job.config,
+                          seeds=job.seeds, data_dir=job.description.data_dir or None,
+                          tracking_uri=job.tracking_uri, leaderboard=job.leaderboard,
+                          search=job.search, evaluate_only=job.evaluate_only)
+
+
+KIND_RUNNER = GlueRunner()

@@ -1,12 +1,11 @@
-"""The one fine-tuning orchestration: what `harness run` does for any kind of task, in order.
+"""The one fine-tuning orchestration: what `harness run KIND` and `harness eval KIND` do, in order.
 
 Set up the model and device; let the benchmark read and validate its data into a plan (bad input fails
 here, in seconds); start or resume results.json; check every output is writable; open the MLflow run;
 train each task's missing seeds through the one loop (tasks/finetune.py); then, with the records of
 seeds run side by side merged in, count FLOPs, summarise, and record the run on the leaderboard. What
-differs between kinds is a `Benchmark` (GLUE, SQuAD, your own text, tagging: glue_, squad_, text_ and
-tagging_benchmark), which keeps nothing between calls: what `prepare` reads and
-resolves is the `BenchmarkPlan` every later call takes.
+differs between kinds of task is a `Benchmark` (harness/finetuning/<kind>_benchmark.py), which keeps
+nothing between calls: what `prepare` reads and resolves is the `BenchmarkPlan` every later call takes.
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ class Invocation(Protocol):
 class BenchmarkPlan:
     """A benchmark's data read and checked, and its tasks' settings resolved, before anything is written.
 
-    A benchmark's own plan (glue_benchmark.GluePlan, squad_benchmark.SquadPlan) adds the data it read."""
+    A kind's own plan (glue_benchmark.GluePlan, squad_benchmark.SquadPlan, ...) adds the data it read."""
 
     name: str  # the parent MLflow run is "{model} {name}"
     tasks: tuple[str, ...]  # results.json's tasks (GLUE: AX rides with MNLI)
@@ -62,7 +61,7 @@ LoadModel = Callable[[FinetuneTask, FinetuneConfig, ModelSetup], torch.nn.Module
 
 
 class Benchmark(Protocol[P]):
-    """What differs between kinds of task: data, task building, model, outputs, summary."""
+    """What differs between GLUE and SQuAD: data, task building, model, outputs, summary."""
 
     experiment: str  # the MLflow experiment
     results_format: str
@@ -75,6 +74,10 @@ class Benchmark(Protocol[P]):
 
     def build(self, plan: P, task: str, setup: ModelSetup) -> FinetuneTask:
         """A task's tokenised features and scoring, for the loop, with its settings in plan.configs."""
+
+    def load_checkpoint(self, setup: ModelSetup, built: FinetuneTask) -> tuple[torch.nn.Module, Any]:
+        """harness eval: the fine-tuned checkpoint with its own head, and what takes its outputs into the
+        task's label order (harness/finetuning/evaluation.py's Remap)."""
 
     def load_model(self, built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
         """A fresh model with the task's head, from the discriminator checkpoint."""
@@ -134,7 +137,7 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any],
                 stop.raise_if_requested(f"before {task} seed {seed} (the seeds done are in results.json)")
                 seed_config = replace(config, seed=seed)
                 try:
-                    results["runs"].append(_train_seed(invocation, benchmark, plan, built, task, seed_config,
+                    results["runs"].append(_run_seed(invocation, benchmark, plan, built, task, seed_config,
                                                        setup, progress))
                 except FloatingPointError as error:  # its MLflow run ended FAILED; the other seeds go on
                     diverged = records.diverged_record(task, seed_config, error)
@@ -151,7 +154,7 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any],
     return results
 
 
-def _train_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: BenchmarkPlan, built: FinetuneTask,
+def _run_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: BenchmarkPlan, built: FinetuneTask,
                 task: str, config: FinetuneConfig, setup: ModelSetup, progress: bool | None
                 ) -> results_schema.SeedRecord:
     """One seed in its own nested MLflow run: its outputs written, its results.json record returned.
@@ -169,7 +172,7 @@ def _train_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: Benchma
         for row in state.point.history:  # the epochs trained before a stop, in this seed's new run
             mlflow_logging.log_epoch(int(row["epoch"]), row)
         if invocation.evaluate_only:
-            model, result = evaluation.evaluate_seed(built, config, setup)
+            model, result = evaluation.evaluate_seed(benchmark.load_checkpoint, built, config, setup)
         else:
             model, result = train_seed(benchmark.load_model, built, config, setup,
                                        LoopIO(mlflow_logging.log_epoch, progress,

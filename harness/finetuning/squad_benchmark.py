@@ -1,7 +1,8 @@
-"""`harness run squad`: a SQuAD version x seeds through the one orchestration, SQuAD's part of it here."""
+"""SQuAD's part of `harness run|eval|search squad`: a version x seeds through the one orchestration."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 from dataclasses import dataclass
@@ -12,8 +13,10 @@ import transformers
 
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
+from foundation.training.quiet import quiet_transformers
 from harness.config import as_dict
 from harness.finetuning import model_setup
+from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
 from reports import dev_outputs, results_schema, seed_summary
@@ -22,6 +25,7 @@ from tasks.config import FinetuneConfig, SquadConfig
 from tasks.finetune import FinetuneResult
 from tasks.registry import SquadTask
 from tasks.squad import SquadFinetuneTask, SquadSource
+from tasks.squad_model import HEAD_FILE, JOINT_FILE, SquadModel
 
 RESULTS_FORMAT = results_schema.SQUAD_FORMAT
 SPLIT = "validation"
@@ -61,6 +65,20 @@ def load_model(built: SquadFinetuneTask, config: FinetuneConfig, setup: ModelSet
     return squad.load_model(setup.model_path, built, **setup.load_options)
 
 
+def span_checkpoint(setup: ModelSetup, built: SquadFinetuneTask) -> tuple[torch.nn.Module, None]:
+    """harness eval: the checkpoint's span model with the heads it saved (harness eval squad sets the
+    settings from span_heads, so none is fresh)."""
+    with quiet_transformers():
+        model = SquadModel.from_pretrained(setup.model_path, answerability=built.uses_head, joint=built.joint,
+                                           **setup.load_options)
+    return model, None
+
+
+def span_heads(model_path: str) -> tuple[bool, bool]:
+    """(answerability classifier, joint end head): whether a SQuAD checkpoint saved ELECTRA's heads."""
+    return (Path(model_path) / HEAD_FILE).is_file(), (Path(model_path) / JOINT_FILE).is_file()
+
+
 class SquadBenchmark:
     """SQuAD's part of the one orchestration: its windows, span model, answer files and summary."""
 
@@ -95,6 +113,7 @@ class SquadBenchmark:
         return plan.built  # windowed in prepare, before any output
 
     load_model = staticmethod(load_model)
+    load_checkpoint = staticmethod(span_checkpoint)
 
     def write_predictions(self, plan: SquadPlan, built: SquadFinetuneTask, config: FinetuneConfig,
                           result: FinetuneResult, stem: Path) -> dict:
@@ -177,3 +196,41 @@ def summary_table(results: results_schema.ResultsBody) -> str:
     notes = [f"95% CI of the seed mean, covering {' / '.join(covers)}"] if covers else []
     notes += [f"seed {r['seed']}: diverged ({r['error']}), left out" for r in results.get("diverged", [])]
     return "\n".join(lines + thresholds + notes)
+
+
+class SquadRunner:
+    """SQuAD for the commands (harness/finetuning/kind_runner.py): its invocation from a Job, its table."""
+
+    def run(self, job: Job) -> results_schema.ResultsBody:
+        config, squad_config = job.settings
+        if job.evaluate_only:  # the checkpoint's own heads: ELECTRA's where it saved their files
+            from foundation.models.resolve import resolve_model
+
+            config = dataclasses.replace(config, head="hf")
+            answerability, joint = span_heads(resolve_model(job.model, config.trust_remote_code))
+            squad_config = dataclasses.replace(squad_config, answerability_head=answerability,
+                                               joint_prediction=joint)
+        return run_squad(_invocation(job, config, squad_config))
+
+    def summary(self, results: results_schema.ResultsBody) -> str:
+        return summary_table(results)
+
+    def search(self, job: Job) -> Searched:
+        """The described version; the study records the SQuAD settings changed from their defaults."""
+        config, squad_config = job.settings
+        defaults = as_dict(SquadConfig())
+        fixed = {key: value for key, value in as_dict(squad_config).items() if value != defaults[key]}
+        return Searched(job.description.task.name, SquadBenchmark(_invocation(job, config, squad_config)),
+                        lambda plan: fixed)
+
+
+def _invocation(job: Job, config: FinetuneConfig, squad_config: SquadConfig) -> SquadInvocation:
+    described = job.description
+    source = SquadSource(data_dir=described.data_dir or None, train_file=described.train_file or None,
+                         dev_file=described.dev_file or None)
+    return SquadInvocation(model=job.model, task=described.task, output_dir=job.output_dir, config=config,
+                           squad_config=squad_config, source=source, seeds=job.seeds,
+                           tracking_uri=job.tracking_uri, search=job.search, evaluate_only=job.evaluate_only)
+
+
+KIND_RUNNER = SquadRunner()

@@ -1,4 +1,5 @@
-"""The results table printed at the end of `harness run glue` (scores x100, as the paper prints them)."""
+"""The results tables printed at the end of a run: GLUE's, and that of a task read from files (scores x100,
+as the paper prints them)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,25 @@ def notes(results: dict) -> list[str]:
 def _duration(seconds: float) -> str:
     minutes, seconds = divmod(round(seconds), 60)
     return f"{minutes}m{seconds:02d}s"
+
+
+def read_task_table(results: dict) -> str:
+    """A task read from files (your own text, tagging): its metrics over seeds (x100), the headline first,
+    with intervals, and its files' sha256."""
+    task = results["data"]["task"]
+    header = ("task", "metric", "median", "mean [95% CI]", "std", "best", "seeds")
+    rows = []
+    for name, summary in results["summary"].items():
+        for metric in [task["headline"], *(m for m in task["metrics"] if m != task["headline"])]:
+            found = summary.get(metric)
+            if isinstance(found, dict):
+                rows.append((name if metric == task["headline"] else "", metric,
+                             f"{100 * found['median']:.1f}",
+                             with_interval(found["mean"], found), f"{100 * found['std']:.1f}",
+                             f"{100 * found['best']:.1f}", str(found["n"])))
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    lines = [" | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+             for row in (header, *rows)]
+    lines.insert(1, "-+-".join("-" * width for width in widths))
+    digests = ", ".join(f"{split} {info['sha256'][:12]}" for split, info in results["data"]["files"].items())
+    return "\n".join(lines + [f"data: {digests} (sha256); x100, 95% CI of the seed mean"])

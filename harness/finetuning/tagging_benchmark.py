@@ -1,5 +1,5 @@
-"""`harness run tagging`: CoNLL chunking, NER or your own tagged files x seeds through the one
-orchestration, their part here."""
+"""Tagging's part of `harness run|eval|search tagging`: CoNLL chunking, NER or your own tagged files x seeds
+through the one orchestration."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import torch
 import transformers
 
 from foundation.infra import atomic
-from harness.finetuning import model_setup
+from harness.finetuning import evaluation, model_setup
+from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
 from reports import dev_outputs, results_schema, seed_summary
@@ -29,7 +30,7 @@ class TaggingInvocation:
     """One `harness run tagging`: which model, data and seeds, where the outputs live."""
 
     model: str
-    task: TaggingTaskConfig
+    description: TaggingTaskConfig  # the task as described (flags or --task-file)
     output_dir: Path
     config: FinetuneConfig = FinetuneConfig()
     seeds: int = 1
@@ -72,7 +73,7 @@ class TaggingBenchmark:
 
     def prepare(self, setup: ModelSetup) -> TaggingPlan:
         model_setup.require(setup, transformers.AutoModelForTokenClassification, "a tagging task")
-        data = tagging_data.read(self.invocation.task, self.invocation.task_file_dir)
+        data = tagging_data.read(self.invocation.description, self.invocation.task_file_dir)
         task = data.task
         # the recipe's length, or fewer where the model has fewer positions
         config = model_setup.fitted(self.invocation.config, setup, task.num_epochs, task.max_length, "hf")
@@ -84,9 +85,11 @@ class TaggingBenchmark:
         config = plan.configs[task]
         splits = ("train", "validation", "test") if config.predict_test else ("train", "validation")
         return tagging.build_task(plan.data, setup.tokenizer, config.max_length,
-                                  self.invocation.task.long_sentences, config.max_train_examples, splits)
+                                  self.invocation.description.long_sentences, config.max_train_examples,
+                                  splits)
 
     load_model = staticmethod(load_model)
+    load_checkpoint = staticmethod(evaluation.token_classifier_checkpoint)
 
     def write_predictions(self, plan: TaggingPlan, built: tagging.TaggingFinetuneTask, config: FinetuneConfig,
                           result: FinetuneResult, stem: Path) -> dict:
@@ -119,10 +122,30 @@ class TaggingBenchmark:
         seed_summary.add_intervals(self.invocation.output_dir, results)
 
 
-def summary_table(results: results_schema.ResultsBody) -> str:
-    """conlleval's figures over seeds (x100), F1 first, with intervals; what was scored."""
-    from harness.finetuning.text_benchmark import summary_table as text_table
+class TaggingRunner:
+    """Tagging for the commands (harness/finetuning/kind_runner.py): its invocation, its table."""
 
-    table = text_table(results)
-    scored = results["data"].get("scored")
-    return table + (f"\nscored: {scored['file']} ({scored['note']})" if scored else "")
+    def run(self, job: Job) -> results_schema.ResultsBody:
+        return run_tagging(_invocation(job))
+
+    def summary(self, results: results_schema.ResultsBody) -> str:
+        """conlleval's figures over seeds (x100), F1 first, with intervals; what was scored."""
+        from harness.finetuning.table import read_task_table
+
+        scored = results["data"].get("scored")
+        return read_task_table(results) + (f"\nscored: {scored['file']} ({scored['note']})" if scored else "")
+
+    def search(self, job: Job) -> Searched:
+        described = job.description
+        return Searched(described.name or described.task or Path(described.train).stem,
+                        TaggingBenchmark(_invocation(job)))
+
+
+def _invocation(job: Job) -> TaggingInvocation:
+    return TaggingInvocation(model=job.model, description=job.description, output_dir=job.output_dir,
+                             config=job.config, seeds=job.seeds, task_file_dir=job.task_file_dir,
+                             tracking_uri=job.tracking_uri, leaderboard=job.leaderboard, search=job.search,
+                             evaluate_only=job.evaluate_only)
+
+
+KIND_RUNNER = TaggingRunner()

@@ -1,4 +1,4 @@
-"""`harness run text`: your own labelled files x seeds through the one orchestration, their part here."""
+"""Your own labelled files' part of `harness run|eval|search text`: seeds through the one orchestration."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from datasets import Dataset
 
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
-from harness.finetuning import model_setup
+from harness.finetuning import evaluation, model_setup
+from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
 from reports import dev_outputs, results_schema, seed_summary
@@ -31,7 +32,7 @@ class TextInvocation:
     """One `harness run text`: which model, data and seeds, where the outputs live."""
 
     model: str
-    task: TextTaskConfig
+    description: TextTaskConfig  # the task as described (flags or --task-file)
     output_dir: Path
     config: FinetuneConfig = FinetuneConfig()
     seeds: int = 1
@@ -73,7 +74,7 @@ class TextBenchmark:
 
     def prepare(self, setup: ModelSetup) -> TextPlan:
         model_setup.require(setup, transformers.AutoModelForSequenceClassification, "a text task")
-        data = text_data.read(self.invocation.task, self.invocation.task_file_dir)
+        data = text_data.read(self.invocation.description, self.invocation.task_file_dir)
         task = data.task
         # the recipe's length, or fewer where the model has fewer positions
         config = model_setup.fitted(self.invocation.config, setup, task.num_epochs, task.max_length,
@@ -99,6 +100,7 @@ class TextBenchmark:
                                config.max_train_examples)
 
     load_model = staticmethod(load_model)
+    load_checkpoint = staticmethod(evaluation.classifier_checkpoint)
 
     def write_predictions(self, plan: TextPlan, built: text.TextFinetuneTask, config: FinetuneConfig,
                           result: FinetuneResult, stem: Path) -> dict:
@@ -126,24 +128,28 @@ class TextBenchmark:
         seed_summary.add_intervals(self.invocation.output_dir, results)
 
 
-def summary_table(results: results_schema.ResultsBody) -> str:
-    """The task's metrics over seeds (x100), the headline first, with intervals."""
-    from harness.finetuning.table import with_interval
+class TextRunner:
+    """Your own text for the commands (harness/finetuning/kind_runner.py): its invocation, its table."""
 
-    task = results["data"]["task"]
-    header = ("task", "metric", "median", "mean [95% CI]", "std", "best", "seeds")
-    rows = []
-    for name, summary in results["summary"].items():
-        for metric in [task["headline"], *(m for m in task["metrics"] if m != task["headline"])]:
-            found = summary.get(metric)
-            if isinstance(found, dict):
-                rows.append((name if metric == task["headline"] else "", metric,
-                             f"{100 * found['median']:.1f}",
-                             with_interval(found["mean"], found), f"{100 * found['std']:.1f}",
-                             f"{100 * found['best']:.1f}", str(found["n"])))
-    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    lines = [" | ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-             for row in (header, *rows)]
-    lines.insert(1, "-+-".join("-" * width for width in widths))
-    digests = ", ".join(f"{split} {info['sha256'][:12]}" for split, info in results["data"]["files"].items())
-    return "\n".join(lines + [f"data: {digests} (sha256); x100, 95% CI of the seed mean"])
+    def run(self, job: Job) -> results_schema.ResultsBody:
+        return run_text(_invocation(job))
+
+    def summary(self, results: results_schema.ResultsBody) -> str:
+        from harness.finetuning.table import read_task_table
+
+        return read_task_table(results)
+
+    def search(self, job: Job) -> Searched:
+        described = job.description
+        return Searched(described.name or Path(described.train or described.dataset).stem,
+                        TextBenchmark(_invocation(job)))
+
+
+def _invocation(job: Job) -> TextInvocation:
+    return TextInvocation(model=job.model, description=job.description, output_dir=job.output_dir,
+                          config=job.config, seeds=job.seeds, task_file_dir=job.task_file_dir,
+                          tracking_uri=job.tracking_uri, leaderboard=job.leaderboard, search=job.search,
+                          evaluate_only=job.evaluate_only)
+
+
+KIND_RUNNER = TextRunner()

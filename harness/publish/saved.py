@@ -77,3 +77,10 @@ def choose(models: list[SavedModel], task: str | None, seed: int | None) -> Save
         raise UserError(f"the run saved no {task} seed {seed}; choose one of "
                         f"{', '.join(str(m.seed) for m in mine)}")
     return chosen
+
+
+def add_run_parser(subparsers, name: str, help: str, description: str):
+    """The subparser of a command that publishes a run's saved models (card, push): its RUN_DIR argument."""
+    parser = subparsers.add_parser(name, help=help, description=description)
+    parser.add_argument("run", type=Path, metavar="RUN_DIR", help="output directory of a `harness run KIND`")
+    return parser

@@ -1,4 +1,4 @@
-"""A searched configuration re-measured on fresh seeds: `harness run KIND --params-from` (any kind).
+"""A searched configuration re-measured on fresh seeds: `harness run KIND --params-from`.
 
 The best trial's score is the highest of many noisy scores, so it overestimates what its
 configuration scores (the winner's curse), and the more trials the more so. An honest figure comes

@@ -1,9 +1,9 @@
-"""What `harness search` tunes: one task of any benchmark, built once by the benchmark itself.
+"""What `harness search` tunes: one task of any kind, built once by the kind's Benchmark itself.
 
 A search trial reads, validates and tokenises its data through the same `Benchmark.prepare` and `build`
 as `harness run` (harness/finetuning/orchestration.py), and trains a fresh model per trial and seed
-through the same `train_seed`; a benchmark joins the search with a subparser in
-harness/commands/search.py and nothing here.
+through the same `train_seed`; a kind joins the search through its runner's `search` (harness/kinds.py)
+and nothing here.
 """
 
 from __future__ import annotations

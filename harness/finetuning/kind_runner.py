@@ -1,0 +1,54 @@
+"""What a kind of task does for `harness run`, `eval` and `search`: one runner per kind (KIND_RUNNER in
+harness/finetuning/<kind>_benchmark.py, named by harness/kinds.py), handed a `Job` the command built
+from the kind's description and settings. Torch-free: the commands import it before the runner."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+from tasks.config import FinetuneConfig
+
+
+@dataclass(frozen=True)
+class Job:
+    """One command's request of a kind: its task description and settings, loaded and checked."""
+
+    model: str
+    description: Any  # the kind's task description (harness/kinds.py's Kind.description)
+    settings: tuple[Any, ...]  # FinetuneConfig, then the kind's own settings (Kind.settings, in order)
+    output_dir: Path = Path(".")
+    seeds: int = 1
+    task_file_dir: Path | None = None  # a --task-file's folder: its relative paths start there
+    tracking_uri: str | None = None
+    search: dict | None = None  # --params-from: the search that chose the settings (results.json `search`)
+    evaluate_only: bool = False  # harness eval: score the fine-tuned checkpoint, train nothing
+    leaderboard: bool = True  # False: a search's trials, which add no run to the leaderboard
+
+    @property
+    def config(self) -> FinetuneConfig:
+        return self.settings[0]
+
+
+class Searched(NamedTuple):
+    """What `harness search` tunes of a kind: the task's name, its Benchmark, and what the study records
+    of the kind's own settings (from the plan), if anything."""
+
+    task: str
+    benchmark: Any  # harness/finetuning/orchestration.py's Benchmark, its invocation without outputs
+    fixed: Callable[[Any], dict[str, Any]] | None = None
+
+
+class KindRunner(Protocol):
+    """A kind's part of the commands: it builds its invocation, runs it and summarises it."""
+
+    def run(self, job: Job) -> dict:
+        """Fine-tune (or, job.evaluate_only, score) and return results.json's body."""
+
+    def summary(self, results: dict) -> str:
+        """The table (and notes) a finished run prints."""
+
+    def search(self, job: Job) -> Searched:
+        """The one task a search tunes, or a UserError where the description names none it can."""
