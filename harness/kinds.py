@@ -36,7 +36,8 @@ class Kind:
     predictor: str
     exporter: str
     # Every module that is this kind's own (tests/test_imports.py: outside them only this registry may
-    # import them).
+    # import them). The metrics are not: pure functions of predictions and references (tasks/metrics.py,
+    # squad_metrics.py, tagging_metrics.py, evaluate_metrics/) that reports/ resamples for its intervals.
     modules: tuple[str, ...] = ()
     # The settings classes a run of the kind takes as key=value or --config (harness settings NAME explains
     # them, then the description). Torch-free.
@@ -58,9 +59,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in [
     Kind("squad", "SQuAD 1.1 / 2.0 dev scores, predictions and MLflow runs",
          description="tasks.squad_task:SquadTaskConfig",
          runner="harness.finetuning.squad_benchmark:KIND_RUNNER",
-         modules=("tasks.squad", "tasks.squad_data", "tasks.squad_features", "tasks.squad_metrics",
-                  "tasks.squad_model", "tasks.squad_spans", "tasks.squad_task",
-                  "tasks.evaluate_metrics.squad_metric", "harness.finetuning.squad_benchmark",
+         modules=("tasks.squad", "tasks.squad_data", "tasks.squad_features", "tasks.squad_model",
+                  "tasks.squad_spans", "tasks.squad_task", "harness.finetuning.squad_benchmark",
                  "harness.deploy.squad_export", "harness.deploy.question_answering"),
          settings=("tasks.config:FinetuneConfig", "tasks.config:SquadConfig"),
          predictor="harness.deploy.question_answering:Predictor",
@@ -75,7 +75,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in [
     Kind("tagging", "chunking, NER or your own tagged files (conlleval F1)",
          description="tasks.tagging_task:TaggingTaskConfig",
          runner="harness.finetuning.tagging_benchmark:KIND_RUNNER",
-         modules=("tasks.tagging", "tasks.tagging_data", "tasks.tagging_metrics", "tasks.tagging_task",
+         modules=("tasks.tagging", "tasks.tagging_data", "tasks.tagging_task",
                   "harness.finetuning.tagging_benchmark", "harness.deploy.tagging_export",
                  "harness.deploy.token_classification", "harness.deploy.tag_spans"),
          predictor="harness.deploy.token_classification:Predictor",

@@ -259,10 +259,8 @@ def test_no_test_module_imports_another(tmp_path):
 # what is true, so an entry goes when its import does.
 KIND_IMPORTS_ALLOWED = {
     # GLUE's own experiment (the efficiency study fine-tunes GLUE tasks) and GLUE's TSVs read as a
-    # pre-training corpus; the tagging metric's per-sentence counts resampled for intervals; the local
-    # `evaluate` modules (tasks/evaluate_metrics) wrap GLUE's and SQuAD's scorers alike.
-    "harness.experiments.efficiency", "harness.pretraining.task_corpus", "reports.intervals",
-    "tasks.evaluate_metrics",
+    # pre-training corpus.
+    "harness.experiments.efficiency", "harness.pretraining.task_corpus",
 }
 
 
