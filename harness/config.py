@@ -129,16 +129,16 @@ def settings_help(cls: type, heading: str, skip: tuple[str, ...] = ()) -> str:
         default = field.default if field.default is not dataclasses.MISSING else None
         item = field.name if default is None else f"{field.name}={shown(default)}"
         choices = settings.choices(hints[field.name])
-        kind = described[field.name].kind
-        groups.setdefault(kind, []).append(f"{item} ({'|'.join(map(str, choices))})" if choices else item)
+        role = described[field.name].role
+        groups.setdefault(role, []).append(f"{item} ({'|'.join(map(str, choices))})" if choices else item)
     lines = []
-    for kind, items in groups.items():
+    for role, items in groups.items():
         if len(groups) > 1:
-            names = [name for name, s in described.items() if s.kind == kind]
+            names = [name for name, s in described.items() if s.role == role]
             resumable = [name for name in names if described[name].resumable]
             free = "any" if resumable == names else ", ".join(resumable)
             resume = f"; a resume may change {free}" if free else ""
-            lines.append(f"[{kind}: {settings.KIND_HELP[kind]}{resume}]")
+            lines.append(f"[{role}: {settings.ROLE_HELP[role]}{resume}]")
         lines += _packed(items)
     return textwrap.fill(heading, width=WIDTH) + "\n" + "\n".join("  " + line for line in lines)
 

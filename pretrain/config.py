@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from foundation.infra.settings import Flag, choice_errors, differences, of_kind, setting
+from foundation.infra.settings import Flag, choice_errors, differences, of_role, setting
 from foundation.models.presets import PRESETS
 from foundation.training.optimizer_settings import Optimizer, optimizer_errors, optimizer_setting
 from pretrain.corpus_source import SPEC_PREFIXES
@@ -29,95 +29,95 @@ LEVERS = "reports/results/pretrain-levers.md"  # where the small-budget levers b
 class PretrainConfig:
     """One pre-training run. Budgets stop the run at whichever is reached first."""
 
-    preset: str = setting("electra-tiny", kind="recipe", flag=Flag("--preset", choices=PRESETS),
+    preset: str = setting("electra-tiny", role="recipe", flag=Flag("--preset", choices=PRESETS),
                           help="model shapes and the paper's values for them")
-    corpus: tuple[str, ...] = setting((), kind="recipe", flag=Flag("--corpus", "PATH", repeat=True), help=(
+    corpus: tuple[str, ...] = setting((), role="recipe", flag=Flag("--corpus", "PATH", repeat=True), help=(
         "text files or folders (.txt/.raw, optionally gzipped; repeat --corpus for more): one paragraph a "
         "line, a blank line between documents; or glue:TASK,... for those GLUE tasks' training inputs "
         "(never dev or test; pretrain/corpus_source.py), packed into whole sequences; kept as written, so "
         "a resume compares the spec, not a cache file"))
-    output_dir: str = setting("", kind="output", resumable=True, flag=Flag("--output", "DIR"), help=(
+    output_dir: str = setting("", role="output", resumable=True, flag=Flag("--output", "DIR"), help=(
         "the run's folder: checkpoints, discriminator/, generator/, pretrain_meta.json; resumed if it holds "
         "a checkpoint"))
-    objective: Objective = setting("electra", kind="recipe", flag=Flag("--objective"), help=(
+    objective: Objective = setting("electra", role="recipe", flag=Flag("--objective"), help=(
         "electra (the paper's), mlm (BERT's baseline), electra-15 (detection on masked positions only), "
         "replace-mlm, all-tokens-mlm, two-stage (paper Table 5 and section 3.2)"))
 
     # Model
-    generator_fraction: float | None = setting(None, kind="recipe",
+    generator_fraction: float | None = setting(None, role="recipe",
                                                help="generator width / discriminator width; None: preset's")
-    embedding_sharing: Sharing | None = setting(None, kind="recipe",
+    embedding_sharing: Sharing | None = setting(None, role="recipe",
                                                 help='None: "shared" ("untied" for two-stage)')
-    tokenizer: str | None = setting(None, kind="recipe", help=(
+    tokenizer: str | None = setting(None, role="recipe", help=(
         'tokenizer dir or vocab.txt; None: BERT uncased; "train": a new WordPiece'))
-    train_vocab_size: int = setting(30522, kind="recipe", help="only with tokenizer=train")
+    train_vocab_size: int = setting(30522, role="recipe", help="only with tokenizer=train")
 
     # Objective (paper values)
-    mask_prob: float | None = setting(None, kind="recipe", help=(
+    mask_prob: float | None = setting(None, role="recipe", help=(
         "None: the preset's (0.15; 0.25 for electra-large, as ELECTRA's Large)"))
-    mask_token_fraction: float = setting(0.85, kind="recipe", help="of masked positions, shown as [MASK]")
-    random_token_fraction: float = setting(0.0, kind="recipe", help=(
+    mask_token_fraction: float = setting(0.85, role="recipe", help="of masked positions, shown as [MASK]")
+    random_token_fraction: float = setting(0.0, role="recipe", help=(
         "of masked positions, shown as a random token (BERT: 0.1)"))
-    disc_weight: float = setting(50.0, kind="recipe", help=(
+    disc_weight: float = setting(50.0, role="recipe", help=(
         "lambda, the detection loss's weight against the generator's MLM loss (paper: 50)"))
-    temperature: float = setting(1.0, kind="recipe", help=(
+    temperature: float = setting(1.0, role="recipe", help=(
         "the generator's sampling temperature (1: its softmax)"))
-    two_stage_switch: float = setting(0.5, kind="recipe", help=(
+    two_stage_switch: float = setting(0.5, role="recipe", help=(
         "fraction of the budget spent on the generator in two-stage"))
 
     # Optimisation; None: preset's
-    batch_size: int | None = setting(None, kind="recipe", help="global batch, split across DDP processes")
-    seq_len: int | None = setting(None, kind="recipe", help="tokens a sequence; None: the preset's")
-    learning_rate: float | None = setting(None, kind="recipe", help=(
+    batch_size: int | None = setting(None, role="recipe", help="global batch, split across DDP processes")
+    seq_len: int | None = setting(None, role="recipe", help="tokens a sequence; None: the preset's")
+    learning_rate: float | None = setting(None, role="recipe", help=(
         "peak rate; None: the preset's (the paper's for its size)"))
-    warmup_fraction: float = setting(0.01, kind="recipe", help=(
+    warmup_fraction: float = setting(0.01, role="recipe", help=(
         "of the budget; the paper warms up 10k of 1M steps"))
     optimizer: Optimizer = optimizer_setting("optimizer")
     weight_decay: float = optimizer_setting("weight_decay")
     adam_epsilon: float = optimizer_setting("adam_epsilon")
     max_grad_norm: float = optimizer_setting("max_grad_norm")
-    disc_layers_lr_scale: float = setting(1.0, kind="recipe", help=(
+    disc_layers_lr_scale: float = setting(1.0, role="recipe", help=(
         "learning-rate multiplier for the discriminator's layers and detection head, not the embeddings "
         f"it shares with the generator; 1 is the paper's; a small-budget lever ({LEVERS})"))
-    disc_bias_prior: float | None = setting(None, kind="recipe", help=(
+    disc_bias_prior: float | None = setting(None, role="recipe", help=(
         "the detection head's starting bias as a replaced-token rate p (bias log(p / (1 - p))), the usual "
         f"prior of an imbalanced classifier; None: 0, the paper's; a small-budget lever ({LEVERS})"))
 
     # Budgets: at least one
-    max_steps: int | None = setting(None, kind="budget", help='stop after this many optimiser steps')
-    max_tokens: int | None = setting(None, kind="budget", help=(
+    max_steps: int | None = setting(None, role="budget", help='stop after this many optimiser steps')
+    max_tokens: int | None = setting(None, role="budget", help=(
         'stop after this many training tokens (batch x seq_len a step)'))
-    max_time_s: float | None = setting(None, kind="budget", help=(
+    max_time_s: float | None = setting(None, role="budget", help=(
         'stop after this many seconds of training (checkpointed, resumable)'))
-    max_flops: float | None = setting(None, kind="budget", flag=Flag("--max-flops", "N"), help=(
+    max_flops: float | None = setting(None, role="budget", flag=Flag("--max-flops", "N"), help=(
         "stop after this many training FLOPs (the paper's counting), e.g. 1e15"))
 
     # Runtime
-    precision: Literal["auto", "bf16", "fp32", "fp16"] = setting("auto", kind="runtime",
+    precision: Literal["auto", "bf16", "fp32", "fp16"] = setting("auto", role="runtime",
                                                                  help="fp16: with a gradient scaler")
-    gradient_accumulation_steps: int = setting(1, kind="runtime", resumable=True, help=(
+    gradient_accumulation_steps: int = setting(1, role="runtime", resumable=True, help=(
         "slices of each process's batch, forward and backward one at a time, then one optimiser step: the "
         "recipe's batch in less memory (each slice's loss weighted by its share of the batch)"))
-    attention: Literal["auto", "eager", "sdpa"] = setting("auto", kind="runtime",
+    attention: Literal["auto", "eager", "sdpa"] = setting("auto", role="runtime",
                                                           help="auto: eager on a CPU in bf16, else SDPA")
-    compile: Literal["auto", "on", "off"] = setting("auto", kind="runtime", resumable=True, help=(
+    compile: Literal["auto", "on", "off"] = setting("auto", role="runtime", resumable=True, help=(
         "torch.compile the step; auto: on for CUDA only"))
-    compile_optimizer: bool = setting(False, kind="runtime", resumable=True, help=(
+    compile_optimizer: bool = setting(False, role="runtime", resumable=True, help=(
         "torch.compile ELECTRA's Adam's update, its rates held on the device (on CUDA, meant for a CUDA "
         "graph; unmeasured): faster updates after minutes of compiling (twice for two-stage); off until a "
         "GPU measures whether that pays (reports/results/performance.md)"))
-    device: str = setting("auto", kind="runtime", resumable=True, help=(
+    device: str = setting("auto", role="runtime", resumable=True, help=(
         'auto: CUDA if present, else the CPU; or cpu, cuda, cuda:1'))
-    seed: int = setting(0, kind="runtime", help='masking, sampling, dropout and initialisation draws')
-    log_every_steps: int = setting(10, kind="output", resumable=True, help=(
+    seed: int = setting(0, role="runtime", help='masking, sampling, dropout and initialisation draws')
+    log_every_steps: int = setting(10, role="output", resumable=True, help=(
         'steps between logged metrics (and the probes, at most every 1% of the budget)'))
-    checkpoint_every_steps: int = setting(1000, kind="output", resumable=True, help=(
+    checkpoint_every_steps: int = setting(1000, role="output", resumable=True, help=(
         'steps between checkpoints'))
-    checkpoint_every_s: float = setting(600.0, kind="output", resumable=True, help=(
+    checkpoint_every_s: float = setting(600.0, role="output", resumable=True, help=(
         'seconds between checkpoints, whichever of the two comes first'))
-    keep_checkpoints: int = setting(2, kind="output", resumable=True, help=(
+    keep_checkpoints: int = setting(2, role="output", resumable=True, help=(
         'newest checkpoints kept; older ones are deleted'))
-    cache_dir: str = setting("runs/cache", kind="output", resumable=True, help=(
+    cache_dir: str = setting("runs/cache", role="output", resumable=True, help=(
         'tokenised corpora and trained vocabularies, shared between runs'))
 
     def __post_init__(self):
@@ -131,7 +131,7 @@ class PretrainConfig:
 
 
 # A run stops at the first of these reached; changing them continues a run (checkpoint.budget_change).
-BUDGETS = of_kind(PretrainConfig, "budget")
+BUDGETS = of_role(PretrainConfig, "budget")
 
 
 def _check(c: PretrainConfig) -> list[str]:

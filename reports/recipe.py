@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from foundation.infra.settings import befores, of_kind
+from foundation.infra.settings import befores, of_role
 from tasks.config import FinetuneConfig, SquadConfig, head_for
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
@@ -44,7 +44,7 @@ def _finetune(config: Mapping, tasks: Sequence, size: str | None, family: str | 
     found = {}
     recipe = dataclasses.replace(FinetuneConfig(), head=head_for("auto", family))
     before = befores(FinetuneConfig) if "max_grad_norm" in config else {}  # a full block, or a test's keys
-    for name in of_kind(FinetuneConfig, "recipe"):
+    for name in of_role(FinetuneConfig, "recipe"):
         default = getattr(recipe, name)
         value = config.get(name, before.get(name, default))
         if name == "head":
@@ -65,7 +65,7 @@ def _squad(settings: Mapping, task, holdout: Mapping | None) -> dict[str, object
     recipe = SquadConfig().resolved(task)
     legacy = SquadConfig(**befores(SquadConfig)).resolved(task)  # what a settings block without a key meant
     found = {}
-    for name in of_kind(SquadConfig, "recipe"):
+    for name in of_role(SquadConfig, "recipe"):
         value = settings.get(name, getattr(legacy, name))
         if name in HOLDOUT:
             continue

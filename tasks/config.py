@@ -50,60 +50,60 @@ RECIPE = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
 class FinetuneConfig:
     """Fine-tuning hyperparameters; None means "ELECTRA's default for this model size or task"."""
 
-    learning_rate: float | None = setting(None, kind="recipe", help=(
+    learning_rate: float | None = setting(None, role="recipe", help=(
         "peak rate; None: ELECTRA's for the model size (3e-4 small, 1e-4 base, 5e-5 large)"))
-    layerwise_lr_decay: float | None = setting(None, kind="recipe", help=(
+    layerwise_lr_decay: float | None = setting(None, role="recipe", help=(
         'each layer down trains at this times the rate of the one above; None: 0.8 (0.9 large)'))
-    lr_decay_depth: Literal["electra", "corrected"] = setting("electra", kind="recipe", help=(
+    lr_decay_depth: Literal["electra", "corrected"] = setting("electra", role="recipe", help=(
         "electra: the head two levels above the top layer, as ELECTRA's code has it; corrected: one level"))
-    num_epochs: float | None = setting(None, kind="recipe", help=(
+    num_epochs: float | None = setting(None, role="recipe", help=(
         "None: the task's (ELECTRA's: 3; 10 for RTE and STS-B; 2 for SQuAD)"))
-    warmup_fraction: float = setting(0.1, kind="recipe", help=(
+    warmup_fraction: float = setting(0.1, role="recipe", help=(
         "of the training steps, linear warmup before the linear decay"))
     optimizer: Optimizer = optimizer_setting("optimizer")
     weight_decay: float = optimizer_setting("weight_decay")
     adam_epsilon: float = optimizer_setting("adam_epsilon")
     max_grad_norm: float = optimizer_setting("max_grad_norm")
-    loss_reduction: Literal["sum", "mean"] = setting("sum", kind="recipe", before="mean", help=(
+    loss_reduction: Literal["sum", "mean"] = setting("sum", role="recipe", before="mean", help=(
         "sum: as the official run_finetuning.py, which trains on the batch-summed loss, so its clip at "
         "max_grad_norm acts on batch_size times the mean's gradient (with 32 examples it clips nearly "
         "always); Adam's steps do not change with the loss's scale, except through eps and that clip. "
         "mean: clip the batch mean's gradient (what runs before this setting did)"))
-    reinit_layers: int = setting(0, kind="recipe", help=(
+    reinit_layers: int = setting(0, role="recipe", help=(
         "re-initialise the top N encoder layers before fine-tuning (Zhang et al. 2021, \"Revisiting "
         "Few-sample BERT Fine-tuning\"): a remedy for a pre-trained encoder whose top layers collapsed; "
         "not ELECTRA's recipe, so off"))
-    batch_size: int = setting(32, kind="recipe", help='examples an optimiser step')
-    gradient_accumulation_steps: int = setting(1, kind="runtime", help=(
+    batch_size: int = setting(32, role="recipe", help='examples an optimiser step')
+    gradient_accumulation_steps: int = setting(1, role="runtime", help=(
         "split each batch into this many slices, forward and backward one at a time, then step: the "
         "recipe's batch_size in less memory (scores move by summation order and dropout draws only)"))
-    eval_batch_size: int = setting(128, kind="runtime", help='examples a forward pass in evaluation')
-    max_length: int | None = setting(None, kind="recipe", help=(
+    eval_batch_size: int = setting(128, role="runtime", help='examples a forward pass in evaluation')
+    max_length: int | None = setting(None, role="recipe", help=(
         "None: the task's default (128 for GLUE, 512 for SQuAD)"))
-    seed: int = setting(0, kind="runtime", resumable=True, help=(
+    seed: int = setting(0, role="runtime", resumable=True, help=(
         "the first seed; seeds are the noise the median is taken over, so another invocation with another "
         "seed adds seeds to the same results"))
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = setting("auto", kind="runtime", help=(
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = setting("auto", role="runtime", help=(
         "auto: bf16 where the hardware has it; fp16 (with a gradient scaler) on a GPU without (V100, T4)"))
-    compile: Literal["auto", "on", "off"] = setting("auto", kind="runtime", resumable=True, help=(
+    compile: Literal["auto", "on", "off"] = setting("auto", role="runtime", resumable=True, help=(
         "torch.compile the model; auto: on for CUDA only"))
-    group_by_length: bool = setting(True, kind="recipe", help=(
+    group_by_length: bool = setting(True, role="recipe", help=(
         "batches of similar lengths, padded to their longest (transformers' LengthGroupedSampler); "
         "false: a uniform shuffle"))
-    max_train_examples: int | None = setting(None, kind="recipe", help=(
+    max_train_examples: int | None = setting(None, role="recipe", help=(
         "subsample the training set, for quick looks"))
-    head: Literal["auto", "electra", "hf"] = setting("auto", kind="recipe", before="hf", help=(
+    head: Literal["auto", "electra", "hf"] = setting("auto", role="recipe", before="hf", help=(
         "GLUE head: electra = [CLS] -> dropout -> dense, STS-B targets / 5 (saved as transformers' head, "
         "exactly: tasks/glue_head.py; ELECTRA discriminators only); hf = the family's own transformers "
         "head (ELECTRA's: dense, GELU, dense); auto = electra for ELECTRA discriminators, hf for others"))
-    trust_remote_code: bool = setting(False, kind="runtime", help=(
+    trust_remote_code: bool = setting(False, role="runtime", help=(
         "let a Hub checkpoint whose family transformers lacks run its repository's own code, pinned as "
         "--model org/name@<commit>; off: refused"))
-    double_unordered: bool = setting(True, kind="recipe", before=False, help=(
+    double_unordered: bool = setting(True, role="recipe", before=False, help=(
         "GLUE tasks whose registry row says double_unordered (mrpc, stsb) train on both sentence orders"))
-    save_models: bool = setting(True, kind="output", help=(
+    save_models: bool = setting(True, role="output", help=(
         "keep each seed's fine-tuned model in the output folder"))
-    predict_test: bool = setting(True, kind="output", help=(
+    predict_test: bool = setting(True, role="output", help=(
         "GLUE: predict the test sets (for the server's zip) after training, most of a short run's fixed "
         "cost; no dev score uses it"))
 
@@ -141,24 +141,24 @@ class FinetuneConfig:
 class SquadConfig:
     """SQuAD-only settings (the loop's own, max_length included, are in FinetuneConfig)."""
 
-    doc_stride: int = setting(DOC_STRIDE, kind="recipe", help=(
+    doc_stride: int = setting(DOC_STRIDE, role="recipe", help=(
         "tokens from one window's start to the next's (ELECTRA's meaning)"))
-    max_query_length: int = setting(MAX_QUERY_LENGTH, kind="recipe", help='SQuAD: question tokens kept')
-    n_best: int = setting(20, kind="recipe", help="start and end candidates per window")
-    max_answer_length: int = setting(30, kind="recipe", help="tokens")
-    null_threshold: float | None = setting(None, kind="recipe", help=(
+    max_query_length: int = setting(MAX_QUERY_LENGTH, role="recipe", help='SQuAD: question tokens kept')
+    n_best: int = setting(20, role="recipe", help="start and end candidates per window")
+    max_answer_length: int = setting(30, role="recipe", help="tokens")
+    null_threshold: float | None = setting(None, role="recipe", help=(
         'v2.0: "" above these null odds; None: -2.75 with the head, else 0'))
-    answerability_head: bool | None = setting(None, kind="recipe", help=(
+    answerability_head: bool | None = setting(None, role="recipe", help=(
         "ELECTRA's answerable classifier (configure_finetuning.py: on, for v1.1 too, where it is trained "
         "to say \"answerable\" and its logit is not used); None: on"))
-    joint_prediction: bool = setting(True, kind="recipe", before=False, help=(
+    joint_prediction: bool = setting(True, role="recipe", before=False, help=(
         "ELECTRA's joint start/end prediction (configure_finetuning.py: on); false: independent start and "
         "end heads (transformers' ElectraForQuestionAnswering, what runs before this setting used)"))
-    holdout_fraction: float = setting(0.2, kind="recipe", help=(
+    holdout_fraction: float = setting(0.2, role="recipe", help=(
         "without a train file: this share of the dev articles is evaluated on"))
-    holdout_seed: int = setting(0, kind="recipe", help=(
+    holdout_seed: int = setting(0, role="recipe", help=(
         'without a train file: which dev articles are held out'))
-    max_eval_examples: int | None = setting(None, kind="recipe", help=(
+    max_eval_examples: int | None = setting(None, role="recipe", help=(
         "evaluate on a seeded sample of the dev questions, for quick looks"))
 
     def __post_init__(self):

@@ -36,9 +36,9 @@ SEARCH_EPILOG = """examples:
 class GlueTaskConfig:
     """GLUE tasks, described once: the same keys as flags or in a TOML --task-file."""
 
-    tasks: str = setting("rte,mrpc,stsb,cola", kind="recipe", flag=Flag("--tasks", "TASKS"), help=(
+    tasks: str = setting("rte,mrpc,stsb,cola", role="recipe", flag=Flag("--tasks", "TASKS"), help=(
         f"comma list of {', '.join(GLUE_TASKS)} or all (every task, AX with MNLI: the full server zip)"))
-    data_dir: str = setting("", kind="recipe", flag=Flag("--data-dir", "DATA_DIR"), help=(
+    data_dir: str = setting("", role="recipe", flag=Flag("--data-dir", "DATA_DIR"), help=(
         "classic glue_data directory (default: $GLUE_DIR, else the Hub)"))
 
     percent_scores: ClassVar[bool] = False

@@ -35,13 +35,13 @@ SEARCH_EPILOG = """examples:
 class SquadTaskConfig:
     """A SQuAD version and its files, described once: the same keys as flags or in a TOML --task-file."""
 
-    version: str = setting("1.1", kind="recipe", flag=Flag("--version", "VERSION"), help=(
+    version: str = setting("1.1", role="recipe", flag=Flag("--version", "VERSION"), help=(
         f"SQuAD version: {' or '.join(SQUAD_TASKS)}"))
-    data_dir: str = setting("", kind="recipe", flag=Flag("--data-dir", "DATA_DIR"), help=(
+    data_dir: str = setting("", role="recipe", flag=Flag("--data-dir", "DATA_DIR"), help=(
         "folder of train-vX.json/dev-vX.json (default: $SQUAD_DIR, else the Hub)"))
-    train_file: str = setting("", kind="recipe", flag=Flag("--train-file", "TRAIN_FILE"), help=(
+    train_file: str = setting("", role="recipe", flag=Flag("--train-file", "TRAIN_FILE"), help=(
         "official-format training JSON (with --dev-file)"))
-    dev_file: str = setting("", kind="recipe", flag=Flag("--dev-file", "DEV_FILE"), help=(
+    dev_file: str = setting("", role="recipe", flag=Flag("--dev-file", "DEV_FILE"), help=(
         "official-format dev JSON; alone, its articles are split"))
 
     percent_scores: ClassVar[bool] = True  # as the official script gives them (harness compare's scale)

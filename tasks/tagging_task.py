@@ -69,28 +69,28 @@ COMMANDS = {
 class TaggingTaskConfig:
     """A tagging task, described once: the same keys as flags or in a TOML --task-file."""
 
-    task: str = setting("", kind="recipe", flag=Flag("--task", "NAME", choices=tuple(TAGGING_CORPORA)), help=(
+    task: str = setting("", role="recipe", flag=Flag("--task", "NAME", choices=tuple(TAGGING_CORPORA)), help=(
         "a named corpus instead of files: chunk (CoNLL-2000 in DATA_DIR, default $SHARED_DIR/data/conll2000; "
         "scored on its test file, as ELECTRA reports it)"))
-    data_dir: str = setting("", kind="recipe", flag=Flag("--data-dir", "DIR"), help=(
+    data_dir: str = setting("", role="recipe", flag=Flag("--data-dir", "DIR"), help=(
         "with --task: the corpus folder"))
-    train: str = setting("", kind="recipe", flag=Flag("--train", "FILE"), help=(
+    train: str = setting("", role="recipe", flag=Flag("--train", "FILE"), help=(
         "training file: CoNLL columns (word first, a blank line between sentences) or .jsonl with "
         "{\"tokens\": [...], \"tags\": [...]} per line (a task file's paths are relative to it)"))
-    dev: str = setting("", kind="recipe", flag=Flag("--dev", "FILE"), help="dev file scored each epoch")
-    test: str = setting("", kind="output", flag=Flag("--test", "FILE"), help=(
+    dev: str = setting("", role="recipe", flag=Flag("--dev", "FILE"), help="dev file scored each epoch")
+    test: str = setting("", role="output", flag=Flag("--test", "FILE"), help=(
         "file to predict after training (its tags, if any, are not used)"))
-    tag_column: int = setting(-1, kind="recipe", flag=Flag("--tag-column", "N"), help=(
+    tag_column: int = setting(-1, role="recipe", flag=Flag("--tag-column", "N"), help=(
         "CoNLL files: the tag's column, counted from 0 (the word) or from the end when negative; -1: the "
         "last, as conlleval and ELECTRA read it"))
-    scheme: Scheme = setting("auto", kind="recipe", flag=Flag("--scheme"), help=(
+    scheme: Scheme = setting("auto", role="recipe", flag=Flag("--scheme"), help=(
         "the files' tag scheme; auto: BIOES where an E- or S- tag occurs, IOB1 where most chunks start "
         "with I-, else IOB2. Chunks are read as conlleval reads them; predictions are written in this "
         "scheme"))
     long_sentences: Literal["split", "refuse"] = setting(
-        "split", kind="recipe", flag=Flag("--long-sentences"), help=(
+        "split", role="recipe", flag=Flag("--long-sentences"), help=(
         "a sentence longer than max_length tokens: split into windows of whole words, or refused"))
-    name: str = setting("", kind="recipe", flag=Flag("--name", "NAME"), help=(
+    name: str = setting("", role="recipe", flag=Flag("--name", "NAME"), help=(
         "the task's name in results, leaderboard and bundles; default: the train file's stem"))
 
     percent_scores: ClassVar[bool] = False

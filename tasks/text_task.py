@@ -69,37 +69,37 @@ COMMANDS = {
 class TextTaskConfig:
     """A task on your own files, described once: the same keys as flags or in a TOML --task-file."""
 
-    train: str = setting("", kind="recipe", flag=Flag("--train", "FILE"), help=(
+    train: str = setting("", role="recipe", flag=Flag("--train", "FILE"), help=(
         "training file: .csv, .tsv, .jsonl or .parquet (a task file's paths are relative to it)"))
-    dev: str = setting("", kind="recipe", flag=Flag("--dev", "FILE"), help=(
+    dev: str = setting("", role="recipe", flag=Flag("--dev", "FILE"), help=(
         "dev file scored each epoch; none: dev_fraction of train is drawn with dev_seed and recorded"))
-    test: str = setting("", kind="output", flag=Flag("--test", "FILE"), help=(
+    test: str = setting("", role="output", flag=Flag("--test", "FILE"), help=(
         "unlabelled (or labelled) file to predict after training"))
-    dataset: str = setting("", kind="recipe", flag=Flag("--dataset", "ORG/NAME"), help=(
+    dataset: str = setting("", role="recipe", flag=Flag("--dataset", "ORG/NAME"), help=(
         "a `datasets` Hub id (offline: from its cache) or a local dataset folder, instead of files"))
-    dataset_config: str = setting("", kind="recipe", flag=Flag("--dataset-config", "NAME"), help=(
+    dataset_config: str = setting("", role="recipe", flag=Flag("--dataset-config", "NAME"), help=(
         "the Hub data set's config name"))
-    train_split: str = setting("train", kind="recipe", flag=Flag("--train-split", "SPLIT"), help=(
+    train_split: str = setting("train", role="recipe", flag=Flag("--train-split", "SPLIT"), help=(
         "with --dataset: the split to train on"))
-    dev_split: str = setting("", kind="recipe", flag=Flag("--dev-split", "SPLIT"), help=(
+    dev_split: str = setting("", role="recipe", flag=Flag("--dev-split", "SPLIT"), help=(
         "with --dataset: the dev split (none: drawn from train)"))
-    text: tuple[str, ...] = setting((), kind="recipe", flag=Flag("--text", "COLUMN[,COLUMN]"), help=(
+    text: tuple[str, ...] = setting((), role="recipe", flag=Flag("--text", "COLUMN[,COLUMN]"), help=(
         "the text column, or two for a sentence pair"))
-    label: str = setting("label", kind="recipe", flag=Flag("--label", "COLUMN"), help="the label column")
-    kind: Kind = setting("auto", kind="recipe", flag=Flag("--kind"), help=(
+    label: str = setting("label", role="recipe", flag=Flag("--label", "COLUMN"), help="the label column")
+    kind: Kind = setting("auto", role="recipe", flag=Flag("--kind"), help=(
         "auto: a list per row is multilabel, numbers with a fraction regression, anything else "
         "classification (names kept)"))
-    label_separator: str = setting("", kind="recipe", flag=Flag("--label-separator", "SEP"), help=(
+    label_separator: str = setting("", role="recipe", flag=Flag("--label-separator", "SEP"), help=(
         "multilabel in CSV/TSV: the labels of a row in one cell joined by SEP (e.g. '|')"))
-    metric: str = setting("", kind="recipe", flag=Flag("--metric", "NAME"), help=(
+    metric: str = setting("", role="recipe", flag=Flag("--metric", "NAME"), help=(
         "headline metric; default: accuracy (classification), spearman (regression), micro_f1 "
         "(multilabel)"))
-    name: str = setting("", kind="recipe", flag=Flag("--name", "NAME"), help=(
+    name: str = setting("", role="recipe", flag=Flag("--name", "NAME"), help=(
         "the task's name in results, leaderboard and bundles; default: the train file's stem or the "
         "data set's name"))
-    dev_fraction: float = setting(0.1, kind="recipe", flag=Flag("--dev-fraction", "F"), help=(
+    dev_fraction: float = setting(0.1, role="recipe", flag=Flag("--dev-fraction", "F"), help=(
         "without a dev file: the share of train drawn as dev"))
-    dev_seed: int = setting(0, kind="recipe", flag=Flag("--dev-seed", "N"), help=(
+    dev_seed: int = setting(0, role="recipe", flag=Flag("--dev-seed", "N"), help=(
         "without a dev file: which rows are drawn"))
 
     percent_scores: ClassVar[bool] = False

@@ -13,7 +13,7 @@ import pytest
 
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
-from foundation.infra.settings import Flag, befores, differences, of_kind, resumable, setting, settings
+from foundation.infra.settings import Flag, befores, differences, of_role, resumable, setting, settings
 from harness.cli import build_parser, main
 from harness.config import add_flags, flag_help, flag_values, settings_help
 from harness.deploy.serve_config import ServeConfig
@@ -31,36 +31,36 @@ from tests.conftest import run_cli
 class Toy:
     """A config as a project writes one: each setting is one line."""
 
-    rate: float = setting(0.1, kind="recipe", help="what is trained")
-    mode: Literal["fast", "exact"] = setting("fast", kind="runtime", resumable=True)
-    depth: int = setting(2, kind="recipe", before=1, help="added later; runs before it had 1")
-    out: str = setting("runs", kind="output", resumable=True)
+    rate: float = setting(0.1, role="recipe", help="what is trained")
+    mode: Literal["fast", "exact"] = setting("fast", role="runtime", resumable=True)
+    depth: int = setting(2, role="recipe", before=1, help="added later; runs before it had 1")
+    out: str = setting("runs", role="output", resumable=True)
 
 
 def test_adding_a_setting_is_one_line_that_every_rule_reads():
     assert dataclasses.asdict(Toy()) == {"rate": 0.1, "mode": "fast", "depth": 2, "out": "runs"}  # plain data
-    assert (of_kind(Toy, "recipe"), resumable(Toy)) == (("rate", "depth"), ("mode", "out"))
+    assert (of_role(Toy, "recipe"), resumable(Toy)) == (("rate", "depth"), ("mode", "out"))
     assert befores(Toy) == {"rate": 0.1, "mode": "fast", "depth": 1, "out": "runs"}
     # The resume rule: resumable settings may change; an absent key is the setting's value before it existed.
     current = dataclasses.asdict(Toy())
     assert differences(Toy, {"rate": 0.1, "mode": "exact", "out": "elsewhere"}, current) == [("depth", 1, 2)]
     assert differences(Toy, {"rate": 0.1}, dataclasses.asdict(Toy(depth=1))) == []
     assert differences(Toy, {"rate": 0.2}, current, may_change=("rate", "depth")) == []
-    # --help: by kind, with the choices from the type and the settings a resume may change.
+    # --help: by role, with the choices from the type and the settings a resume may change.
     assert settings_help(Toy, "settings:") == (
         "settings:\n  [recipe: what a run trains and measures]\n  rate=0.1, depth=2\n"
         "  [runtime: how this machine computes it; a resume may change any]\n  mode=fast (fast|exact)\n"
         "  [output: what is written, where and how often; a resume may change any]\n  out=runs")
-    with pytest.raises(ValueError, match="unknown setting kind 'recipes'; choose one of recipe, runtime"):
-        setting(1, kind="recipes")
+    with pytest.raises(ValueError, match="unknown setting role 'recipes'; choose one of recipe, runtime"):
+        setting(1, role="recipes")
 
 
 def test_the_real_configs_declare_every_field_and_keep_their_old_meaning():
-    # What the five hand-written lists said, now read from the fields (a kind changed by mistake shows here).
-    assert set(of_kind(FinetuneConfig, "runtime", "output")) == {
+    # What the five hand-written lists said, now read from the fields (a role changed by mistake shows here).
+    assert set(of_role(FinetuneConfig, "runtime", "output")) == {
         "eval_batch_size", "precision", "compile", "save_models", "predict_test", "seed",
         "gradient_accumulation_steps", "trust_remote_code"}
-    assert of_kind(SquadConfig, "recipe") == tuple(f.name for f in dataclasses.fields(SquadConfig))
+    assert of_role(SquadConfig, "recipe") == tuple(f.name for f in dataclasses.fields(SquadConfig))
     assert set(resumable(PretrainConfig)) == {"output_dir", "log_every_steps", "checkpoint_every_steps",
                                                "checkpoint_every_s", "keep_checkpoints", "cache_dir", "device",
                                                "compile", "compile_optimizer", "gradient_accumulation_steps"}
@@ -201,7 +201,7 @@ def test_an_experiment_manifest_from_before_a_setting_compares_by_the_same_rule(
                                   "'adamw' -> 'electra'); rerun it with the same settings or pass a new --output")
 
 
-def test_departures_read_the_kinds_and_the_before_values():
+def test_departures_read_the_roles_and_the_before_values():
     def glue(config):
         return {"tasks": ["rte"], "config": dataclasses.asdict(FinetuneConfig()) | config}
 
@@ -276,11 +276,11 @@ def test_harness_settings_explains_the_server_and_the_search_space(capsys):
 
 @dataclass(frozen=True)
 class Flagged:
-    budget: float | None = setting(None, kind="budget", flag=Flag("--budget", "N"), help="stop after N")
-    mode: Literal["fast", "exact"] = setting("fast", kind="runtime", flag=Flag("--mode"), help="how, 100%")
-    paths: tuple[str, ...] = setting((), kind="recipe", flag=Flag("--path", "P", repeat=True), help="inputs")
-    seeds: tuple[int, ...] = setting((0,), kind="recipe", flag=Flag("--seeds"), help="seeds")
-    depth: int = setting(3, kind="recipe", help="key=value only")
+    budget: float | None = setting(None, role="budget", flag=Flag("--budget", "N"), help="stop after N")
+    mode: Literal["fast", "exact"] = setting("fast", role="runtime", flag=Flag("--mode"), help="how, 100%")
+    paths: tuple[str, ...] = setting((), role="recipe", flag=Flag("--path", "P", repeat=True), help="inputs")
+    seeds: tuple[int, ...] = setting((0,), role="recipe", flag=Flag("--seeds"), help="seeds")
+    depth: int = setting(3, role="recipe", help="key=value only")
 
 
 def test_a_flag_is_made_from_its_setting():

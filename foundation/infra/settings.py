@@ -1,13 +1,13 @@
 """What each setting of a config dataclass is, said once, on its field.
 
-A config declares every field with `setting()`: its kind, whether a resumed run may change it, its value
+A config declares every field with `setting()`: its role, whether a resumed run may change it, its value
 for results written before it existed, and a line of help. The resume rules of both loops, the legacy
 defaults, the recipe departures, `--help` and the command-line flags some settings also have (`flag=`,
 built by harness/config.py's add_flags, as transformers' HfArgumentParser builds its CLI from
 TrainingArguments) are read from here, so adding a setting is one line. A setting two configs share is
 declared once and placed in each with `declared()` (foundation/training/optimizer_settings.py).
 
-Kinds:
+Roles:
   recipe   what a run trains and measures; changing it makes another experiment (and, in fine-tuning,
            departs from ELECTRA's recipe)
   runtime  how this machine computes it: moves results by numerical noise or a different random draw
@@ -24,9 +24,9 @@ import typing
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
 
-Kind = Literal["recipe", "runtime", "output", "budget"]
-KINDS: tuple[str, ...] = Kind.__args__
-KIND_HELP = {"recipe": "what a run trains and measures", "runtime": "how this machine computes it",
+Role = Literal["recipe", "runtime", "output", "budget"]
+ROLES: tuple[str, ...] = Role.__args__
+ROLE_HELP = {"recipe": "what a run trains and measures", "runtime": "how this machine computes it",
              "output": "what is written, where and how often", "budget": "when a run stops"}
 _KEY = "setting"
 _SAME = object()  # `before` not given: results written before the setting behaved as its default
@@ -45,9 +45,9 @@ class Flag:
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
-    """A field's description (see the module's docstring for the kinds)."""
+    """A field's description (see the module's docstring for the roles)."""
 
-    kind: Kind
+    role: Role
     resumable: bool  # a resumed run (or another invocation into the same output) may change it
     before: Any  # its value in results and configs written before it existed (the key absent)
     help: str
@@ -57,12 +57,12 @@ class Setting:
 RECIPE_SETTING = Setting("recipe", False, None, "")  # a field declared without setting(): the strictest
 
 
-def setting(default: Any, *, kind: Kind, resumable: bool = False, before: Any = _SAME, help: str = "",
+def setting(default: Any, *, role: Role, resumable: bool = False, before: Any = _SAME, help: str = "",
             flag: Flag | None = None) -> Any:
     """A dataclass field with its default and what it is; `before` defaults to `default`."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown setting kind {kind!r}; choose one of {', '.join(KINDS)}")
-    return declared(default, Setting(kind, resumable, default if before is _SAME else before, help, flag))
+    if role not in ROLES:
+        raise ValueError(f"unknown setting role {role!r}; choose one of {', '.join(ROLES)}")
+    return declared(default, Setting(role, resumable, default if before is _SAME else before, help, flag))
 
 
 def declared(default: Any, meaning: Setting) -> Any:
@@ -81,9 +81,9 @@ def settings(cls: type) -> dict[str, Setting]:
     return {field.name: described(field) for field in dataclasses.fields(cls)}
 
 
-def of_kind(cls: type, *kinds: Kind) -> tuple[str, ...]:
-    """The names of cls's settings of these kinds, in field order."""
-    return tuple(name for name, s in settings(cls).items() if s.kind in kinds)
+def of_role(cls: type, *roles: Role) -> tuple[str, ...]:
+    """The names of cls's settings in these roles, in field order."""
+    return tuple(name for name, s in settings(cls).items() if s.role in roles)
 
 
 def resumable(cls: type) -> tuple[str, ...]:

@@ -20,12 +20,12 @@ Optimizer = Literal["electra", "adamw"]
 class OptimizerSettings:
     """The declarations themselves; a run's config holds the values."""
 
-    optimizer: Optimizer = setting("electra", kind="recipe", before="adamw", help=(
+    optimizer: Optimizer = setting("electra", role="recipe", before="adamw", help=(
         "electra: ELECTRA's Adam without bias correction, warmup multiplied into the decay (the official "
         "code's); adamw: torch's AdamW, warmup then decay (what runs before this setting used)"))
-    weight_decay: float = setting(0.01, kind="recipe", help="decoupled, not on biases and norm weights")
-    adam_epsilon: float = setting(1e-6, kind="recipe", help="Adam's epsilon (the official code's 1e-6)")
-    max_grad_norm: float = setting(1.0, kind="recipe", help=(
+    weight_decay: float = setting(0.01, role="recipe", help="decoupled, not on biases and norm weights")
+    adam_epsilon: float = setting(1e-6, role="recipe", help="Adam's epsilon (the official code's 1e-6)")
+    max_grad_norm: float = setting(1.0, role="recipe", help=(
         "clip the gradient's global norm to this (the official code's 1.0)"))
 
 

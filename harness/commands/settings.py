@@ -21,7 +21,7 @@ def add_parser(subparsers) -> None:
         "settings", help="explain every key=value setting of a command or the search space",
         description="Explain every setting of `harness run KIND` (its key=value settings, then the flags "
                     "and task-file keys that describe the task), `harness pretrain`, `harness serve` or the "
-                    "search space of `harness search`: its kind (recipe: what a run trains and measures, and "
+                    "search space of `harness search`: its role (recipe: what a run trains and measures, and "
                     "a recipe setting changed from ELECTRA's is a departure on the leaderboard; runtime: how "
                     "this machine computes it; output: what is written; budget: when a run stops), its "
                     "default, its allowed values, whether resuming a run may change it, what it does and the "
@@ -45,7 +45,7 @@ def handle(args) -> int:
             meaning = settings.described(field)
             choices = settings.choices(hints[field.name])
             default = "none" if field.default is None else shown(field.default)
-            facts = [meaning.kind, f"default {default}"]
+            facts = [meaning.role, f"default {default}"]
             facts += [f"one of {'|'.join(map(shown, choices))}"] if choices else []
             facts += ["a resume may change it"] if meaning.resumable else []
             if meaning.before != field.default:

@@ -16,34 +16,34 @@ class ServeConfig:
     contexts cannot cost more than the limits say.
     """
 
-    max_batch: int = setting(32, kind="runtime", help=(
+    max_batch: int = setting(32, role="runtime", help=(
         "model rows a batch, at most (a classification object is one row, a SQuAD context one per window); "
         "a request of more rows runs alone"))
-    onnx_batch: int = setting(8, kind="runtime", help=(
+    onnx_batch: int = setting(8, role="runtime", help=(
         "a batch's encodings run sorted by length in onnxruntime calls of this many, so that a short "
         "request is padded only to its neighbours' length (reports/results/serve-load.md measured it)"))
-    batch_wait_ms: float = setting(0.0, kind="runtime", help=(
+    batch_wait_ms: float = setting(0.0, role="runtime", help=(
         "how long a batch's first request waits for others (0: not at all)"))
-    max_pending: int = setting(1024, kind="runtime", help=(
+    max_pending: int = setting(1024, role="runtime", help=(
         "model rows waiting to run, at most; a request that would pass it gets 503 (at least max_rows)"))
-    max_rows: int = setting(128, kind="runtime", help=(
+    max_rows: int = setting(128, role="runtime", help=(
         "model rows one request may make (SQuAD: context windows), at most; more get 413 "
         "(at least max_items, at most max_pending)"))
-    request_timeout_s: float = setting(30.0, kind="runtime", help=(
+    request_timeout_s: float = setting(30.0, role="runtime", help=(
         "seconds a request may take from its first byte to its answer; a body still arriving then gets "
         "408, a request still queued or running 504 (its queued rows are dropped)"))
-    max_body_bytes: int = setting(1 << 20, kind="runtime", help="larger request bodies get 413")
-    max_items: int = setting(64, kind="runtime", help="objects in one request's list, at most")
-    max_text_chars: int = setting(20_000, kind="runtime", help="characters a text (a SQuAD context included)")
-    threads: int = setting(0, kind="runtime", help="onnxruntime intra-op threads (0: one per core)")
-    limit_concurrency: int = setting(256, kind="runtime", help=(
+    max_body_bytes: int = setting(1 << 20, role="runtime", help="larger request bodies get 413")
+    max_items: int = setting(64, role="runtime", help="objects in one request's list, at most")
+    max_text_chars: int = setting(20_000, role="runtime", help="characters a text (a SQuAD context included)")
+    threads: int = setting(0, role="runtime", help="onnxruntime intra-op threads (0: one per core)")
+    limit_concurrency: int = setting(256, role="runtime", help=(
         "uvicorn's limit_concurrency: a request that arrives while this many connections are open (its "
         "own included) or this many requests are in progress gets uvicorn's plain 503; bounds what slow "
         "clients hold (at least 2)"))
-    timeout_graceful_shutdown: float = setting(30.0, kind="runtime", help=(
+    timeout_graceful_shutdown: float = setting(30.0, role="runtime", help=(
         "uvicorn's timeout_graceful_shutdown: seconds SIGTERM or Ctrl-C waits for requests in progress "
         "before cancelling them"))
-    access_log: bool = setting(False, kind="output", help=(
+    access_log: bool = setting(False, role="output", help=(
         "a log line per request (uvicorn's); off, as it costs time under load"))
 
     def __post_init__(self):

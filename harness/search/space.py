@@ -30,20 +30,20 @@ class SearchSpace:
     """[low, high] ranges and batch_size choices, each field's help saying what it searches (`harness
     settings search`); low == high fixes one; None is a range around ELECTRA's recipe."""
 
-    learning_rate: tuple[float, float] | None = setting(None, kind="recipe", help=(
+    learning_rate: tuple[float, float] | None = setting(None, role="recipe", help=(
         "[low, high] of the peak rate, drawn on a log scale; none: a third to three times ELECTRA's rate "
         "for the model size"))
-    layerwise_lr_decay: tuple[float, float] = setting((0.6, 1.0), kind="recipe", help=(
+    layerwise_lr_decay: tuple[float, float] = setting((0.6, 1.0), role="recipe", help=(
         "[low, high] of the layer-wise learning-rate decay"))
-    num_epochs: tuple[int, int] | None = setting(None, kind="recipe", help=(
+    num_epochs: tuple[int, int] | None = setting(None, role="recipe", help=(
         "[low, high] of whole epochs; none: half to one and a half times the task's recipe epochs"))
-    batch_size: tuple[int, ...] = setting((16, 32), kind="recipe", help=(
+    batch_size: tuple[int, ...] = setting((16, 32), role="recipe", help=(
         "the batch sizes a trial chooses from"))
-    warmup_fraction: tuple[float, float] = setting((0.0, 0.2), kind="recipe", help=(
+    warmup_fraction: tuple[float, float] = setting((0.0, 0.2), role="recipe", help=(
         "[low, high] of the share of steps warming up"))
-    weight_decay: tuple[float, float] = setting((0.0, 0.1), kind="recipe", help=(
+    weight_decay: tuple[float, float] = setting((0.0, 0.1), role="recipe", help=(
         "[low, high] of the weight decay"))
-    trial_seeds: tuple[int, ...] = setting((0,), kind="recipe", flag=Flag("--trial-seeds", "SEEDS"), help=(
+    trial_seeds: tuple[int, ...] = setting((0,), role="recipe", flag=Flag("--trial-seeds", "SEEDS"), help=(
         "the fine-tuning seeds every trial trains its configuration on, scored by their mean (the same for "
         "all trials; more for small dev sets, where seeds spread by points)"))
 
