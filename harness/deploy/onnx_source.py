@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from foundation.infra.errors import UserError
+from foundation.models.identity import model_identity
 from foundation.models.resolve import resolve_model
 from harness.deploy import onnx_export
-from reports import accounting, results_schema
+from reports import results_schema
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS, GlueTask, SquadTask
 from tasks.tagging_task import TaggingTask
 from tasks.text_task import TextTask
@@ -30,7 +31,7 @@ class Source:
     task: GlueTask | SquadTask | OwnTask
     max_length: int
     model_name: str  # the --model of the fine-tuning run, for MLflow tags
-    model_id: str = ""  # the discriminator's leaderboard key (reports/accounting.py), for --run
+    model_id: str = ""  # the discriminator's leaderboard key (foundation/models/identity.py), for --run
     seed: int | None = None
     run_dir: Path | None = None
     qa: dict = field(default_factory=dict)  # SQuAD windowing and post-processing settings
@@ -106,7 +107,7 @@ def _from_run(run_dir: Path, task: GlueTask | SquadTask | OwnTask, seed: int | N
     config = chosen.get("resolved_config") or results.get("config") or {}
     model = results.get("model", {})
     model_id = (results.get("flops") or {}).get("model_id") or \
-        accounting.model_identity(model.get("name", ""), model.get("path", ""))
+        model_identity(model.get("name", ""), model.get("path", ""))
     source = _source(onnx_export.inspect_checkpoint(model_dir), task, model.get("name", ""),
                      config.get("max_length"), results.get("settings"))
     data = results.get("data") if isinstance(task, OwnTask) else None
