@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from foundation.infra.errors import UserError
 from foundation.infra.settings import setting
 from foundation.training.optimizer_settings import Optimizer, optimizer_errors, optimizer_setting
 from tasks.registry import SquadTask
@@ -32,6 +33,18 @@ def default_null_threshold(answerability_head: bool) -> float:
 # single dense layer for its discriminators, where it is written back into transformers' head exactly;
 # every other family keeps the classification head its authors fine-tune with.
 ELECTRA_HEAD_FAMILIES = ("electra",)
+
+
+def fit_max_length(chosen: int | None, task_length: int, positions: int | None, cut: bool = True) -> int:
+    """The max_length a task runs with on a model of `positions` positions (None: not known): the one set,
+    refused beyond them; else the task's own, cut to them where it is longer. cut=False keeps the task's
+    own as it is (GLUE: its runs have always recorded 128, and pad each batch only to its longest)."""
+    if chosen and positions and chosen > positions:
+        raise UserError(f"max_length {chosen} exceeds the model's {positions} positions; pass "
+                        f"max_length={positions} or less")
+    if chosen:
+        return chosen
+    return min(task_length, positions) if cut and positions else task_length
 
 
 def head_for(head: str, family: str | None) -> str:

@@ -17,7 +17,7 @@ from foundation.models.identity import ModelIdentity, identify
 from foundation.models.presets import size_of
 from foundation.models.resolve import resolve_model
 from foundation.training import placement
-from tasks.config import FinetuneConfig, head_for
+from tasks.config import FinetuneConfig, fit_max_length, head_for
 
 
 @dataclass(frozen=True)
@@ -145,15 +145,12 @@ def for_model(config: FinetuneConfig, setup: ModelSetup) -> FinetuneConfig:
 
 
 def fitted(config: FinetuneConfig, setup: ModelSetup, task_epochs: float, task_max_length: int,
-           head: str | None) -> FinetuneConfig:
-    """`config` resolved for the task (FinetuneConfig.resolved) with the task's max_length cut to the
-    model's positions where it has fewer; a max_length set above them is one line."""
-    positions = getattr(setup.model_config, "max_position_embeddings", None) or task_max_length
-    resolved = config.resolved(setup.size, task_epochs, min(task_max_length, positions), head)
-    if resolved.max_length > positions:
-        raise UserError(f"max_length {resolved.max_length} exceeds the model's {positions} positions; pass "
-                        f"max_length={positions} or less")
-    return resolved
+           head: str | None, cut: bool = True) -> FinetuneConfig:
+    """`config` resolved for the task (FinetuneConfig.resolved), its max_length fitted to the model's
+    positions by the one rule every kind takes (tasks/config.py fit_max_length)."""
+    positions = getattr(setup.model_config, "max_position_embeddings", None)
+    max_length = fit_max_length(config.max_length, task_max_length, positions, cut)
+    return config.resolved(setup.size, task_epochs, max_length, head)
 
 
 def accelerator(device: torch.device) -> str:
