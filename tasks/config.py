@@ -35,16 +35,17 @@ def default_null_threshold(answerability_head: bool) -> float:
 ELECTRA_HEAD_FAMILIES = ("electra",)
 
 
-def fit_max_length(chosen: int | None, task_length: int, positions: int | None, cut: bool = True) -> int:
+def fit_max_length(chosen: int | None, task_length: int, positions: int | None,
+                   longer: Literal["cut", "refuse", "keep"] = "cut") -> int:
     """The max_length a task runs with on a model of `positions` positions (None: not known): the one set,
-    refused beyond them; else the task's own, cut to them where it is longer. cut=False keeps the task's
-    own as it is (GLUE: its runs have always recorded 128, and pad each batch only to its longest)."""
-    if chosen and positions and chosen > positions:
-        raise UserError(f"max_length {chosen} exceeds the model's {positions} positions; pass "
+    refused beyond them; else the task's own, which where it is longer the kind `longer` cuts to them (text,
+    tagging), refuses (SQuAD: its windows are laid out for that length) or keeps (GLUE: it pads each batch
+    only to its longest, and its runs have always recorded 128)."""
+    length = chosen or task_length
+    if positions and length > positions and (chosen or longer == "refuse"):
+        raise UserError(f"max_length {length} exceeds the model's {positions} positions; pass "
                         f"max_length={positions} or less")
-    if chosen:
-        return chosen
-    return min(task_length, positions) if cut and positions else task_length
+    return min(length, positions) if positions and longer == "cut" else length
 
 
 def head_for(head: str, family: str | None) -> str:

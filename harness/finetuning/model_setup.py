@@ -145,11 +145,12 @@ def for_model(config: FinetuneConfig, setup: ModelSetup) -> FinetuneConfig:
 
 
 def fitted(config: FinetuneConfig, setup: ModelSetup, task_epochs: float, task_max_length: int,
-           head: str | None, cut: bool = True) -> FinetuneConfig:
+           head: str | None, longer: str = "cut") -> FinetuneConfig:
     """`config` resolved for the task (FinetuneConfig.resolved), its max_length fitted to the model's
-    positions by the one rule every kind takes (tasks/config.py fit_max_length)."""
+    positions by the one rule every kind takes (tasks/config.py fit_max_length; `longer`: what the kind
+    does with its own length where the model has fewer positions)."""
     positions = getattr(setup.model_config, "max_position_embeddings", None)
-    max_length = fit_max_length(config.max_length, task_max_length, positions, cut)
+    max_length = fit_max_length(config.max_length, task_max_length, positions, longer)
     return config.resolved(setup.size, task_epochs, max_length, head)
 
 

@@ -75,7 +75,8 @@ class SquadBenchmark:
     def prepare(self, setup: ModelSetup) -> SquadPlan:
         model_setup.require(setup, transformers.AutoModelForQuestionAnswering, "SQuAD")
         invocation, task = self.invocation, self.invocation.task
-        config = model_setup.fitted(invocation.config, setup, task.num_epochs, task.max_length, setup.head)
+        config = model_setup.fitted(invocation.config, setup, task.num_epochs, task.max_length, setup.head,
+                                    longer="refuse")
         # Head and null threshold decided (and a bad combination refused) before the data is read.
         squad_config = invocation.squad_config.resolved(task)
         # Read, validate and window all data before any training or output: bad input fails in seconds.
