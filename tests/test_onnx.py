@@ -134,7 +134,7 @@ def minimal_environment(root):
         for found in (folder, folder.with_name(f"{name}.libs")):
             if found.exists():
                 (lib / found.name).symlink_to(found)
-    for package in ("harness", "pretrain", "reports", "tasks"):
+    for package in ("foundation", "harness", "pretrain", "reports", "tasks"):
         (lib / package).symlink_to(REPO / package)
     (site,) = (root / "env").glob("lib/python*/site-packages")
     (site / "only-these.pth").write_text(f"{lib}\n")
