@@ -17,6 +17,7 @@ from pathlib import Path
 
 from foundation.infra.errors import UserError
 from foundation.models.hub import parse_hub_id
+from foundation.models.identity import model_identity
 from foundation.models.presets import PRESETS, size_of
 from reports import accounting, recipe, results_schema
 from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS, published_entries
@@ -177,7 +178,7 @@ def measured_row(path: Path, results: results_schema.ResultsBody) -> Row:
     """A results file as a measured row: task medians, SQuAD EM/F1, FLOPs (or a note why not)."""
     model = results["model"]
     costs = results.get("flops") or {}
-    key = costs.get("model_id") or accounting.model_identity(model.get("name", ""), model.get("path", ""))
+    key = costs.get("model_id") or model_identity(model.get("name", ""), model.get("path", ""))
     values = _task_values(results["summary"]) | own_task_values(results)
     glue = results.get("glue") or {}
     if "ci_low" in glue and set(glue.get("tasks", ())) == {t for t in GLUE_COLUMNS if t in values}:

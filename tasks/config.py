@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from foundation.infra.errors import UserError
 from foundation.infra.settings import setting
 from foundation.training.optimizer_settings import Optimizer, optimizer_errors, optimizer_setting
 from tasks.registry import SquadTask
@@ -32,6 +33,19 @@ def default_null_threshold(answerability_head: bool) -> float:
 # single dense layer for its discriminators, where it is written back into transformers' head exactly;
 # every other family keeps the classification head its authors fine-tune with.
 ELECTRA_HEAD_FAMILIES = ("electra",)
+
+
+def fit_max_length(chosen: int | None, task_length: int, positions: int | None,
+                   longer: Literal["cut", "refuse", "keep"] = "cut") -> int:
+    """The max_length a task runs with on a model of `positions` positions (None: not known): the one set,
+    refused beyond them; else the task's own, which where it is longer the kind `longer` cuts to them (text,
+    tagging), refuses (SQuAD: its windows are laid out for that length) or keeps (GLUE: it pads each batch
+    only to its longest, and its runs have always recorded 128)."""
+    length = chosen or task_length
+    if positions and length > positions and (chosen or longer == "refuse"):
+        raise UserError(f"max_length {length} exceeds the model's {positions} positions; pass "
+                        f"max_length={positions} or less")
+    return min(length, positions) if positions and longer == "cut" else length
 
 
 def head_for(head: str, family: str | None) -> str:

@@ -296,9 +296,11 @@ def test_init_writes_loadable_checkpoint(tiny_model, tmp_path, capsys):
     assert model.config.hidden_size == 128 and model.config.vocab_size == len(
         transformers.AutoTokenizer.from_pretrained(tmp_path / "init"))
     # An untrained control cost 0 pre-training FLOPs, and the leaderboard says so instead of "unknown".
+    from foundation.models.identity import identify
     from reports import accounting
 
-    flops, basis = accounting.pretraining(str(tmp_path / "init"), tmp_path / "init")
+    control = identify(str(tmp_path / "init"), str(tmp_path / "init"), {})
+    flops, basis = accounting.pretraining(control)
     assert flops == 0.0 and "none (random init) objective, 0 steps" in basis
     code, _, err = run_cli(["init", "--preset", "electra-tiny", "--tokenizer", str(tiny_model), "--output",
                         str(tmp_path / "init")], capsys)

@@ -5,7 +5,7 @@ import pytest
 from foundation.infra.errors import UserError
 from harness.config import load_config
 from pretrain.config import PretrainConfig
-from tasks.config import FinetuneConfig, SquadConfig
+from tasks.config import FinetuneConfig, SquadConfig, fit_max_length
 
 
 def test_overrides_are_typed_and_beat_the_file(tmp_path):
@@ -81,6 +81,24 @@ def test_recipe_by_size_and_task():
     assert base.resolved("large", 3).layerwise_lr_decay == 0.9
     assert base.resolved("base", 3).learning_rate == 1e-4
     assert FinetuneConfig(learning_rate=1e-3).resolved("small", 3).learning_rate == 1e-3
+
+
+def test_max_length_fits_the_models_positions_by_one_rule():
+    # A length the user set is kept, or refused beyond the positions; the task's own is cut to them.
+    assert fit_max_length(48, 128, 64) == 48 and fit_max_length(64, 128, 64) == 64
+    with pytest.raises(UserError, match=r"^max_length 128 exceeds the model's 64 positions; pass max_length=64 "
+                                        r"or less$"):
+        fit_max_length(128, 512, 64)
+    assert fit_max_length(None, 128, 64) == 64 and fit_max_length(None, 128, 512) == 128
+    # SQuAD refuses its own where it is longer, GLUE keeps it; either takes a shorter one as it is.
+    with pytest.raises(UserError, match=r"^max_length 512 exceeds the model's 64 positions"):
+        fit_max_length(None, 512, 64, longer="refuse")
+    assert fit_max_length(None, 128, 64, longer="keep") == 128
+    assert fit_max_length(None, 128, 512, longer="refuse") == fit_max_length(None, 128, 512, longer="keep") == 128
+    with pytest.raises(UserError, match=r"^max_length 128 exceeds"):
+        fit_max_length(128, 128, 64, longer="keep")
+    # A model that names no positions is not checked.
+    assert fit_max_length(None, 128, None) == 128 and fit_max_length(1024, 128, None) == 1024
 
 
 def test_help_epilog_is_read_from_the_dataclass():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from tests.conftest import WORDS, write_glue_dir, write_tiny_model
+from tests.conftest import WORDS, write_glue_dir, write_squad, write_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +98,15 @@ CASES = {
                                      ["run", "squad", "--model", "{model}", "--dev-file", "{squad}", "--output-dir",
                                       "{out}", "--tracking-uri", "sqlite:///{out}/mlflow.db", "max_length=64"],
                                      "question"),
+    "a damaged pre-training record": ("model", lambda m: (m / "pretrain_meta.json").write_text('{"steps": 3'),
+                                      GLUE, "cannot read the pre-training record"),
+    "GLUE max_length beyond the positions": (None, None, [*GLUE, "max_length=128"],
+                                             "max_length 128 exceeds the model's 64 positions; pass max_length=64"),
+    "SQuAD max_length beyond the positions": ("squad", lambda p: write_squad(p, "1.1"),
+                                              ["run", "squad", "--model", "{model}", "--dev-file", "{squad}",
+                                               "--output-dir", "{out}", "--tracking-uri", "sqlite:///{out}/mlflow.db",
+                                               "max_length=128"],
+                                              "max_length 128 exceeds the model's 64 positions; pass max_length=64"),
     "--seeds 0": (None, None, [*GLUE, "--seeds", "0"], "--seeds must be at least 1 (got 0)"),
     "negative epochs": (None, None, [*GLUE, "num_epochs=-1"], "num_epochs"),
     "malformed tracking URL": (None, None, [*GLUE_RUN, "--tracking-uri", "sqlite:/x.db"], "sqlite:/x.db"),

@@ -5,6 +5,7 @@ import torch
 import transformers
 
 from foundation.infra.errors import UserError
+from foundation.models.identity import ModelIdentity
 from tasks import glue, glue_head
 from tasks.config import FinetuneConfig
 from tasks.glue_data import load_glue
@@ -82,7 +83,7 @@ def test_head_auto_is_decided_in_one_place(monkeypatch):
     from tasks import config
 
     def setup(family):
-        return model_setup.ModelSetup("/m", None, None, "small", torch.device("cpu"), "eager", "fp32", family)
+        return model_setup.ModelSetup(ModelIdentity("/m", "/m", "/m", {}), None, None, "small", torch.device("cpu"), "eager", "fp32", family)
 
     assert [setup(family).head for family in ("electra", "bert")] == ["electra", "hf"]
     assert [config.head_for("auto", family) for family in ("electra", "bert", None)] == ["electra", "hf", "electra"]

@@ -66,7 +66,7 @@ def test_export_writes_a_checked_bundle(work):
 def test_export_is_logged_to_mlflow_as_onnx_models(work):
     import mlflow
 
-    from reports.accounting import model_identity
+    from foundation.models.identity import model_identity
 
     mlflow.set_tracking_uri(work["tracking"])
     experiment = mlflow.get_experiment_by_name("export").experiment_id

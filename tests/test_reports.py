@@ -4,10 +4,12 @@ import dataclasses
 import json
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
 from foundation.models import flops, pretrain_meta
+from foundation.models.identity import identify
 from foundation.models.pretrain_meta import PretrainMeta
 from foundation.models.shapes import shape_of
 from harness.cli import main
@@ -28,6 +30,11 @@ from tasks.config import FinetuneConfig
 from tests.conftest import write_tiny_model
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def identified(name, path):
+    """The model identity a run's model setup resolves for `name` at the checkpoint `path`."""
+    return identify(str(name), str(path), json.loads((Path(path) / "config.json").read_text()))
 
 
 def stats(median):
@@ -75,7 +82,7 @@ def test_run_flops_reads_the_pretraining_record(tmp_path):
              "resolved_config": {"max_length": 32, "num_epochs": 1.5}},
             {"task": "cola", "train_examples_seen": 16, "train_examples_per_s": 4.0, "train_time_s": 3.0,
              "resolved_config": {"max_length": 16, "num_epochs": 1}}]
-    costs = accounting.run_flops(str(out), str(out / "discriminator"), runs)
+    costs = accounting.run_flops(identified(out, out / "discriminator"), runs)
     shape = shape_of(json.loads((tiny_model / "config.json").read_text()))
     # 16 seen + 2.0/s x 2.5 s + 10 x 1.5 epochs = 36 for RTE; each trained example costs 2 forwards.
     assert costs["finetune_flops"] == {"rte": 2 * 36 * flops.inference_flops(shape, 32),
@@ -99,16 +106,16 @@ def test_an_untrained_controls_record_costs_nothing_and_keeps_its_own_key_order(
     assert (control / "pretrain_meta.json").read_text() == (
         '{\n  "objective": "none (random init)",\n  "steps": 0,\n  "train_flops": 0,\n  "seed": 3\n}\n')
     assert pretrain_meta.read(control / "pretrain_meta.json") == pretrain_meta.untrained(seed=3)
-    assert accounting.pretraining("control", control) == (
+    assert accounting.pretraining(identified("control", control)) == (
         0.0, f"{control / 'pretrain_meta.json'}: none (random init) objective, 0 steps x batch ? x seq_len ?")
 
 
 def test_run_flops_without_a_record_says_unknown(tiny_model):
-    plain = accounting.run_flops(str(tiny_model), str(tiny_model), [])
+    plain = accounting.run_flops(identified(tiny_model, tiny_model), [])
     assert plain["pretrain_flops"] is None and plain["finetune_flops"] == {}
     assert plain["pretrain_flops_basis"] == (f"unknown: no pretrain_meta.json beside {tiny_model} "
                                              "(not a `harness pretrain` output)")
-    released = accounting.run_flops("electra-small", str(tiny_model), [])
+    released = accounting.run_flops(identified("electra-small", tiny_model), [])
     assert released["pretrain_flops"] is None and released["model_id"] == "google/electra-small-discriminator"
     assert released["pretrain_flops_basis"].startswith(
         "unknown: released checkpoint google/electra-small-discriminator ships no pre-training record")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from foundation.infra.errors import UserError
+from foundation.models.identity import identify
 
 # ---- conlleval ------------------------------------------------------------------------------------
 
@@ -280,8 +281,8 @@ def test_tagging_batches_pad_to_their_longest_sentence_where_glue_pads_to_a_mult
 
     config = FinetuneConfig(precision="fp32", num_epochs=1, batch_size=1, learning_rate=1e-4,
                             layerwise_lr_decay=1.0, max_length=64)
-    setup = ModelSetup(str(tiny_model), tokenizer, transformers.AutoConfig.from_pretrained(tiny_model),
-                       "small", torch.device("cpu"), "sdpa", "fp32")
+    setup = ModelSetup(identify(str(tiny_model), str(tiny_model), {}), tokenizer,
+                       transformers.AutoConfig.from_pretrained(tiny_model), "small", torch.device("cpu"), "sdpa", "fp32")
     orchestration.train_seed(load_model, built, config, setup, LoopIO(progress=False))
     trained = seen[:len(lengths)]  # one sentence a batch, then the dev predictions
     assert sorted(trained) == lengths

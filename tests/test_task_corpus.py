@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from foundation.infra.errors import UserError
+from foundation.models.identity import identify
 from harness.cli import main
 from harness.pretraining.task_corpus import corpus_source
 from pretrain.corpus import iter_paragraphs, tokenized_paragraphs
@@ -171,7 +172,8 @@ def test_pretrain_on_the_tasks_text_end_to_end(glue, tmp_path, micro, capsys):
     assert main(pretrain_args(tmp_path, "glue:sst2", "--data-dir", str(glue), "max_steps=3")) == 2
     assert "corpus: ['glue:sst2,rte'] -> ('glue:sst2',)" in capsys.readouterr().err
     # ... and on the leaderboard row of a model fine-tuned from it.
-    costs = accounting.run_flops(str(out), str(out / "discriminator"), [])
+    config = json.loads((out / "discriminator" / "config.json").read_text())
+    costs = accounting.run_flops(identify(str(out), str(out / "discriminator"), config), [])
     assert costs["pretrain_corpus"] == meta["corpus"]["summary"]
     (tmp_path / "results.json").write_text(json.dumps(
         {"format": "electra-harness/glue-results/1", "model": {"name": str(out), "path": str(out / "discriminator")},

@@ -9,7 +9,6 @@ the functions that need them.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -100,15 +99,11 @@ def _shown(repo_id: str, revision: str | None) -> str:
     return repr(f"{repo_id}@{revision}" if revision else repo_id)
 
 
-def needs_remote_code(checkpoint: Path) -> str | None:
-    """The model_type of a checkpoint that transformers can only load with the repo's own code
-    (trust_remote_code), or None for one it knows."""
+def needs_remote_code(config: object) -> str | None:
+    """The model_type of a checkpoint, by its config.json as read, that transformers can only load with the
+    repo's own code (trust_remote_code), or None for one it knows."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    try:
-        config = json.loads((checkpoint / "config.json").read_text())
-    except (OSError, ValueError):
-        return None  # config.json's own check names what is wrong with it
     model_type = config.get("model_type") if isinstance(config, dict) else None
     if config and "auto_map" in config and model_type not in CONFIG_MAPPING:
         return str(model_type)

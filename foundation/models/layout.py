@@ -42,5 +42,14 @@ def checkpoint_dir(path: Path) -> Path:
     return candidate
 
 
+def pretrain_record_path(model_path: Path) -> Path | None:
+    """The pre-training record of a checkpoint folder: in it (a checkpoint of the run) or beside it (an
+    output's discriminator/); None where neither holds one."""
+    for path in (model_path / PRETRAIN_META, model_path.parent / PRETRAIN_META):
+        if path.is_file():
+            return path
+    return None
+
+
 def _has_any(directory: Path, names: tuple[str, ...]) -> bool:
     return any((directory / name).is_file() for name in names)

@@ -1,7 +1,8 @@
 """A `--model` value resolved to a local checkpoint folder that `from_pretrained` accepts: a checkpoint or
 `harness pretrain` output folder, a preset's released Hub id, or any Hub id (from the Hub or its cache).
 
-Model identity (CONTRIBUTING.md): fine-tuning, search, export and the FLOPs count resolve through it.
+Model identity (CONTRIBUTING.md): fine-tuning, search and export resolve through it; a run's FLOPs
+count takes what its model setup resolved (identity.py).
 """
 
 from __future__ import annotations

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from foundation.infra.errors import UserError
+from foundation.models.identity import model_identity
 from foundation.models.resolve import resolve_model
 from harness.deploy import onnx_export
 from harness.deploy.exporting import Exporter, exporters
 from harness.kinds import KINDS, load
-from reports import accounting, results_schema
+from reports import results_schema
 
 RESULTS_FORMAT = re.compile(r"electra-harness/(\w+)-results/")  # results.json's format names its kind
 
@@ -28,7 +29,7 @@ class Source:
     exporter: Exporter  # the task's kind's
     max_length: int
     model_name: str  # the --model of the fine-tuning run, for MLflow tags
-    model_id: str = ""  # the discriminator's leaderboard key (reports/accounting.py), for --run
+    model_id: str = ""  # the discriminator's leaderboard key (foundation/models/identity.py), for --run
     seed: int | None = None
     run_dir: Path | None = None
     settings: dict = field(default_factory=dict)  # the kind's runtime settings (SQuAD: windows, answers)
@@ -103,7 +104,7 @@ def _from_run(run_dir: Path, exporter: Exporter, task: Any, seed: int | None) ->
     config = chosen.get("resolved_config") or results.get("config") or {}
     model = results.get("model", {})
     model_id = (results.get("flops") or {}).get("model_id") or \
-        accounting.model_identity(model.get("name", ""), model.get("path", ""))
+        model_identity(model.get("name", ""), model.get("path", ""))
     source = _source(onnx_export.inspect_checkpoint(model_dir), exporter, task, model.get("name", ""),
                      config.get("max_length"), results.get("settings"))
     data = results.get("data") if exporter.runs_describe_task else None

@@ -79,7 +79,8 @@ class GlueBenchmark:
         # Read and validate every task's data before any training: bad input fails in seconds.
         data_dir = glue_dir(invocation.data_dir)
         data = {task.name: load_glue(task, data_dir) for task in invocation.tasks}
-        configs = {t.name: invocation.config.resolved(setup.size, t.num_epochs, t.max_length, setup.head)
+        configs = {t.name: model_setup.fitted(invocation.config, setup, t.num_epochs, t.max_length,
+                                              setup.head, longer="keep")
                    for t in invocation.tasks if t.predicted_by is None}
         return GluePlan("glue", tuple(t.name for t in invocation.tasks), configs,
                         results={"search": invocation.search} if invocation.search else {}, data=data)

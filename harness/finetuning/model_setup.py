@@ -13,17 +13,18 @@ import transformers
 from foundation.infra.errors import UserError
 from foundation.models.checkpoint_check import check_checkpoint
 from foundation.models.hub import needs_remote_code
+from foundation.models.identity import ModelIdentity, identify
 from foundation.models.presets import size_of
 from foundation.models.resolve import resolve_model
 from foundation.training import placement
-from tasks.config import FinetuneConfig, head_for
+from tasks.config import FinetuneConfig, fit_max_length, head_for
 
 
 @dataclass(frozen=True)
 class ModelSetup:
     """The resolved model and where it runs."""
 
-    model_path: str
+    identity: ModelIdentity  # --model, its checkpoint folder, key, config.json and pre-training record
     tokenizer: transformers.PreTrainedTokenizerBase
     model_config: transformers.PretrainedConfig
     size: str  # recipe row: small, base or large, by the encoder's width and depth
@@ -32,6 +33,11 @@ class ModelSetup:
     precision: str  # "bf16" or "fp32", as used
     family: str = "electra"  # the config's model_type: electra, bert, roberta, deberta-v2, ...
     trust_remote_code: bool = False  # the checkpoint's own code may run (the user said so)
+
+    @property
+    def model_path(self) -> str:
+        """The local checkpoint folder every from_pretrained reads."""
+        return self.identity.path
 
     @property
     def head(self) -> str:
@@ -52,18 +58,20 @@ class ModelSetup:
 def load(model: str, precision: str, trust_remote_code: bool = False) -> ModelSetup:
     """Resolve --model, load its tokenizer and config, and pick the device, attention and precision."""
     model_path = resolve_model(model, trust_remote_code)
-    remote = needs_remote_code(Path(model_path))
+    written = _config_json(model_path)  # read once, and first: a broken config.json breaks every loader
+    remote = needs_remote_code(written)
     if remote and not trust_remote_code:
         raise UserError(f"{model!r} is a {remote!r} model that transformers can only load by running code "
                         "from its repository; pass trust_remote_code=true if you trust that code")
-    model_config = load_model_config(model_path, trust_remote_code)  # first: the tokenizer reads config.json
-    tokenizer = load_tokenizer(model_path, trust_remote_code)
+    model_config = load_model_config(model_path, trust_remote_code)  # before the tokenizer, which reads it
+    tokenizer = _tokenizer(model_path, trust_remote_code)
     check_checkpoint(model_path, model_config, tokenizer)  # damaged or mismatched files: one line, now
+    identity = identify(model, model_path, written)
     device = placement.pick_device("auto")
     used = placement.resolve_precision(precision, device)
     attention = _supported(placement.resolve_attention("auto", device, used), model_config)
     shape = (model_config.hidden_size, model_config.num_hidden_layers)
-    return ModelSetup(model_path, tokenizer, model_config, size_of(*shape), device, attention, used,
+    return ModelSetup(identity, tokenizer, model_config, size_of(*shape), device, attention, used,
                       model_config.model_type, trust_remote_code)
 
 
@@ -87,10 +95,11 @@ def _supported(attention: str, config: transformers.PretrainedConfig) -> str:
 
 
 def load_model_config(model_path: str, trust_remote_code: bool = False) -> transformers.PretrainedConfig:
-    """The checkpoint's config, or a UserError naming config.json and what is wrong with it."""
+    """The checkpoint's config (its config.json checked as JSON first, by load), or a UserError naming
+    config.json and what is wrong with it."""
     from huggingface_hub.errors import StrictDataclassError  # a field of the wrong type
 
-    path = _config_json(model_path)
+    path = str(Path(model_path) / "config.json")
     try:
         return transformers.AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, TypeError, StrictDataclassError) as error:
@@ -99,21 +108,26 @@ def load_model_config(model_path: str, trust_remote_code: bool = False) -> trans
                         "again with save_pretrained()") from error
 
 
-def _config_json(model_path: str) -> str:
-    """Path of model_path's config.json, after checking it is JSON: a broken one breaks every loader."""
+def _config_json(model_path: str) -> dict:
+    """model_path's config.json, after checking it is JSON: a broken one breaks every loader; {} where
+    there is none (a tokenizer folder may lack one; AutoConfig says so itself)."""
     path = Path(model_path) / "config.json"
     if not path.exists():
-        return str(path)  # a tokenizer folder may lack one; AutoConfig says so itself
+        return {}
     try:
-        json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UserError(f"{str(path)!r} is not valid JSON ({error}); restore it or save the model again "
                         "with save_pretrained()") from error
-    return str(path)
 
 
 def load_tokenizer(model_path: str, trust_remote_code: bool = False):
+    """model_path's tokenizer, its config.json checked first; a UserError where there is none."""
     _config_json(model_path)
+    return _tokenizer(model_path, trust_remote_code)
+
+
+def _tokenizer(model_path: str, trust_remote_code: bool):
     try:
         return transformers.AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, TypeError) as error:
@@ -131,15 +145,13 @@ def for_model(config: FinetuneConfig, setup: ModelSetup) -> FinetuneConfig:
 
 
 def fitted(config: FinetuneConfig, setup: ModelSetup, task_epochs: float, task_max_length: int,
-           head: str | None) -> FinetuneConfig:
-    """`config` resolved for the task (FinetuneConfig.resolved) with the task's max_length cut to the
-    model's positions where it has fewer; a max_length set above them is one line."""
-    positions = getattr(setup.model_config, "max_position_embeddings", None) or task_max_length
-    resolved = config.resolved(setup.size, task_epochs, min(task_max_length, positions), head)
-    if resolved.max_length > positions:
-        raise UserError(f"max_length {resolved.max_length} exceeds the model's {positions} positions; pass "
-                        f"max_length={positions} or less")
-    return resolved
+           head: str | None, longer: str = "cut") -> FinetuneConfig:
+    """`config` resolved for the task (FinetuneConfig.resolved), its max_length fitted to the model's
+    positions by the one rule every kind takes (tasks/config.py fit_max_length; `longer`: what the kind
+    does with its own length where the model has fewer positions)."""
+    positions = getattr(setup.model_config, "max_position_embeddings", None)
+    max_length = fit_max_length(config.max_length, task_max_length, positions, longer)
+    return config.resolved(setup.size, task_epochs, max_length, head)
 
 
 def accelerator(device: torch.device) -> str:

@@ -146,7 +146,7 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any],
                 # the seed's record is in results.json now: its saved state can go
                 finetune_state.discard(finetune_state.seed_path(invocation.output_dir, task, seed))
         with store.merged(results):  # seeds run side by side into this folder are summarised too
-            results["flops"] = accounting.run_flops(invocation.model, setup.model_path, results["runs"])
+            results["flops"] = accounting.run_flops(setup.identity, results["runs"])
             mlflow_leaderboard.log_flops(results["flops"])
             benchmark.summarize(results)
     if benchmark.leaderboard:

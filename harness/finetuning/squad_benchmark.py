@@ -12,7 +12,6 @@ import torch
 import transformers
 
 from foundation.infra import atomic
-from foundation.infra.errors import UserError
 from foundation.training.quiet import quiet_transformers
 from harness.config import as_dict
 from harness.finetuning import model_setup
@@ -94,11 +93,8 @@ class SquadBenchmark:
     def prepare(self, setup: ModelSetup) -> SquadPlan:
         model_setup.require(setup, transformers.AutoModelForQuestionAnswering, "SQuAD")
         invocation, task = self.invocation, self.invocation.task
-        config = invocation.config.resolved(setup.size, task.num_epochs, task.max_length, setup.head)
-        positions = setup.model_config.max_position_embeddings
-        if config.max_length > positions:
-            raise UserError(f"max_length {config.max_length} exceeds the model's {positions} positions; "
-                            f"pass max_length={positions} or less")
+        config = model_setup.fitted(invocation.config, setup, task.num_epochs, task.max_length, setup.head,
+                                    longer="refuse")
         # Head and null threshold decided (and a bad combination refused) before the data is read.
         squad_config = invocation.squad_config.resolved(task)
         # Read, validate and window all data before any training or output: bad input fails in seconds.

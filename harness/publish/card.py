@@ -17,6 +17,7 @@ from pathlib import Path
 from foundation.infra import atomic
 from foundation.models import flops
 from foundation.models.hub import parse_hub_id
+from foundation.models.identity import model_identity
 from foundation.models.shapes import shape_of
 from harness.publish.saved import SavedModel, read_run, saved_models
 from reports import accounting, results_schema
@@ -62,7 +63,7 @@ def base_model(model: results_schema.ModelBlock) -> tuple[str | None, str | None
     name, path = model.get("name", ""), model.get("path", "")
     if Path(name).expanduser().is_dir():
         return None, None
-    identity = accounting.model_identity(name, path)
+    identity = model_identity(name, path)
     found = parse_hub_id(identity)
     if found is None:  # a registry name without a Hub id, or a path
         return None, None
