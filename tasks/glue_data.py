@@ -3,6 +3,7 @@
 From the Hub (nyu-mll/glue) or a classic glue_data directory. The TSVs are read with Python's csv
 module rather than `load_dataset("csv")` because their quirks need line-exact control: fields that
 start with a quote (QUOTE_NONE), MRPC's BOM, CoLA without a header, and errors that name the line.
+The tasks' training inputs alone are also read as a pre-training corpus (`--corpus glue:sst2,rte`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import csv
 import os
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from datasets import Dataset
 
 from foundation.infra.errors import UserError
-from tasks.registry import GlueTask
+from tasks.registry import GLUE_TASKS, GlueTask
 
 csv.field_size_limit(sys.maxsize)  # some QNLI/MNLI sentences exceed csv's 128 KiB default
 
@@ -51,6 +53,60 @@ def load_glue(task: GlueTask, data_dir: Path | None) -> dict[str, Dataset]:
                             "restore it from the GLUE download or drop the task from --tasks")
         splits[split] = read_tsv(task, path, labelled=not split.startswith("test"))
     return splits
+
+
+class TaskInputs(NamedTuple):
+    """One task's training inputs, as a pre-training corpus reads them."""
+
+    task: str
+    file: str  # the file read, or HUB
+    inputs: list[tuple[str, ...]]  # each training example's one or two texts
+
+
+class CorpusInputs(NamedTuple):
+    """The training inputs of the tasks a corpus spec names, and where they were read."""
+
+    data_dir: str  # the glue_data folder, or HUB
+    tasks: list[TaskInputs]
+
+
+HUB = "hub:nyu-mll/glue"
+CORPUS_SPLIT = "train"  # never dev or test: pre-training on them would leak what a run is scored on
+
+
+def corpus_inputs(spec: str, data_dir: str | None, fallback: Path) -> CorpusInputs:
+    """The training inputs of the tasks `glue:NAME,...` names, in the order given, from --data-dir, else
+    GLUE_DIR, else `fallback` where it is a folder, else the Hub; a task without them is one UserError."""
+    names = list(dict.fromkeys(name.strip().lower() for name in spec.partition(":")[2].split(",")
+                               if name.strip()))
+    unknown = [name for name in names if name not in GLUE_TASKS]
+    if not names or unknown:
+        what = f"unknown GLUE task {unknown[0]!r}" if unknown else "no task"
+        raise UserError(f"corpus {spec!r} names {what}; write glue:TASK,... with tasks from "
+                        f"{', '.join(GLUE_TASKS)}")
+    root = glue_dir(data_dir)
+    if root is None and fallback.is_dir():
+        root = fallback
+    return CorpusInputs(str(root) if root else HUB, [_training_inputs(GLUE_TASKS[name], root, spec)
+                                                     for name in names])
+
+
+def _training_inputs(task: GlueTask, root: Path | None, spec: str) -> TaskInputs:
+    """The task's training inputs (and the file read) from `root`, or from the Hub when it is None."""
+    if CORPUS_SPLIT not in task.files:
+        raise UserError(f"GLUE task {task.name!r} in corpus {spec!r} has no training split (only "
+                        f"{', '.join(task.files)}); the corpus takes training text only: drop {task.name}")
+    if root is None:
+        examples, file = load_glue(task, None)[CORPUS_SPLIT], HUB
+    else:
+        path = root / task.dir_name / task.files[CORPUS_SPLIT]
+        if not path.is_file():
+            raise UserError(f"GLUE task {task.name!r} in corpus {spec!r} has no training file {str(path)!r} "
+                            f"(the corpus takes training text only, never dev or test); add it or drop "
+                            f"{task.name}")
+        examples, file = read_tsv(task, path, labelled=True), str(path.resolve())
+    sides = [examples[column] for column in ("text_a", "text_b") if column in examples.column_names]
+    return TaskInputs(task.name, file, list(zip(*sides, strict=True)))
 
 
 def read_tsv(task: GlueTask, path: Path, labelled: bool) -> Dataset:

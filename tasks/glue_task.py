@@ -9,6 +9,7 @@ tasks/glue.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from foundation.infra.settings import Flag, setting
@@ -78,6 +79,14 @@ class GlueTaskConfig:
             note = f"predicted with the {task.predicted_by.upper()} model" if task.predicted_by else ""
             lines.append(task_row(task.name, ",".join(task.metrics) or "-", labels, task.num_epochs, note))
         return lines
+
+    @staticmethod
+    def corpus_inputs(spec: str, data_dir: str | None, fallback: Path):
+        """The training inputs of the tasks a pre-training corpus `glue:NAME,...` names, and where they were
+        read (tasks/glue_data.py's corpus_inputs; harness/pretraining/task_corpus.py makes the text)."""
+        from tasks.glue_data import corpus_inputs  # imports `datasets`: only for a corpus that names tasks
+
+        return corpus_inputs(spec, data_dir, fallback)
 
     @staticmethod
     def fingerprint(data: dict | None) -> dict[str, tuple[str, str]]:

@@ -163,6 +163,17 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, micro, glue_data, ca
     assert not (tmp_path / "exp").exists()
 
 
+def test_bad_glue_data_fails_before_any_pre_training(tmp_path, micro, glue_data, capsys):
+    """The GLUE runner's data check (through the registry of kinds) runs before the first arm pre-trains."""
+    dev = glue_data / "RTE" / "dev.tsv"
+    lines = dev.read_text().splitlines()
+    dev.write_text("\n".join([lines[0], "no tabs here", *lines[1:]]) + "\n")
+    assert main(_args(tmp_path, write_corpus(tmp_path / "corpus.txt"), glue_data)) == 2
+    err = capsys.readouterr().err
+    assert f"{dev}:2: expected " in err and err.count("\n") == 1
+    assert not (tmp_path / "exp").exists()
+
+
 @pytest.mark.slow
 def test_diverged_seeds_end_the_experiment_with_one_line_and_exit_2(tmp_path, micro, glue_data, capsys,
                                                                     tmp_path_factory):

@@ -255,15 +255,6 @@ def test_no_test_module_imports_another(tmp_path):
                                              "tests/test_b.py imports tests.test_a"]
 
 
-# Modules outside a kind that still import one of its modules, each for a reason; the test holds the list to
-# what is true, so an entry goes when its import does.
-KIND_IMPORTS_ALLOWED = {
-    # GLUE's own experiment (the efficiency study fine-tunes GLUE tasks) and GLUE's TSVs read as a
-    # pre-training corpus.
-    "harness.experiments.efficiency", "harness.pretraining.task_corpus",
-}
-
-
 def kind_import_violations(root: Path = REPO) -> list[str]:
     """Imports of a kind's modules (harness/kinds.py's Kind.modules) from outside them, deferred ones too;
     the registry names them as strings."""
@@ -271,7 +262,7 @@ def kind_import_violations(root: Path = REPO) -> list[str]:
 
     owner = {module: kind for kind in KINDS.values() for module in kind.modules}
     return sorted(f"{name} imports {target}" for name, targets in module_graph(root).items() for target in targets
-                  if target in owner and name not in owner[target].modules and name not in KIND_IMPORTS_ALLOWED)
+                  if target in owner and name not in owner[target].modules)
 
 
 def test_only_a_kinds_own_modules_import_them():
@@ -281,13 +272,7 @@ def test_only_a_kinds_own_modules_import_them():
     for kind in KINDS.values():  # a kind's modules hold its description and its runner, and exist
         assert {kind.description.partition(":")[0], kind.runner.partition(":")[0]} <= set(kind.modules), kind.name
         assert set(kind.modules) <= set(graph), kind.name
-    assert kind_import_violations() == []
-    commands = [f"{name} imports {target}" for name, targets in graph.items() for target in targets
-                if layer(name) == "harness.commands" and any(target in kind.modules for kind in KINDS.values())]
-    assert commands == []
-    still = {name for name in KIND_IMPORTS_ALLOWED
-             if any(target in kind.modules for target in graph.get(name, ()) for kind in KINDS.values())}
-    assert still == KIND_IMPORTS_ALLOWED  # an exception whose import is gone leaves the list
+    assert kind_import_violations() == []  # commands and deploy modules included: no exceptions
 
 
 def test_a_kind_module_imported_from_outside_is_caught(tmp_path):

@@ -179,7 +179,7 @@ def test_params_from_file_and_study_with_overrides_winning(tmp, mlflow_db, capsy
     import harness.finetuning.glue_benchmark
 
     seen = []
-    monkeypatch.setattr(harness.finetuning.glue_benchmark, "run_glue", lambda invocation: seen.append(invocation) or {})
+    monkeypatch.setattr(harness.finetuning.glue_benchmark, "run_glue", lambda invocation, progress: seen.append(invocation) or {})
     monkeypatch.setattr("harness.finetuning.table.glue_table", lambda results: "table")
     base = ["run", "glue", "--model", "m", "--tasks", "rte", "--seeds", "3",
             "--output-dir", str(tmp / "g")]
@@ -441,7 +441,7 @@ def test_old_studies_are_refused_or_read_with_a_note(tmp, capsys, monkeypatch):
     import harness.finetuning.glue_benchmark
 
     seen = []
-    monkeypatch.setattr(harness.finetuning.glue_benchmark, "run_glue", lambda invocation: seen.append(invocation) or {})
+    monkeypatch.setattr(harness.finetuning.glue_benchmark, "run_glue", lambda invocation, progress: seen.append(invocation) or {})
     monkeypatch.setattr("harness.finetuning.table.glue_table", lambda results: "table")
     base = ["run", "glue", "--model", "m", "--tasks", "rte", "--output-dir", str(tmp / "g"),
             "--params-from", f"{storage}#old"]

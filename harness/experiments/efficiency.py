@@ -28,14 +28,14 @@ from foundation.infra.errors import UserError
 from foundation.models.layout import DISCRIMINATOR_DIR
 from foundation.models.pretrain_meta import PretrainMeta
 from foundation.training.quiet import quiet_libraries
+from harness import kinds
 from harness.config import as_dict, load_config
 from harness.finetuning import records, results_file
-from harness.finetuning.glue_benchmark import GlueInvocation, run_glue
+from harness.finetuning.kind_runner import Job, KindRunner
 from pretrain.config import PretrainConfig, resolve
 from reports import efficiency
 from reports.efficiency import CONTROL, Arm
 from tasks.config import FinetuneConfig
-from tasks.glue_data import glue_dir, load_glue
 from tasks.registry import GlueTask
 
 MANIFEST = "experiment.json"
@@ -96,8 +96,7 @@ def pretrain_configs(exp: Efficiency) -> dict[tuple[str, float], PretrainConfig]
 def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[Arm]:
     """Pre-train, fine-tune and tabulate every arm not already done; the arms (see diverged_error)."""
     configs = pretrain_configs(exp)
-    for task in exp.tasks:  # bad GLUE data fails now, not after the first hour of pre-training
-        load_glue(task, glue_dir(exp.data_dir))
+    _glue_runner().check_data(_glue_job(exp))  # bad GLUE data fails now, not after pre-training
     _check_manifest(exp)
     arms: list[Arm] = []
     total = stage_count(exp)
@@ -168,10 +167,22 @@ def _control(exp: Efficiency, like: Path, progress, stage: str) -> Arm:
 
 
 def _finetune(exp: Efficiency, model: str, name: str, progress) -> dict:
+    return _glue_runner().run(_glue_job(exp, model, name, progress))
+
+
+def _glue_runner() -> KindRunner:
+    """GLUE's runner (harness/finetuning/kind_runner.py), through the registry of kinds."""
+    return kinds.load(kinds.KINDS["glue"].runner)
+
+
+def _glue_job(exp: Efficiency, model: str = "", name: str = "", progress: bool | None = None) -> Job:
+    """The experiment's GLUE tasks, fine-tuned from `model` into glue/NAME (a data check needs neither)."""
+    glue = kinds.load(kinds.KINDS["glue"].description)
+    description = glue(tasks=",".join(task.name for task in exp.tasks), data_dir=exp.data_dir or "")
     # leaderboard=False: write_report adds the arms itself
-    return run_glue(GlueInvocation(model=model, tasks=exp.tasks, output_dir=exp.output_dir / "glue" / name,
-                                   config=exp.finetune, seeds=exp.seeds, data_dir=exp.data_dir,
-                                   tracking_uri=exp.tracking_uri, leaderboard=False), progress)
+    return Job(model=model, description=description, settings=(exp.finetune,),
+               output_dir=exp.output_dir / "glue" / name, seeds=exp.seeds, tracking_uri=exp.tracking_uri,
+               leaderboard=False, progress=progress)
 
 
 def _glue_dirs(arms: list[Arm]) -> list[str]:

@@ -165,7 +165,7 @@ class GlueRunner:
     """GLUE for the commands (harness/finetuning/kind_runner.py): its invocation from a Job, its table."""
 
     def run(self, job: Job) -> results_schema.ResultsBody:
-        return run_glue(_invocation(job, job.description.glue_tasks()))
+        return run_glue(_invocation(job, job.description.glue_tasks()), job.progress)
 
     def summary(self, results: results_schema.ResultsBody) -> str:
         from harness.finetuning.table import glue_table
@@ -181,6 +181,12 @@ class GlueRunner:
             choices = ", ".join(n for n, t in GLUE_TASKS.items() if t.predicted_by is None)
             raise UserError(f"cannot search task {name!r}; choose one of {choices}")
         return Searched(task.name, GlueBenchmark(_invocation(job, (task,))))
+
+    def check_data(self, job: Job) -> None:
+        """Every described task's splits, read and validated as GlueBenchmark.prepare reads them."""
+        data_dir = glue_dir(job.description.data_dir or None)
+        for task in job.description.glue_tasks():
+            load_glue(task, data_dir)
 
 
 def _invocation(job: Job, tasks: tuple[GlueTask, ...]) -> GlueInvocation:

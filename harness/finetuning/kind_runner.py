@@ -26,6 +26,7 @@ class Job:
     search: dict | None = None  # --params-from: the search that chose the settings (results.json `search`)
     evaluate_only: bool = False  # harness eval: score the fine-tuned checkpoint, train nothing
     leaderboard: bool = True  # False: a search's trials, which add no run to the leaderboard
+    progress: bool | None = None  # bars or lines: foundation/training/console.py's progress_mode
 
     @property
     def config(self) -> FinetuneConfig:
@@ -52,3 +53,7 @@ class KindRunner(Protocol):
 
     def search(self, job: Job) -> Searched:
         """The one task a search tunes, or a UserError where the description names none it can."""
+
+    def check_data(self, job: Job) -> None:
+        """Read and validate the described data as a run would, without a model: a caller with hours of
+        other work first (an experiment's pre-training) fails in seconds on bad data, in one UserError."""

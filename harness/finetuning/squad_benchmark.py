@@ -206,7 +206,7 @@ class SquadRunner:
             answerability, joint = span_heads(resolve_model(job.model, config.trust_remote_code))
             squad_config = dataclasses.replace(squad_config, answerability_head=answerability,
                                                joint_prediction=joint)
-        return run_squad(_invocation(job, config, squad_config))
+        return run_squad(_invocation(job, config, squad_config), job.progress)
 
     def summary(self, results: results_schema.ResultsBody) -> str:
         return summary_table(results)
@@ -218,6 +218,15 @@ class SquadRunner:
         fixed = {key: value for key, value in as_dict(squad_config).items() if value != defaults[key]}
         return Searched(job.description.task.name, SquadBenchmark(_invocation(job, config, squad_config)),
                         lambda plan: fixed)
+
+    def check_data(self, job: Job) -> None:
+        """The described files (or the Hub's), read and validated as SquadBenchmark.prepare reads them;
+        windowing them needs the model's tokenizer, so a run does that."""
+        config, squad_config = job.settings
+        invocation = _invocation(job, config, squad_config)
+        with warnings.catch_warnings():  # the answer problems a run counts and prints when it reads them
+            warnings.simplefilter("ignore", UserWarning)
+            squad.load_splits(invocation.task, invocation.source, squad_config.resolved(invocation.task))
 
 
 def _invocation(job: Job, config: FinetuneConfig, squad_config: SquadConfig) -> SquadInvocation:

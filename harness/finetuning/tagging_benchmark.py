@@ -126,7 +126,7 @@ class TaggingRunner:
     """Tagging for the commands (harness/finetuning/kind_runner.py): its invocation, its table."""
 
     def run(self, job: Job) -> results_schema.ResultsBody:
-        return run_tagging(_invocation(job))
+        return run_tagging(_invocation(job), job.progress)
 
     def summary(self, results: results_schema.ResultsBody) -> str:
         """conlleval's figures over seeds (x100), F1 first, with intervals; what was scored."""
@@ -139,6 +139,10 @@ class TaggingRunner:
         described = job.description
         return Searched(described.name or described.task or Path(described.train).stem,
                         TaggingBenchmark(_invocation(job)))
+
+    def check_data(self, job: Job) -> None:
+        """The described files, read and validated as TaggingBenchmark.prepare reads them."""
+        tagging_data.read(job.description, job.task_file_dir)
 
 
 def _invocation(job: Job) -> TaggingInvocation:

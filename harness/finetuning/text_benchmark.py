@@ -132,7 +132,7 @@ class TextRunner:
     """Your own text for the commands (harness/finetuning/kind_runner.py): its invocation, its table."""
 
     def run(self, job: Job) -> results_schema.ResultsBody:
-        return run_text(_invocation(job))
+        return run_text(_invocation(job), job.progress)
 
     def summary(self, results: results_schema.ResultsBody) -> str:
         from harness.finetuning.table import read_task_table
@@ -143,6 +143,10 @@ class TextRunner:
         described = job.description
         return Searched(described.name or Path(described.train or described.dataset).stem,
                         TextBenchmark(_invocation(job)))
+
+    def check_data(self, job: Job) -> None:
+        """The described files (or dataset), read and validated as TextBenchmark.prepare reads them."""
+        text_data.read(job.description, job.task_file_dir)
 
 
 def _invocation(job: Job) -> TextInvocation:
