@@ -30,7 +30,7 @@ class Kind:
     # and which `harness settings NAME` explains. Torch-free.
     description: str
     # The fine-tuning side: the kind's runner (harness/finetuning/kind_runner.py's KindRunner), which builds
-    # the kind's invocation and Benchmark (harness/finetuning/orchestration.py) for run, eval and search.
+    # the kind's invocation and Finetuning (harness/finetuning/orchestration.py) for run, eval and search.
     runner: str
     # The deployment side: the bundle's predictor (torch-free: harness predict and serve) and its exporter.
     predictor: str
@@ -51,32 +51,32 @@ class Kind:
 KINDS: dict[str, Kind] = {kind.name: kind for kind in [
     Kind("glue", "GLUE dev scores, test-server files and MLflow runs",
          description="tasks.glue_task:GlueTaskConfig",
-         runner="harness.finetuning.glue_benchmark:KIND_RUNNER",
-         modules=("tasks.glue", "tasks.glue_data", "tasks.glue_task", "harness.finetuning.glue_benchmark",
+         runner="harness.finetuning.glue_finetuning:KIND_RUNNER",
+         modules=("tasks.glue", "tasks.glue_data", "tasks.glue_task", "harness.finetuning.glue_finetuning",
                  "harness.deploy.glue_export"),
          predictor="harness.deploy.sequence_classification:Predictor",
          exporter="harness.deploy.glue_export:Exporter"),
     Kind("squad", "SQuAD 1.1 / 2.0 dev scores, predictions and MLflow runs",
          description="tasks.squad_task:SquadTaskConfig",
-         runner="harness.finetuning.squad_benchmark:KIND_RUNNER",
+         runner="harness.finetuning.squad_finetuning:KIND_RUNNER",
          modules=("tasks.squad", "tasks.squad_data", "tasks.squad_features", "tasks.squad_model",
-                  "tasks.squad_spans", "tasks.squad_task", "harness.finetuning.squad_benchmark",
+                  "tasks.squad_spans", "tasks.squad_task", "harness.finetuning.squad_finetuning",
                  "harness.deploy.squad_export", "harness.deploy.question_answering"),
          settings=("tasks.config:FinetuneConfig", "tasks.config:SquadConfig"),
          predictor="harness.deploy.question_answering:Predictor",
          exporter="harness.deploy.squad_export:Exporter"),
     Kind("text", "your own labelled files: classification, regression or multi-label",
          description="tasks.text_task:TextTaskConfig",
-         runner="harness.finetuning.text_benchmark:KIND_RUNNER",
-         modules=("tasks.text", "tasks.text_data", "tasks.text_task", "harness.finetuning.text_benchmark",
+         runner="harness.finetuning.text_finetuning:KIND_RUNNER",
+         modules=("tasks.text", "tasks.text_data", "tasks.text_task", "harness.finetuning.text_finetuning",
                  "harness.deploy.text_export"),
          predictor="harness.deploy.sequence_classification:Predictor",
          exporter="harness.deploy.text_export:Exporter"),
     Kind("tagging", "chunking, NER or your own tagged files (conlleval F1)",
          description="tasks.tagging_task:TaggingTaskConfig",
-         runner="harness.finetuning.tagging_benchmark:KIND_RUNNER",
+         runner="harness.finetuning.tagging_finetuning:KIND_RUNNER",
          modules=("tasks.tagging", "tasks.tagging_data", "tasks.tagging_task",
-                  "harness.finetuning.tagging_benchmark", "harness.deploy.tagging_export",
+                  "harness.finetuning.tagging_finetuning", "harness.deploy.tagging_export",
                  "harness.deploy.token_classification", "harness.deploy.tag_spans"),
          predictor="harness.deploy.token_classification:Predictor",
          exporter="harness.deploy.tagging_export:Exporter"),

@@ -149,7 +149,7 @@ class SearchOrigin(TypedDict, total=False):
 
 
 class SquadData(TypedDict, total=False):
-    """SQuAD's data: tasks/squad.py load_splits' info, then what the windows kept (squad_benchmark)."""
+    """SQuAD's data: tasks/squad.py load_splits' info, then what the windows kept (squad_finetuning)."""
 
     source: str  # "files" or "hub"
     dev_file: str

@@ -23,7 +23,7 @@ from tasks.optim import build_optimizer
 
 
 class FinetuneTask(Protocol):
-    """What a benchmark gives the loop: tokenised features, and how to read and score outputs."""
+    """What a kind of task gives the loop: tokenised features, and how to read and score outputs."""
 
     train: Dataset  # model inputs plus the loss's targets (labels, or start/end positions)
     evals: dict[str, Dataset]  # model inputs only; "validation*" splits are scored each epoch

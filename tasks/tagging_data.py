@@ -118,7 +118,7 @@ def read(config: TaggingTaskConfig, base: Path | None = None) -> TaggingData:
     from tasks.registry import GLUE_TASKS
 
     if name in GLUE_TASKS or (name in TAGGING_CORPORA and name != config.task):
-        raise UserError(f"task name {name!r} is a benchmark task's; pass --name with another name")
+        raise UserError(f"task name {name!r} is a named task's; pass --name with another name")
     max_length = TAGGING_CORPORA[config.task].max_length if config.task else TaggingTask.max_length
     task = TaggingTask(name, tuple(types), tuple(sorted(model_tags)), scheme, num_epochs=NUM_EPOCHS,
                        max_length=max_length)

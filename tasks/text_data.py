@@ -77,7 +77,7 @@ def read(config: TextTaskConfig, base: Path | None = None) -> TextData:
     from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
     if name in GLUE_TASKS or name in {t.name for t in SQUAD_TASKS.values()}:
-        raise UserError(f"task name {name!r} is a benchmark task's; pass --name with another name")
+        raise UserError(f"task name {name!r} is a named task's; pass --name with another name")
     task = TextTask(name, tuple(text_columns), config.label, kind, names, metrics, headline,
                     NUM_EPOCHS, MAX_LENGTH)
     splits = {split: _harness_rows(source, text_columns, raw.get(split), kind, names)

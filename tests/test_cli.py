@@ -90,7 +90,7 @@ def glue_runs(tmp_path, monkeypatch) -> list:
     from datetime import datetime
 
     import harness.commands.run
-    import harness.finetuning.glue_benchmark
+    import harness.finetuning.glue_finetuning
 
     class Clock:
         @staticmethod
@@ -103,7 +103,7 @@ def glue_runs(tmp_path, monkeypatch) -> list:
         seen.append(invocation)
         return {"summary": {}, "runs": [], "glue_score": 0.5}
 
-    monkeypatch.setattr(harness.finetuning.glue_benchmark, "run_glue", fake_run_glue)
+    monkeypatch.setattr(harness.finetuning.glue_finetuning, "run_glue", fake_run_glue)
     monkeypatch.setattr(harness.commands.run, "datetime", Clock)
     monkeypatch.chdir(tmp_path)
     return seen
@@ -112,7 +112,7 @@ def glue_runs(tmp_path, monkeypatch) -> list:
 def test_a_plain_run_glue_hands_down_the_recipe_as_it_is(glue_runs, capsys):
     from pathlib import Path
 
-    from harness.finetuning.glue_benchmark import GlueInvocation
+    from harness.finetuning.glue_finetuning import GlueInvocation
     from tasks.config import FinetuneConfig
     from tasks.registry import GLUE_TASKS
 
@@ -129,7 +129,7 @@ def test_a_plain_run_glue_hands_down_the_recipe_as_it_is(glue_runs, capsys):
 def test_run_glue_flags_config_file_and_overrides_build_the_run(glue_runs, tmp_path, capsys):
     from pathlib import Path
 
-    from harness.finetuning.glue_benchmark import GlueInvocation
+    from harness.finetuning.glue_finetuning import GlueInvocation
     from tasks.config import FinetuneConfig
     from tasks.registry import GLUE_TASKS
 
@@ -146,14 +146,14 @@ def test_run_glue_flags_config_file_and_overrides_build_the_run(glue_runs, tmp_p
 
 def test_resume_refusal_names_each_differing_setting(tiny_model, glue_data, tmp_path, capsys):
     from foundation.models.resolve import resolve_model
-    from harness.finetuning import glue_benchmark, records
+    from harness.finetuning import glue_finetuning, records
     from reports import results_schema
     from tasks.config import FinetuneConfig
 
     earlier = FinetuneConfig(learning_rate=3e-4, num_epochs=1.0, head="electra")  # as a run records it
     model = results_schema.ModelBlock(name=str(tiny_model), path=resolve_model(str(tiny_model)))
     results_schema.write(tmp_path / "out" / results_schema.FILE,
-                         records.fresh_results(glue_benchmark.RESULTS_FORMAT, model, earlier, ["rte"], 1))
+                         records.fresh_results(glue_finetuning.RESULTS_FORMAT, model, earlier, ["rte"], 1))
     code, _, err = run_cli(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "learning_rate=1e-4",
                                  "num_epochs=1", "head=hf"), capsys)
     assert code == 2 and err == (

@@ -202,20 +202,20 @@ def test_reinit_layers_draws_the_top_layers_afresh_and_nothing_else(tiny_model, 
 
 def test_glue_benchmark_keeps_nothing_and_builds_from_a_plan_alone(tiny_model, glue_data, tmp_path):
     from harness.finetuning import model_setup
-    from harness.finetuning.glue_benchmark import GlueBenchmark, GlueInvocation
+    from harness.finetuning.glue_finetuning import GlueFinetuning, GlueInvocation
 
     invocation = GlueInvocation(model=str(tiny_model), tasks=(GLUE_TASKS["rte"], GLUE_TASKS["stsb"]),
                                 output_dir=tmp_path / "out", config=FinetuneConfig(max_length=32),
                                 data_dir=str(glue_data))
     setup = model_setup.load(str(tiny_model), "fp32")
-    preparer = GlueBenchmark(invocation)
+    preparer = GlueFinetuning(invocation)
     kept = dict(vars(preparer))
     plan = preparer.prepare(setup)
     assert vars(preparer) == kept  # prepare stored nothing: everything it read is in the plan
     assert plan.tasks == ("rte", "stsb") and set(plan.data) == {"rte", "stsb"}
     assert plan.configs["stsb"].max_length == 32 and plan.configs["stsb"].num_epochs == 10  # STS-B's epochs
     # A benchmark that never prepared builds the same features from the plan alone.
-    built = GlueBenchmark(invocation).build(plan, "rte", setup)
+    built = GlueFinetuning(invocation).build(plan, "rte", setup)
     again = preparer.build(plan, "rte", setup)
     assert built.train["input_ids"] == again.train["input_ids"] and len(built.train) == 16
     assert max(len(ids) for ids in built.train["input_ids"]) <= 32

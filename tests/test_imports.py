@@ -226,11 +226,11 @@ def test_a_forbidden_edge_and_a_cycle_are_caught(tmp_path):
     (tmp_path / "foundation" / "training" / "newcomer.py").write_text("from pretrain import train\n")
     # MLflow bookkeeping reaching up into a fine-tuning run is a feature edge that is not allowed.
     # (Planted before the first scan: module_graph reads a root once.)
-    (tmp_path / "harness" / "tracking" / "upward.py").write_text("from harness.finetuning import glue_benchmark\n")
+    (tmp_path / "harness" / "tracking" / "upward.py").write_text("from harness.finetuning import glue_finetuning\n")
     found = edges(tmp_path)
     assert found[("tasks", "pretrain")] == {"tasks.probe imports pretrain.train"}
     assert found[("training", "pretrain")] == {"foundation.training.newcomer imports pretrain.train"}
-    assert feature_violations(tmp_path) == ["harness.tracking.upward imports harness.finetuning.glue_benchmark"]
+    assert feature_violations(tmp_path) == ["harness.tracking.upward imports harness.finetuning.glue_finetuning"]
     assert "pretrain" not in ALLOWED["tasks"] and "models" not in ALLOWED["tasks"]
     with pytest.raises(graphlib.CycleError):
         list(graphlib.TopologicalSorter(module_graph(tmp_path)).static_order())

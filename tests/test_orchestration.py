@@ -18,7 +18,7 @@ from tests.conftest import SQUAD_SMALL, glue_args, run_cli, squad_args, write_gl
 
 
 @dataclass(frozen=True)
-class Benchmark:
+class Finetuning:
     """One benchmark's command line on one task, and what its outputs call things."""
 
     experiment: str  # the MLflow experiment of its runs
@@ -29,14 +29,14 @@ class Benchmark:
 
 
 @pytest.fixture(params=["glue", "squad"])
-def benchmark(request, tiny_model, tmp_path) -> Benchmark:
+def benchmark(request, tiny_model, tmp_path) -> Finetuning:
     if request.param == "glue":
         data = write_glue_dir(tmp_path / "glue_data")
-        return Benchmark("glue", "rte", lambda *extra: glue_args(tiny_model, data, tmp_path, "--tasks", "rte", *extra),
+        return Finetuning("glue", "rte", lambda *extra: glue_args(tiny_model, data, tmp_path, "--tasks", "rte", *extra),
                          "diverged: rte seed 0 ({reason}), left out of medians and GLUE",
                          ("num_epochs=2", "num_epochs: 1.0 -> 2.0"))
     data = write_squad(tmp_path / "squad" / "dev-v1.1.json", "1.1").parent
-    return Benchmark("squad", "squad",
+    return Finetuning("squad", "squad",
                      lambda *extra: squad_args(tiny_model, tmp_path, "--data-dir", str(data), *SQUAD_SMALL, *extra),
                      "seed 0: diverged ({reason}), left out", ("null_threshold=1", "null_threshold: -2.75 -> 1.0"))
 
@@ -65,7 +65,7 @@ def assert_follows_schema(results: dict) -> None:
     assert "submission" not in results or list(results["submission"]) == list(schema.Submission.__annotations__)
 
 
-def statuses(benchmark: Benchmark, tmp_path) -> dict[str, str]:
+def statuses(benchmark: Finetuning, tmp_path) -> dict[str, str]:
     """{run name: status} of the benchmark's MLflow runs (not the leaderboard's rows)."""
     return mlflow_store.statuses(tmp_path / "mlflow.db", experiment=benchmark.experiment)
 

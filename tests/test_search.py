@@ -37,7 +37,7 @@ def mlflow_db(tmp_path_factory):
 
 
 def search(tmp, mlflow_db, trials, make_target=fake_target, **kwargs):
-    settings = {"benchmark": "glue", "task": "rte", "model": "runs/fake", "trials": trials,
+    settings = {"kind": "glue", "task": "rte", "model": "runs/fake", "trials": trials,
                 "output_dir": tmp / "out", "space": SPACE, "study_name": tmp.name,
                 "storage": f"sqlite:///{tmp / 'optuna.db'}", "tracking_uri": f"sqlite:///{mlflow_db}"}
     return run_search(SearchInvocation(**settings | kwargs), make_target)
@@ -176,10 +176,10 @@ def test_fixed_settings_reach_every_trial(tmp, mlflow_db):
 def test_params_from_file_and_study_with_overrides_winning(tmp, mlflow_db, capsys, monkeypatch):
     search(tmp, mlflow_db, trials=3)
     saved = json.loads((tmp / "out" / "best_params.json").read_text())
-    import harness.finetuning.glue_benchmark
+    import harness.finetuning.glue_finetuning
 
     seen = []
-    monkeypatch.setattr(harness.finetuning.glue_benchmark, "run_glue", lambda invocation, progress: seen.append(invocation) or {})
+    monkeypatch.setattr(harness.finetuning.glue_finetuning, "run_glue", lambda invocation, progress: seen.append(invocation) or {})
     monkeypatch.setattr("harness.finetuning.table.glue_table", lambda results: "table")
     base = ["run", "glue", "--model", "m", "--tasks", "rte", "--seeds", "3",
             "--output-dir", str(tmp / "g")]
@@ -222,7 +222,7 @@ BAD_SEARCH = {
 @pytest.mark.parametrize("case", list(BAD_SEARCH))
 def test_bad_search_input(case, tmp, capsys, monkeypatch):
     kind, value, message = BAD_SEARCH[case]
-    monkeypatch.setattr("harness.search.targets.benchmark_target", lambda *a: fake_target())
+    monkeypatch.setattr("harness.search.targets.search_target", lambda *a: fake_target())
     args = ["search", "glue", "--task", "rte", "--model", "m", "--storage", f"sqlite:///{tmp / 'o.db'}",
             "--output-dir", str(tmp / "out"), "--tracking-uri", f"sqlite:///{tmp / 'm.db'}"]
     if kind == "space":
@@ -236,7 +236,7 @@ def test_bad_search_input(case, tmp, capsys, monkeypatch):
 
 
 def test_existing_study_of_another_kind(tmp, capsys, monkeypatch):
-    monkeypatch.setattr("harness.search.targets.benchmark_target", lambda *a: fake_target())
+    monkeypatch.setattr("harness.search.targets.search_target", lambda *a: fake_target())
     storage = f"sqlite:///{tmp / 'o.db'}"
     optuna.create_study(storage=storage, study_name="loss", direction="minimize")
     other = optuna.create_study(storage=storage, study_name="mrpc", direction="maximize")
@@ -275,7 +275,7 @@ def test_cli_builds_the_search_run(tmp, capsys, monkeypatch):
                           "--trial-seeds", "3,5", "max_train_examples=500"], capsys)
     assert code == 0, err
     assert seen == [SearchInvocation(
-        benchmark="glue", task="rte", model="runs/tiny", trials=10, output_dir=Path("runs/search/glue-rte-tiny"),
+        kind="glue", task="rte", model="runs/tiny", trials=10, output_dir=Path("runs/search/glue-rte-tiny"),
         space=SearchSpace(num_epochs=(1, 4), batch_size=(8,), trial_seeds=(3, 5)),
         config=FinetuneConfig(max_train_examples=500), storage="sqlite:///runs/optuna.db",
         study_name="glue-rte-tiny", pruner="hyperband", seed=7, heartbeat_s=60)]
@@ -353,7 +353,7 @@ def test_interrupted_worker_ends_its_trial_and_runs(tmp, capsys, monkeypatch):
         target.train = lambda config, on_epoch: (_ for _ in ()).throw(KeyboardInterrupt)
         return target
 
-    monkeypatch.setattr("harness.search.targets.benchmark_target", lambda *a: interrupted())
+    monkeypatch.setattr("harness.search.targets.search_target", lambda *a: interrupted())
     code, _, err = run(["search", "glue", "--task", "rte", "--model", "m", "--storage",
                         f"sqlite:///{tmp / 'o.db'}", "--study-name", tmp.name, "--output-dir",
                         str(tmp / "out"), "--tracking-uri", f"sqlite:///{tmp / 'm.db'}"], capsys)
@@ -432,16 +432,16 @@ def old_study(storage: str, name: str = "old") -> None:
 def test_old_studies_are_refused_or_read_with_a_note(tmp, capsys, monkeypatch):
     storage = f"sqlite:///{tmp / 'o.db'}"
     old_study(storage)
-    monkeypatch.setattr("harness.search.targets.benchmark_target", lambda *a: fake_target())
+    monkeypatch.setattr("harness.search.targets.search_target", lambda *a: fake_target())
     code, _, err = run(["search", "glue", "--task", "rte", "--model", "m", "--storage", storage, "--study-name",
                         "old", "--tracking-uri", f"sqlite:///{tmp / 'm.db'}", "--output-dir", str(tmp / "out")],
                        capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"study 'old' in '{storage}' was made before trials measured fixed seeds" in err
-    import harness.finetuning.glue_benchmark
+    import harness.finetuning.glue_finetuning
 
     seen = []
-    monkeypatch.setattr(harness.finetuning.glue_benchmark, "run_glue", lambda invocation, progress: seen.append(invocation) or {})
+    monkeypatch.setattr(harness.finetuning.glue_finetuning, "run_glue", lambda invocation, progress: seen.append(invocation) or {})
     monkeypatch.setattr("harness.finetuning.table.glue_table", lambda results: "table")
     base = ["run", "glue", "--model", "m", "--tasks", "rte", "--output-dir", str(tmp / "g"),
             "--params-from", f"{storage}#old"]

@@ -18,7 +18,7 @@ from harness.cli import build_parser, main
 from harness.config import add_flags, flag_help, flag_values, settings_help
 from harness.deploy.serve_config import ServeConfig
 from harness.experiments import efficiency
-from harness.finetuning import glue_benchmark, records, results_file
+from harness.finetuning import glue_finetuning, records, results_file
 from pretrain.config import BUDGETS, PretrainConfig, config_differences, resolve
 from reports import results_schema
 from reports.recipe import departures
@@ -105,7 +105,7 @@ def test_choices_come_from_the_literal_types():
 
 
 def _results(config: FinetuneConfig, model: str = "/m/a") -> results_schema.ResultsBody:
-    return records.fresh_results(glue_benchmark.RESULTS_FORMAT, results_schema.ModelBlock(name="a", path=model), config,
+    return records.fresh_results(glue_finetuning.RESULTS_FORMAT, results_schema.ModelBlock(name="a", path=model), config,
                                  ["rte"], 1)
 
 

@@ -104,7 +104,7 @@ def test_v2_with_train_file_writes_null_odds(tiny_model, tmp_path, capsys):
 
 def test_squad_benchmark_keeps_nothing_and_its_plan_holds_the_resolved_settings(tiny_model, tmp_path):
     from harness.finetuning import model_setup
-    from harness.finetuning.squad_benchmark import SquadBenchmark, SquadInvocation
+    from harness.finetuning.squad_finetuning import SquadFinetuning, SquadInvocation
 
     data = tmp_path / "squad"
     write_squad(data / "dev-v2.0.json", "2.0")
@@ -113,14 +113,14 @@ def test_squad_benchmark_keeps_nothing_and_its_plan_holds_the_resolved_settings(
                                  squad_config=SquadConfig(doc_stride=16, max_query_length=16),
                                  source=SquadSource(data_dir=str(data)))
     setup = model_setup.load(str(tiny_model), "fp32")
-    preparer = SquadBenchmark(invocation)
+    preparer = SquadFinetuning(invocation)
     kept = dict(vars(preparer))
     plan = preparer.prepare(setup)
     assert vars(preparer) == kept and invocation.squad_config.null_threshold is None  # nothing stored back
     # The head and null threshold are decided in the plan, which every later call reads.
     assert plan.squad_config.answerability_head is True and plan.squad_config.null_threshold is not None
     assert plan.results["settings"]["null_threshold"] == plan.squad_config.null_threshold
-    built = SquadBenchmark(invocation).build(plan, "squad_v2", setup)  # no prepare on this one
+    built = SquadFinetuning(invocation).build(plan, "squad_v2", setup)  # no prepare on this one
     assert built is plan.built and built.uses_head and len(built.train) == plan.results["data"]["num_train_windows"]
 
 
@@ -151,7 +151,7 @@ def test_squad_heads_save_and_load(joint, tiny_model, tmp_path):
 
 
 def test_settings_go_to_their_configs(tiny_model, tmp_path, capsys, monkeypatch):
-    import harness.finetuning.squad_benchmark
+    import harness.finetuning.squad_finetuning
 
     seen = {}
 
@@ -159,7 +159,7 @@ def test_settings_go_to_their_configs(tiny_model, tmp_path, capsys, monkeypatch)
         seen["invocation"] = invocation
         return {"summary": {}, "runs": []}
 
-    monkeypatch.setattr(harness.finetuning.squad_benchmark, "run_squad", fake_run)
+    monkeypatch.setattr(harness.finetuning.squad_finetuning, "run_squad", fake_run)
     config_file = tmp_path / "squad.toml"
     config_file.write_text("batch_size = 16\nanswerability_head = false\nholdout_fraction = 0.5\n")
     args = squad_args(tiny_model, tmp_path, "--version", "2.0", "--data-dir", "d", "--config",

@@ -10,7 +10,7 @@ from tests.conftest import glue_args, run_cli
 
 
 def test_submission_takes_ax_from_mnli_and_names_missing_files(tmp_path):
-    from harness.finetuning.glue_benchmark import _write_submission
+    from harness.finetuning.glue_finetuning import _write_submission
     from tasks.registry import SERVER_FILES
 
     predictions = tmp_path / "predictions"

@@ -158,7 +158,7 @@ def _bad_cases(tmp: Path) -> dict:
         "a ragged CSV row": ({"train": str(_csv(tmp / "rag.csv", "s,y", ["a,x", "b,y,z"]))},
                              "rag.csv:3: 3 fields where the header has 2"),
         "a benchmark's task name": ({"train": str(_csv(tmp / "t3.csv", "s,y", good)), "name": "sst2"},
-                                    "task name 'sst2' is a benchmark task's"),
+                                    "task name 'sst2' is a named task's"),
         "a metric of another kind": ({"train": str(_csv(tmp / "t4.csv", "s,y", good)), "metric": "spearman"},
                                      "metric 'spearman' does not score a classification task"),
         "a dev file of one row": ({"train": str(_csv(tmp / "t5.csv", "s,y", good)),

@@ -62,9 +62,9 @@ def handle(args) -> int:
     searched = kinds.load(kind.runner).search(job)
 
     def target():
-        from harness.search.targets import benchmark_target
+        from harness.search.targets import search_target
 
-        return benchmark_target(searched.benchmark, args.model, searched.fixed)
+        return search_target(searched.finetuning, args.model, searched.fixed)
 
     return _search(args, searched.task, settings[0], space, target)
 
@@ -100,7 +100,7 @@ def _search(args, task: str, config, space, make_target) -> int:
     from harness.search.trials import SearchInvocation, default_study_name, run_search
 
     study_name = args.study_name or default_study_name(args.kind, task, args.model)
-    invocation = SearchInvocation(benchmark=args.kind, task=task, model=args.model, trials=args.trials,
+    invocation = SearchInvocation(kind=args.kind, task=task, model=args.model, trials=args.trials,
                                   output_dir=args.output_dir or Path("runs/search") / study_name,
                                   space=space, config=config, storage=args.storage, study_name=study_name,
                                   pruner=args.pruner, seed=args.seed, heartbeat_s=args.heartbeat_s,
@@ -127,7 +127,7 @@ def summary(record: dict, invocation) -> str:
         lines += [f"best: trial {record['trial']}, dev score {record['value']:.4f} (mean of seeds {seeds}; "
                   f"the highest of {counts['COMPLETE']} complete trials, so likely optimistic): {params}",
                   f"best parameters: {invocation.output_dir / 'best_params.json'}",
-                  f"re-measure it on fresh seeds: harness run {invocation.benchmark} --params-from "
+                  f"re-measure it on fresh seeds: harness run {invocation.kind} --params-from "
                   f"{invocation.output_dir / 'best_params.json'} --seeds 5 (with the same --model and data "
                   "flags)"]
     return "\n".join(lines)

@@ -28,7 +28,7 @@ from tasks.finetune import FinetuneResult, FinetuneTask, predict
 PLACEHOLDER = re.compile(r"LABEL_\d+$")
 
 
-# What a kind's Benchmark.load_checkpoint returns: the checkpoint's model, and what takes its outputs into
+# What a kind's Finetuning.load_checkpoint returns: the checkpoint's model, and what takes its outputs into
 # the task's label order (None: they are in it already).
 Remap = Callable[[dict[str, list[np.ndarray]]], dict[str, list[np.ndarray]]] | None
 
@@ -37,7 +37,7 @@ def evaluate_seed(load_checkpoint: Callable[[ModelSetup, FinetuneTask], tuple[to
                   built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup
                   ) -> tuple[torch.nn.Module, FinetuneResult]:
     """The checkpoint's predictions and dev scores on the task, in a FinetuneResult with no training;
-    `load_checkpoint`: the kind's (its Benchmark's), with its head and label order."""
+    `load_checkpoint`: the kind's (its Finetuning's), with its head and label order."""
     model, remap = load_checkpoint(setup, built)
     model.to(setup.device)
     precision = placement.resolve_precision(config.precision, setup.device)

@@ -34,11 +34,11 @@ class Job:
 
 
 class Searched(NamedTuple):
-    """What `harness search` tunes of a kind: the task's name, its Benchmark, and what the study records
+    """What `harness search` tunes of a kind: the task's name, its Finetuning, and what the study records
     of the kind's own settings (from the plan), if anything."""
 
     task: str
-    benchmark: Any  # harness/finetuning/orchestration.py's Benchmark, its invocation without outputs
+    finetuning: Any  # harness/finetuning/orchestration.py's Finetuning, its invocation without outputs
     fixed: Callable[[Any], dict[str, Any]] | None = None
 
 

@@ -75,12 +75,12 @@ def load(model: str, precision: str, trust_remote_code: bool = False) -> ModelSe
                       model_config.model_type, trust_remote_code)
 
 
-def require(setup: ModelSetup, auto_class, benchmark: str) -> None:
+def require(setup: ModelSetup, auto_class, kind: str) -> None:
     """A UserError, before any data is read or anything trains, where transformers has no `auto_class`
     head (AutoModelForSequenceClassification, ...) for this family."""
     if setup.trust_remote_code or type(setup.model_config) in auto_class._model_mapping:
         return
-    raise UserError(f"{benchmark} needs a {auto_class.__name__.removeprefix('AutoModelFor')} head, and "
+    raise UserError(f"{kind} needs a {auto_class.__name__.removeprefix('AutoModelFor')} head, and "
                     f"transformers has none for {setup.family!r} models ({setup.model_path}); choose an "
                     "encoder family that has one")
 

@@ -1,11 +1,11 @@
 """The one fine-tuning orchestration: what `harness run KIND` and `harness eval KIND` do, in order.
 
-Set up the model and device; let the benchmark read and validate its data into a plan (bad input fails
+Set up the model and device; let the kind's Finetuning read and validate its data into a plan (bad input fails
 here, in seconds); start or resume results.json; check every output is writable; open the MLflow run;
 train each task's missing seeds through the one loop (tasks/finetune.py); then, with the records of
 seeds run side by side merged in, count FLOPs, summarise, and record the run on the leaderboard. What
-differs between kinds of task is a `Benchmark` (harness/finetuning/<kind>_benchmark.py), which keeps
-nothing between calls: what `prepare` reads and resolves is the `BenchmarkPlan` every later call takes.
+differs between kinds of task is a `Finetuning` (harness/finetuning/<kind>_benchmark.py), which keeps
+nothing between calls: what `prepare` reads and resolves is the `FinetuningPlan` every later call takes.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ class Invocation(Protocol):
 
 
 @dataclass(frozen=True)
-class BenchmarkPlan:
-    """A benchmark's data read and checked, and its tasks' settings resolved, before anything is written.
+class FinetuningPlan:
+    """A kind's data read and checked, and its tasks' settings resolved, before anything is written.
 
-    A kind's own plan (glue_benchmark.GluePlan, squad_benchmark.SquadPlan, ...) adds the data it read."""
+    A kind's own plan (glue_finetuning.GluePlan, squad_finetuning.SquadPlan, ...) adds the data it read."""
 
     name: str  # the parent MLflow run is "{model} {name}"
     tasks: tuple[str, ...]  # results.json's tasks (GLUE: AX rides with MNLI)
@@ -56,11 +56,11 @@ class BenchmarkPlan:
     params: dict[str, Any] = field(default_factory=dict)  # MLflow params beside the config's (SQuAD's)
 
 
-P = TypeVar("P", bound=BenchmarkPlan)
+P = TypeVar("P", bound=FinetuningPlan)
 LoadModel = Callable[[FinetuneTask, FinetuneConfig, ModelSetup], torch.nn.Module]
 
 
-class Benchmark(Protocol[P]):
+class Finetuning(Protocol[P]):
     """What differs between GLUE and SQuAD: data, task building, model, outputs, summary."""
 
     experiment: str  # the MLflow experiment
@@ -90,12 +90,12 @@ class Benchmark(Protocol[P]):
         """What save_models writes for a fine-tuned model."""
 
     def summarize(self, results: results_schema.ResultsBody) -> None:
-        """Fill results.json's summary (and the benchmark's own blocks) from its runs."""
+        """Fill results.json's summary (and the kind's own blocks) from its runs."""
 
 
 @quiet_libraries()  # the loop's own bar or lines cover tokenising, loading and saving
 @stop.handled()  # SIGTERM or Ctrl-C: the seed's state saved at the next step, then Stopped
-def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any],
+def run_finetuning(invocation: Invocation, finetuning: Finetuning[Any],
                    progress: bool | None = None) -> results_schema.ResultsBody:
     """Fine-tune and evaluate; resumes (task, seed) pairs already in output_dir/results.json."""
     if invocation.seeds < 1:
@@ -105,39 +105,39 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any],
                              invocation.config.trust_remote_code)
     config = model_setup.for_model(invocation.config, setup)  # head=auto recorded as the head it stands for
     if invocation.evaluate_only:  # one pass of the checkpoint as it is (harness eval sets head=hf: its own)
-        evaluation.require_head(setup, benchmark.head_architecture)
+        evaluation.require_head(setup, finetuning.head_architecture)
         invocation = replace(invocation, seeds=1)
-    plan = benchmark.prepare(setup)
+    plan = finetuning.prepare(setup)
     model = results_schema.ModelBlock(name=invocation.model, path=setup.model_path, family=setup.family,
                                       recipe=setup.recipe)
-    fresh = records.fresh_results(benchmark.results_format, model, config, plan.tasks, invocation.seeds,
+    fresh = records.fresh_results(finetuning.results_format, model, config, plan.tasks, invocation.seeds,
                                   **plan.results)
     if invocation.evaluate_only:
         fresh["evaluated"] = True  # scored as it is, not fine-tuned here (harness eval)
-    results = results_file.resume(invocation.output_dir, fresh, benchmark.same)
-    store = results_file.ResultsFile(invocation.output_dir, started, benchmark.same)
+    results = results_file.resume(invocation.output_dir, fresh, finetuning.same)
+    store = results_file.ResultsFile(invocation.output_dir, started, finetuning.same)
     used = model_setup.resolved_device_settings(setup, invocation.config)
     results |= results_schema.Compute(precision=used["precision"], compile=used["compile"],
                                       accelerator=model_setup.accelerator(setup.device))
     # every output writable, checked before any training
     preflight.check_run_outputs(invocation.output_dir, mlflow_runs.chosen_uri(invocation.tracking_uri))
     output_dir = {"output_dir": str(invocation.output_dir.resolve())}
-    mlflow_runs.use_experiment(benchmark.experiment, invocation.tracking_uri)
-    mlflow_runs.end_orphans(benchmark.experiment, output_dir, invocation.output_dir)
+    mlflow_runs.use_experiment(finetuning.experiment, invocation.tracking_uri)
+    mlflow_runs.end_orphans(finetuning.experiment, output_dir, invocation.output_dir)
     with mlflow_runs.run(f"{Path(invocation.model).name} {plan.name}",
                          params=mlflow_logging.parent_params(config, plan.configs, used) | plan.params,
                          tags={"model": invocation.model, "tasks": ",".join(plan.tasks),
                                "family": setup.family, "recipe": setup.recipe,
                                "evaluated": str(invocation.evaluate_only).lower()} | output_dir):
         for task, config in plan.configs.items():
-            built = benchmark.build(plan, task, setup)
+            built = finetuning.build(plan, task, setup)
             seeds = range(invocation.config.seed, invocation.config.seed + invocation.seeds)
             records.say_resumed(results, task, seeds)
             for seed in (s for s in seeds if not results_schema.is_done(results, task, s)):
                 stop.raise_if_requested(f"before {task} seed {seed} (the seeds done are in results.json)")
                 seed_config = replace(config, seed=seed)
                 try:
-                    results["runs"].append(_run_seed(invocation, benchmark, plan, built, task, seed_config,
+                    results["runs"].append(_run_seed(invocation, finetuning, plan, built, task, seed_config,
                                                        setup, progress))
                 except FloatingPointError as error:  # its MLflow run ended FAILED; the other seeds go on
                     diverged = records.diverged_record(task, seed_config, error)
@@ -148,13 +148,13 @@ def run_finetuning(invocation: Invocation, benchmark: Benchmark[Any],
         with store.merged(results):  # seeds run side by side into this folder are summarised too
             results["flops"] = accounting.run_flops(setup.identity, results["runs"])
             mlflow_leaderboard.log_flops(results["flops"])
-            benchmark.summarize(results)
-    if benchmark.leaderboard:
+            finetuning.summarize(results)
+    if finetuning.leaderboard:
         mlflow_leaderboard.record([invocation.output_dir / results_schema.FILE], invocation.tracking_uri)
     return results
 
 
-def _run_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: BenchmarkPlan, built: FinetuneTask,
+def _run_seed(invocation: Invocation, finetuning: Finetuning[Any], plan: FinetuningPlan, built: FinetuneTask,
                 task: str, config: FinetuneConfig, setup: ModelSetup, progress: bool | None
                 ) -> results_schema.SeedRecord:
     """One seed in its own nested MLflow run: its outputs written, its results.json record returned.
@@ -172,16 +172,16 @@ def _run_seed(invocation: Invocation, benchmark: Benchmark[Any], plan: Benchmark
         for row in state.point.history:  # the epochs trained before a stop, in this seed's new run
             mlflow_logging.log_epoch(int(row["epoch"]), row)
         if invocation.evaluate_only:
-            model, result = evaluation.evaluate_seed(benchmark.load_checkpoint, built, config, setup)
+            model, result = evaluation.evaluate_seed(finetuning.load_checkpoint, built, config, setup)
         else:
-            model, result = train_seed(benchmark.load_model, built, config, setup,
+            model, result = train_seed(finetuning.load_model, built, config, setup,
                                        LoopIO(mlflow_logging.log_epoch, progress,
                                               f"fine-tune {task} seed {config.seed}", state))
         score = mlflow_logging.log_final(result)
-    fields = benchmark.write_predictions(plan, built, config, result,
+    fields = finetuning.write_predictions(plan, built, config, result,
                                          invocation.output_dir / "predictions" / f"{task}-seed{config.seed}")
     if config.save_models:
-        records.save_model(benchmark.saved_model(model, built), setup.tokenizer,
+        records.save_model(finetuning.saved_model(model, built), setup.tokenizer,
                            invocation.output_dir / "models" / f"{task}-seed{config.seed}")
     resumed = {"resumed": state.resumes} if state.resumes else {}
     return records.seed_record(task, config, result, score, **fields, **resumed)

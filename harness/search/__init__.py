@@ -1,1 +1,1 @@
-"""Hyperparameter search (`harness search`): the space, the per-benchmark targets, Optuna studies."""
+"""Hyperparameter search (`harness search`): the space, each kind's targets, Optuna studies."""

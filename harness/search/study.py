@@ -227,15 +227,15 @@ def write_best(path: Path, record: dict[str, Any]) -> None:
     atomic.write_json(path, record)
 
 
-def params_from(source: str, benchmark: str = "glue") -> tuple[list[str], str, SearchOrigin]:
+def params_from(source: str, kind: str = "glue") -> tuple[list[str], str, SearchOrigin]:
     """`key=value` FinetuneConfig overrides from a best_params.json, STORAGE_URL#STUDY or a study in
     runs/optuna.db: the search's fixed settings, then the best trial's parameters (never a seed); their
     origin in words; and results.json's `search` block (origin_block)."""
     record = _best_from_file(source) if Path(source).suffix == ".json" or Path(source).is_file() \
         else _best_from_study(source)
-    if record.get("benchmark") != benchmark:
+    if record.get("benchmark") != kind:  # the kind of task, as studies record it
         raise UserError(f"--params-from {redact(source)!r} holds a {record.get('benchmark')} search, not a "
-                        f"{benchmark} one; pass a {benchmark} study or its best_params.json")
+                        f"{kind} one; pass a {kind} study or its best_params.json")
     seeds = record["trial_seeds"]
     named = f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}"
     described = (f"{record['study']} trial {record['trial']} ({record['task']}, dev score "

@@ -46,23 +46,23 @@ MAX_FAILURES_IN_A_ROW = 5  # a worker whose trials keep failing stops instead of
 
 @dataclass
 class SearchTarget:
-    """One benchmark task on one model, loaded once; `train` fine-tunes a fresh model per trial."""
+    """One task of a kind on one model, loaded once; `train` fine-tunes a fresh model per trial."""
 
-    benchmark: str
+    kind: str
     task: str
     model: str
     size: str  # the model's size class, for the recipe-relative ranges
     task_epochs: float
     train: Callable[[FinetuneConfig, Callable[[int, dict[str, float]], None]], FinetuneResult]
     objective: Callable[[dict[str, float]], float]  # the dev score of one history row
-    fixed: dict[str, Any] = dataclasses.field(default_factory=dict)  # benchmark settings (SQuAD's), recorded
+    fixed: dict[str, Any] = dataclasses.field(default_factory=dict)  # the kind's settings (SQuAD's), recorded
 
 
 @dataclass(frozen=True)
 class SearchInvocation:
     """One worker invocation: which study, how many trials in total, where things are recorded."""
 
-    benchmark: str
+    kind: str  # the kind of task (the study's attribute "benchmark", as studies have always recorded it)
     task: str
     model: str
     trials: int
@@ -77,8 +77,8 @@ class SearchInvocation:
     tracking_uri: str | None = None
 
 
-def default_study_name(benchmark: str, task: str, model: str) -> str:
-    return f"{benchmark}-{task}-{Path(model).name}"
+def default_study_name(kind: str, task: str, model: str) -> str:
+    return f"{kind}-{task}-{Path(model).name}"
 
 
 def run_search(invocation: SearchInvocation, make_target: Callable[[], SearchTarget]) -> dict[str, Any]:
@@ -88,12 +88,12 @@ def run_search(invocation: SearchInvocation, make_target: Callable[[], SearchTar
     The storage is opened before `make_target` loads the model and data, so a bad URL fails at once.
     """
     settings = fixed_settings(invocation.config)
-    name = invocation.study_name or default_study_name(invocation.benchmark, invocation.task,
+    name = invocation.study_name or default_study_name(invocation.kind, invocation.task,
                                                        invocation.model)
     storage = studies.open_storage(invocation.storage, invocation.heartbeat_s, on_stale=_close_stale_run)
     target = make_target()
     space = invocation.space.resolved(target.size, target.task_epochs)
-    attrs = {"benchmark": invocation.benchmark, "task": target.task, "model": Path(invocation.model).name,
+    attrs = {"benchmark": invocation.kind, "task": target.task, "model": Path(invocation.model).name,
              "space": space.ranges(), "trial_seeds": list(space.trial_seeds),
              "settings": settings | target.fixed}
     study = studies.open_study(

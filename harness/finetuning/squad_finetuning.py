@@ -17,7 +17,7 @@ from harness.config import as_dict
 from harness.finetuning import model_setup
 from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
-from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
+from harness.finetuning.orchestration import FinetuningPlan, run_finetuning
 from reports import dev_outputs, results_schema, seed_summary
 from tasks import squad, squad_metrics
 from tasks.config import FinetuneConfig, SquadConfig
@@ -48,11 +48,11 @@ class SquadInvocation:
 
 def run_squad(invocation: SquadInvocation, progress: bool | None = None) -> results_schema.ResultsBody:
     """Fine-tune and evaluate; resumes seeds already in output_dir/results.json."""
-    return run_finetuning(invocation, SquadBenchmark(invocation), progress)
+    return run_finetuning(invocation, SquadFinetuning(invocation), progress)
 
 
 @dataclass(frozen=True, kw_only=True)
-class SquadPlan(BenchmarkPlan):
+class SquadPlan(FinetuningPlan):
     """SQuAD's plan: beside the resolved settings, the task's windows, built before any output."""
 
     squad_config: SquadConfig  # head and null threshold resolved for the version
@@ -78,7 +78,7 @@ def span_heads(model_path: str) -> tuple[bool, bool]:
     return (Path(model_path) / HEAD_FILE).is_file(), (Path(model_path) / JOINT_FILE).is_file()
 
 
-class SquadBenchmark:
+class SquadFinetuning:
     """SQuAD's part of the one orchestration: its windows, span model, answer files and summary."""
 
     experiment = "squad"
@@ -216,11 +216,11 @@ class SquadRunner:
         config, squad_config = job.settings
         defaults = as_dict(SquadConfig())
         fixed = {key: value for key, value in as_dict(squad_config).items() if value != defaults[key]}
-        return Searched(job.description.task.name, SquadBenchmark(_invocation(job, config, squad_config)),
+        return Searched(job.description.task.name, SquadFinetuning(_invocation(job, config, squad_config)),
                         lambda plan: fixed)
 
     def check_data(self, job: Job) -> None:
-        """The described files (or the Hub's), read and validated as SquadBenchmark.prepare reads them;
+        """The described files (or the Hub's), read and validated as SquadFinetuning.prepare reads them;
         windowing them needs the model's tokenizer, so a run does that."""
         config, squad_config = job.settings
         invocation = _invocation(job, config, squad_config)

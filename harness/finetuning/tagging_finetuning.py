@@ -14,7 +14,7 @@ from foundation.infra import atomic
 from harness.finetuning import evaluation, model_setup
 from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
-from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
+from harness.finetuning.orchestration import FinetuningPlan, run_finetuning
 from reports import dev_outputs, results_schema, seed_summary
 from tasks import tagging, tagging_data, tagging_metrics
 from tasks.config import FinetuneConfig
@@ -43,11 +43,11 @@ class TaggingInvocation:
 
 def run_tagging(invocation: TaggingInvocation, progress: bool | None = None) -> results_schema.ResultsBody:
     """Fine-tune and evaluate; resumes seeds already in output_dir/results.json (on the same data)."""
-    return run_finetuning(invocation, TaggingBenchmark(invocation), progress)
+    return run_finetuning(invocation, TaggingFinetuning(invocation), progress)
 
 
 @dataclass(frozen=True, kw_only=True)
-class TaggingPlan(BenchmarkPlan):
+class TaggingPlan(FinetuningPlan):
     """The data read and validated, the task resolved from it."""
 
     data: tagging_data.TaggingData
@@ -58,7 +58,7 @@ def load_model(built: tagging.TaggingFinetuneTask, config: FinetuneConfig,
     return tagging.load_model(setup.model_path, built.task, **setup.load_options)
 
 
-class TaggingBenchmark:
+class TaggingFinetuning:
     """Tagging's part of the one orchestration: read CoNLL/JSON Lines files, a token classifier, tags."""
 
     experiment = "tagging"
@@ -138,10 +138,10 @@ class TaggingRunner:
     def search(self, job: Job) -> Searched:
         described = job.description
         return Searched(described.name or described.task or Path(described.train).stem,
-                        TaggingBenchmark(_invocation(job)))
+                        TaggingFinetuning(_invocation(job)))
 
     def check_data(self, job: Job) -> None:
-        """The described files, read and validated as TaggingBenchmark.prepare reads them."""
+        """The described files, read and validated as TaggingFinetuning.prepare reads them."""
         tagging_data.read(job.description, job.task_file_dir)
 
 

@@ -14,7 +14,7 @@ from foundation.infra.errors import UserError
 from harness.finetuning import evaluation, mlflow_logging, model_setup
 from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
-from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
+from harness.finetuning.orchestration import FinetuningPlan, run_finetuning
 from harness.tracking import mlflow_runs
 from reports import dev_outputs, intervals, results_schema, seed_summary
 from tasks import glue, glue_head, metrics
@@ -45,11 +45,11 @@ class GlueInvocation:
 
 def run_glue(invocation: GlueInvocation, progress: bool | None = None) -> results_schema.ResultsBody:
     """Fine-tune and evaluate; resumes (task, seed) pairs already in output_dir/results.json."""
-    return run_finetuning(invocation, GlueBenchmark(invocation), progress)
+    return run_finetuning(invocation, GlueFinetuning(invocation), progress)
 
 
 @dataclass(frozen=True, kw_only=True)
-class GluePlan(BenchmarkPlan):
+class GluePlan(FinetuningPlan):
     """GLUE's plan: beside the resolved settings, every task's splits, read and validated."""
 
     data: dict[str, dict[str, Dataset]]  # task -> split -> rows
@@ -60,7 +60,7 @@ def load_model(built: glue.GlueFinetuneTask, config: FinetuneConfig, setup: Mode
     return glue.load_model(setup.model_path, built.task, config.head, **setup.load_options)
 
 
-class GlueBenchmark:
+class GlueFinetuning:
     """GLUE's part of the one orchestration: its tasks' data, classifiers, prediction files and summary."""
 
     experiment = "glue"
@@ -180,10 +180,10 @@ class GlueRunner:
         if task is None or task.predicted_by is not None:
             choices = ", ".join(n for n, t in GLUE_TASKS.items() if t.predicted_by is None)
             raise UserError(f"cannot search task {name!r}; choose one of {choices}")
-        return Searched(task.name, GlueBenchmark(_invocation(job, (task,))))
+        return Searched(task.name, GlueFinetuning(_invocation(job, (task,))))
 
     def check_data(self, job: Job) -> None:
-        """Every described task's splits, read and validated as GlueBenchmark.prepare reads them."""
+        """Every described task's splits, read and validated as GlueFinetuning.prepare reads them."""
         data_dir = glue_dir(job.description.data_dir or None)
         for task in job.description.glue_tasks():
             load_glue(task, data_dir)

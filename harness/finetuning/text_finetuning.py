@@ -16,7 +16,7 @@ from foundation.infra.errors import UserError
 from harness.finetuning import evaluation, model_setup
 from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
-from harness.finetuning.orchestration import BenchmarkPlan, run_finetuning
+from harness.finetuning.orchestration import FinetuningPlan, run_finetuning
 from reports import dev_outputs, results_schema, seed_summary
 from tasks import glue_head, text, text_data
 from tasks.config import FinetuneConfig
@@ -45,11 +45,11 @@ class TextInvocation:
 
 def run_text(invocation: TextInvocation, progress: bool | None = None) -> results_schema.ResultsBody:
     """Fine-tune and evaluate; resumes seeds already in output_dir/results.json (on the same data)."""
-    return run_finetuning(invocation, TextBenchmark(invocation), progress)
+    return run_finetuning(invocation, TextFinetuning(invocation), progress)
 
 
 @dataclass(frozen=True, kw_only=True)
-class TextPlan(BenchmarkPlan):
+class TextPlan(FinetuningPlan):
     """The data read and validated, the task resolved from it."""
 
     data: text_data.TextData
@@ -59,7 +59,7 @@ def load_model(built: text.TextFinetuneTask, config: FinetuneConfig, setup: Mode
     return text.load_model(setup.model_path, built.task, config.head, **setup.load_options)
 
 
-class TextBenchmark:
+class TextFinetuning:
     """Your own data's part of the one orchestration: read files, a classifier, named predictions."""
 
     experiment = "text"
@@ -142,10 +142,10 @@ class TextRunner:
     def search(self, job: Job) -> Searched:
         described = job.description
         return Searched(described.name or Path(described.train or described.dataset).stem,
-                        TextBenchmark(_invocation(job)))
+                        TextFinetuning(_invocation(job)))
 
     def check_data(self, job: Job) -> None:
-        """The described files (or dataset), read and validated as TextBenchmark.prepare reads them."""
+        """The described files (or dataset), read and validated as TextFinetuning.prepare reads them."""
         text_data.read(job.description, job.task_file_dir)
 
 
