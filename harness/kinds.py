@@ -135,22 +135,7 @@ def add_description_flags(parser: argparse.ArgumentParser, found: Kind, command:
 
     described = load(found.description)
     parser.add_argument("--task-file", help="TOML file describing the task (the same keys as the flags)")
-    staging = argparse.ArgumentParser(add_help=False)
-    add_flags(staging, described)
-    changes = described.commands[command].flags
-    for action in staging._actions:
-        change = changes.get(action.dest, {})
-        metavar = action.metavar or (None if action.choices else action.dest.upper())
-        options: dict[str, Any] = {"dest": DEST + action.dest, "metavar": change.get("metavar", metavar),
-                                   "help": change.get("help", action.help),
-                                   "required": change.get("required", False)}
-        if action.choices is not None:
-            options["choices"] = action.choices
-        if action.type is not None:
-            options["type"] = action.type
-        if isinstance(action, argparse._AppendAction):
-            options["action"] = "append"
-        parser.add_argument(change.get("flag", action.option_strings[0]), **options)
+    add_flags(parser, described, prefix=DEST, changes=described.commands[command].flags)
 
 
 def load_description(found: Kind, args: argparse.Namespace) -> tuple[Any, Path | None]:
