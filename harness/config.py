@@ -139,8 +139,8 @@ def settings_help(cls: type, heading: str, skip: tuple[str, ...] = ()) -> str:
     """A help epilog listing `cls`'s settings, defaults and choices, read from the dataclass itself.
 
     `name=value` shows a default; a bare name defaults to None, which the config resolves (recipe,
-    preset or task default); `(a|b)` lists the allowed values. Settings of several kinds
-    (foundation/infra/settings.py) are listed by kind, each under a line saying what the kind is.
+    preset or task default); `(a|b)` lists the allowed values. Settings of several roles
+    (foundation/infra/settings.py) are listed by role, each under a line saying what the role is.
     """
     hints = typing.get_type_hints(cls)
     described = {name: s for name, s in settings.settings(cls).items() if name not in skip}

@@ -153,7 +153,7 @@ def load_description(found: Kind, args: argparse.Namespace) -> tuple[Any, Path |
 
 
 def pipelines() -> dict[str, Any]:
-    """Each bundle kind (a bundle manifest's "kind") and its Pipeline class (harness/deploy/pipeline.py),
+    """Each pipeline's name (a bundle manifest's "kind") and its Pipeline class (harness/deploy/pipeline.py),
     their modules imported now (torch-free)."""
     found = (load(row.predictor) for row in KINDS.values())
-    return {pipeline.bundle_kind: pipeline for pipeline in found}
+    return {pipeline.name: pipeline for pipeline in found}
