@@ -104,8 +104,8 @@ def load(reference: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
-# Where a description's flags land in the parsed arguments: apart from the command's own (`kind`, the
-# subcommand, is also your own text's setting `kind`).
+# Where a description's flags land in the parsed arguments: apart from the command's own, so that a
+# setting may share a name with a command's argument (`kind`, the subcommand).
 DEST = "description."
 
 

@@ -5,7 +5,8 @@ for results written before it existed, and a line of help. The resume rules of b
 defaults, the recipe departures, `--help` and the command-line flags some settings also have (`flag=`,
 built by harness/config.py's add_flags, as transformers' HfArgumentParser builds its CLI from
 TrainingArguments) are read from here, so adding a setting is one line. A setting two configs share is
-declared once and placed in each with `declared()` (foundation/training/optimizer_settings.py).
+declared once and placed in each with `declared()` (foundation/training/optimizer_settings.py). A renamed
+setting keeps its former names (`formerly=`, `Flag(deprecated=)`): still read, with a one-line warning.
 
 Roles:
   recipe   what a run trains and measures; changing it makes another experiment (and, in fine-tuning,
