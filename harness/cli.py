@@ -1,5 +1,6 @@
 """`harness` command line: one module per subcommand, each with `add_parser`, which registers its
-parser (`run`, `search` and `experiment`: one per kind of run) and sets each parser's handler.
+parser (`run` and `search`: one per kind of task; `experiment`: one per experiment) and sets each
+parser's handler.
 
 This is the only place that turns a UserError into a one-line message and exit status 2, and a run
 stopped by a signal (foundation/training/stop.py) into one line saying how to resume it.

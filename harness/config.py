@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import sys
 import textwrap
 import tomllib
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,16 +28,16 @@ WIDTH = 100  # help text columns
 def load_config(cls: type[C], config_file: str | Path | None = None, overrides: list[str] = (),
                 **fixed: Any) -> C:
     """Config of type `cls`: defaults, then the TOML file, then `key=value` overrides, then `fixed`."""
-    values: dict[str, Any] = {}
     errors: list[str] = []
-    if config_file is not None:
-        values.update(read_toml(Path(config_file)))
+    values = _current(cls, read_toml(Path(config_file)), errors) if config_file is not None else {}
+    given: dict[str, Any] = {}
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             errors.append(f"override {item!r} is not key=value")
             continue
-        values[key.strip()] = raw.strip()
+        given[key.strip()] = raw.strip()
+    values.update(_current(cls, given, errors))  # after the file's: key=value wins, by either name
     fields = {f.name: f for f in dataclasses.fields(cls)}
     typed: dict[str, Any] = {}
     hints = typing.get_type_hints(cls)
@@ -58,6 +59,27 @@ def load_config(cls: type[C], config_file: str | Path | None = None, overrides: 
     if errors:
         raise UserError("; ".join(errors))
     return config
+
+
+def _current(cls: type, values: dict[str, Any], errors: list[str]) -> dict[str, Any]:
+    """`values` with each setting's former name (settings.Setting.formerly) read as its current one, with a
+    warning; a former and a current name in one source are an error."""
+    former = settings.former_names(cls)
+    found = {}
+    for key, value in values.items():
+        name = former.get(key, key)
+        if name != key:
+            if name in values:
+                errors.append(f"{key} and {name} are one setting; give only {name}")
+                continue
+            warn_renamed(f"setting {key}", name)
+        found[name] = value
+    return found
+
+
+def warn_renamed(old: str, new: str) -> None:
+    """The one line a setting or flag given by its former name prints before it is taken."""
+    print(f"harness: warning: {old} is deprecated; use {new}", file=sys.stderr)
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -117,8 +139,8 @@ def settings_help(cls: type, heading: str, skip: tuple[str, ...] = ()) -> str:
     """A help epilog listing `cls`'s settings, defaults and choices, read from the dataclass itself.
 
     `name=value` shows a default; a bare name defaults to None, which the config resolves (recipe,
-    preset or task default); `(a|b)` lists the allowed values. Settings of several kinds
-    (foundation/infra/settings.py) are listed by kind, each under a line saying what the kind is.
+    preset or task default); `(a|b)` lists the allowed values. Settings of several roles
+    (foundation/infra/settings.py) are listed by role, each under a line saying what the role is.
     """
     hints = typing.get_type_hints(cls)
     described = {name: s for name, s in settings.settings(cls).items() if name not in skip}
@@ -143,19 +165,24 @@ def settings_help(cls: type, heading: str, skip: tuple[str, ...] = ()) -> str:
     return textwrap.fill(heading, width=WIDTH) + "\n" + "\n".join("  " + line for line in lines)
 
 
-def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
+def add_flags(parser: argparse.ArgumentParser, cls: type, prefix: str = "",
+              changes: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """A flag for each of cls's settings declared with one (`setting(flag=Flag(...))`), its type, choices
     and help read from the field, as transformers' HfArgumentParser reads TrainingArguments. The flag's
-    own default is None: the config's default (named in the help) stands unless the flag is given."""
+    own default is None: the config's default (named in the help) stands unless the flag is given.
+    `prefix` goes before each dest; `changes`: per setting, argparse options replacing these (flag:
+    another name; required; help; metavar). A flag's former names (Flag.deprecated) still set it, with a
+    warning."""
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
         flag = settings.described(field).flag
         if flag is None:
             continue
         hint = _plain(hints[field.name])
-        options: dict[str, Any] = {"dest": field.name, "metavar": flag.metavar,
-                                   "help": flag_help(cls, field.name).replace("%", "%%")}
         choices = flag.choices if flag.choices is not None else settings.choices(hint)
+        options: dict[str, Any] = {"dest": prefix + field.name,
+                                   "metavar": flag.metavar or (None if choices else field.name.upper()),
+                                   "help": flag_help(cls, field.name).replace("%", "%%")}
         if choices:
             options["choices"] = list(choices)
         if typing.get_origin(hint) is tuple:
@@ -166,7 +193,29 @@ def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
         elif hint is not str and not choices:
             raise TypeError(f"{cls.__name__}.{field.name}: add_flags makes flags of str, int, float, Literal "
                             f"and tuple settings, not {hint}")
-        parser.add_argument(flag.name, **options)
+        change = dict((changes or {}).get(field.name, {}))
+        name = change.pop("flag", flag.name)
+        options |= change
+        parser.add_argument(name, **options)
+        former = options | {"help": argparse.SUPPRESS, "required": False}
+        appends = former.pop("action", None) == "append"
+        for old in flag.deprecated:
+            parser.add_argument(old, action=FormerFlag, current=name, appends=appends, **former)
+
+
+class FormerFlag(argparse.Action):
+    """A flag's former name: the one-line warning, then what the flag does."""
+
+    def __init__(self, option_strings: list[str], dest: str, current: str, appends: bool = False,
+                 **options: Any):
+        super().__init__(option_strings, dest, **options)
+        self.current, self.appends = current, appends
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        warn_renamed(option_string, self.current)
+        if self.appends:
+            values = [*(getattr(namespace, self.dest, None) or []), values]
+        setattr(namespace, self.dest, values)
 
 
 def flag_help(cls: type, name: str) -> str:
@@ -233,9 +282,11 @@ def load_settings(classes: Sequence[type], config_file: str | None, overrides: S
              for key, value in (read_toml(Path(config_file)) if config_file else {}).items()]
     items += list(overrides)
     owners = {field.name: cls for cls in classes for field in dataclasses.fields(cls)}
+    known = sorted(owners)
+    owners |= {old: cls for cls in classes for old in settings.former_names(cls)}
     keys = [item.partition("=")[0].strip() for item in items]
     # Unknown keys are reported here, against every config; malformed items are load_config's to report.
-    errors = [f"unknown setting {key!r} (known: {', '.join(sorted(owners))})"
+    errors = [f"unknown setting {key!r} (known: {', '.join(known)})"
               for key, item in zip(keys, items, strict=True) if "=" in item and key not in owners]
     configs = []
     for cls in classes:

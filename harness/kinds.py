@@ -104,8 +104,8 @@ def load(reference: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
-# Where a description's flags land in the parsed arguments: apart from the command's own (`kind`, the
-# subcommand, is also your own text's setting `kind`).
+# Where a description's flags land in the parsed arguments: apart from the command's own, so that a
+# setting may share a name with a command's argument (`kind`, the subcommand).
 DEST = "description."
 
 
@@ -135,22 +135,7 @@ def add_description_flags(parser: argparse.ArgumentParser, found: Kind, command:
 
     described = load(found.description)
     parser.add_argument("--task-file", help="TOML file describing the task (the same keys as the flags)")
-    staging = argparse.ArgumentParser(add_help=False)
-    add_flags(staging, described)
-    changes = described.commands[command].flags
-    for action in staging._actions:
-        change = changes.get(action.dest, {})
-        metavar = action.metavar or (None if action.choices else action.dest.upper())
-        options: dict[str, Any] = {"dest": DEST + action.dest, "metavar": change.get("metavar", metavar),
-                                   "help": change.get("help", action.help),
-                                   "required": change.get("required", False)}
-        if action.choices is not None:
-            options["choices"] = action.choices
-        if action.type is not None:
-            options["type"] = action.type
-        if isinstance(action, argparse._AppendAction):
-            options["action"] = "append"
-        parser.add_argument(change.get("flag", action.option_strings[0]), **options)
+    add_flags(parser, described, prefix=DEST, changes=described.commands[command].flags)
 
 
 def load_description(found: Kind, args: argparse.Namespace) -> tuple[Any, Path | None]:
@@ -168,7 +153,7 @@ def load_description(found: Kind, args: argparse.Namespace) -> tuple[Any, Path |
 
 
 def pipelines() -> dict[str, Any]:
-    """Each bundle kind (a bundle manifest's "kind") and its Pipeline class (harness/deploy/pipeline.py),
+    """Each pipeline's name (a bundle manifest's "kind") and its Pipeline class (harness/deploy/pipeline.py),
     their modules imported now (torch-free)."""
     found = (load(row.predictor) for row in KINDS.values())
-    return {pipeline.bundle_kind: pipeline for pipeline in found}
+    return {pipeline.name: pipeline for pipeline in found}

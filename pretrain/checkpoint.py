@@ -118,7 +118,8 @@ def damage(folder: Path) -> str | None:
         return f"{PRETRAIN_META} is not readable JSON"
     wanted = {"config": dict, "steps": int, "tokens_seen": int, "train_flops": (int, float),
               "wall_time_s": (int, float)}
-    if not isinstance(meta, dict) or any(not isinstance(meta.get(key), kind) for key, kind in wanted.items()):
+    if not isinstance(meta, dict) or \
+            any(not isinstance(meta.get(key), expected) for key, expected in wanted.items()):
         return f"{PRETRAIN_META} lacks the run's config or counters"
     state = folder / STATE_FILE
     if not state.is_file():

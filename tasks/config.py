@@ -38,7 +38,7 @@ ELECTRA_HEAD_FAMILIES = ("electra",)
 def fit_max_length(chosen: int | None, task_length: int, positions: int | None,
                    longer: Literal["cut", "refuse", "keep"] = "cut") -> int:
     """The max_length a task runs with on a model of `positions` positions (None: not known): the one set,
-    refused beyond them; else the task's own, which where it is longer the kind `longer` cuts to them (text,
+    refused beyond them; else the task's own, which where it is longer the task's `longer` cuts to them (text,
     tagging), refuses (SQuAD: its windows are laid out for that length) or keeps (GLUE: it pads each batch
     only to its longest, and its runs have always recorded 128)."""
     length = chosen or task_length

@@ -160,7 +160,7 @@ def _load(path: Path, identity: dict[str, Any]) -> dict:
     # Refused rather than started afresh: deleting a state is the user's call (it may be the only copy
     # of hours of training, written by another version); the message says how.
     parts = {"identity": dict, "point": dict, "resumes": list, "rng": dict, "epoch_order": torch.Tensor}
-    lacking = [key for key, kind in parts.items() if not isinstance(saved.get(key), kind)]
+    lacking = [key for key, expected in parts.items() if not isinstance(saved.get(key), expected)]
     if not lacking:
         try:
             LoopPoint(**saved["point"])

@@ -35,9 +35,9 @@ def parameter_groups(model: torch.nn.Module, learning_rate: float, decay: float,
 
 
 def build_optimizer(model: torch.nn.Module, learning_rate: float, decay: float, weight_decay: float,
-                    epsilon: float, depth_rule: str, kind: str = "electra") -> torch.optim.Optimizer:
+                    epsilon: float, depth_rule: str, algorithm: str = "electra") -> torch.optim.Optimizer:
     """ElectraAdam ("electra", ELECTRA's AdamWeightDecayOptimizer) or fused AdamW ("adamw")."""
     groups = parameter_groups(model, learning_rate, decay, weight_decay, depth_rule)
     # fused: AdamW's update of every parameter in one kernel, faster per step than the default foreach
     # kernels; torch has it on CPU and CUDA alike.
-    return optimization.build_optimizer(groups, kind, learning_rate, epsilon, fused=True)
+    return optimization.build_optimizer(groups, algorithm, learning_rate, epsilon, fused=True)

@@ -203,8 +203,8 @@ def _tag_index(path: Path, number: int, width: int, tag_column: int) -> int:
 def _check_tag(path: Path, number: int, tag: str) -> None:
     if tag == "O":
         return
-    prefix, _, kind = tag.partition("-")
-    if prefix not in PREFIXES or not kind:
+    prefix, _, entity_type = tag.partition("-")
+    if prefix not in PREFIXES or not entity_type:
         raise UserError(f"{path}:{number}: tag {tag!r} has an unknown prefix; tags are O or B-, I-, E-, S- "
                         "followed by a type (B-NP); is --tag-column the tag's column?")
 

@@ -23,37 +23,37 @@ def split_tag(tag: str) -> tuple[str, str]:
     """('B', 'NP') from 'B-NP'; ('O', '') from 'O'. The type is everything after the first '-'."""
     if tag == "O":
         return "O", ""
-    prefix, _, kind = tag.partition("-")
-    return prefix, kind
+    prefix, _, entity_type = tag.partition("-")
+    return prefix, entity_type
 
 
-def _ends(prev: str, tag: str, prev_type: str, kind: str) -> bool:
+def _ends(prev: str, tag: str, prev_type: str, entity_type: str) -> bool:
     if prev in ("E", "S"):
         return True
     if (prev, tag) in {("B", "B"), ("B", "S"), ("B", "O"), ("I", "B"), ("I", "S"), ("I", "O")}:
         return True
-    return prev != "O" and prev_type != kind
+    return prev != "O" and prev_type != entity_type
 
 
-def _starts(prev: str, tag: str, prev_type: str, kind: str) -> bool:
+def _starts(prev: str, tag: str, prev_type: str, entity_type: str) -> bool:
     if tag in ("B", "S"):
         return True
     if (prev, tag) in {("E", "E"), ("E", "I"), ("S", "E"), ("S", "I"), ("O", "E"), ("O", "I")}:
         return True
-    return tag != "O" and prev_type != kind
+    return tag != "O" and prev_type != entity_type
 
 
 def chunks(tags: Sequence[str]) -> list[Chunk]:
     """The chunks of one sentence's tags, as conlleval reads them (any of IOB1, IOB2, BIOES)."""
     found, start, prev, prev_type = [], None, "O", ""
     for i, tag in enumerate([*tags, "O"]):  # the sentence boundary closes the last chunk
-        prefix, kind = split_tag(tag)
-        if start is not None and _ends(prev, prefix, prev_type, kind):
+        prefix, entity_type = split_tag(tag)
+        if start is not None and _ends(prev, prefix, prev_type, entity_type):
             found.append((prev_type, start, i - 1))
             start = None
-        if _starts(prev, prefix, prev_type, kind):
+        if _starts(prev, prefix, prev_type, entity_type):
             start = i
-        prev, prev_type = prefix, kind
+        prev, prev_type = prefix, entity_type
     return found
 
 
@@ -62,15 +62,15 @@ def tags_of(spans: Iterable[Chunk], length: int, scheme: str) -> list[str]:
     IOB1 marks B- only on a chunk that follows one of its type)."""
     tags = ["O"] * length
     last_end, last_type = -2, None
-    for kind, start, end in sorted(spans, key=lambda c: c[1]):
+    for entity_type, start, end in sorted(spans, key=lambda c: c[1]):
         for i in range(start, end + 1):
-            tags[i] = f"I-{kind}"
+            tags[i] = f"I-{entity_type}"
         if scheme == "BIOES":
-            tags[end] = f"E-{kind}"
-            tags[start] = f"S-{kind}" if start == end else f"B-{kind}"
-        elif scheme == "IOB2" or (last_end == start - 1 and last_type == kind):
-            tags[start] = f"B-{kind}"
-        last_end, last_type = end, kind
+            tags[end] = f"E-{entity_type}"
+            tags[start] = f"S-{entity_type}" if start == end else f"B-{entity_type}"
+        elif scheme == "IOB2" or (last_end == start - 1 and last_type == entity_type):
+            tags[start] = f"B-{entity_type}"
+        last_end, last_type = end, entity_type
     return tags
 
 
@@ -93,19 +93,19 @@ def sentence_counts(gold: Sequence[Sequence[str]], guessed: Sequence[Sequence[st
     guessed_chunks = [chunks(tags) for tags in guessed]
     if types is None:
         types = sorted({c[0] for found in (*gold_chunks, *guessed_chunks) for c in found})
-    index = {kind: k for k, kind in enumerate(types)}
+    index = {entity_type: k for k, entity_type in enumerate(types)}
     counts = np.zeros((len(gold), len(types), 3), dtype=np.int64)
     tokens = np.zeros((len(gold), 2), dtype=np.int64)
     rows = zip(gold, guessed, gold_chunks, guessed_chunks, strict=True)
     for row, (g_tags, p_tags, g, p) in enumerate(rows):
         if len(g_tags) != len(p_tags):
             raise ValueError(f"sentence {row}: {len(g_tags)} gold tags but {len(p_tags)} guessed")
-        for kind, *_ in set(g) & set(p):
-            counts[row, index[kind], 0] += 1
-        for kind, *_ in p:
-            counts[row, index[kind], 1] += 1
-        for kind, *_ in g:
-            counts[row, index[kind], 2] += 1
+        for entity_type, *_ in set(g) & set(p):
+            counts[row, index[entity_type], 0] += 1
+        for entity_type, *_ in p:
+            counts[row, index[entity_type], 1] += 1
+        for entity_type, *_ in g:
+            counts[row, index[entity_type], 2] += 1
         tokens[row] = (sum(a == b for a, b in zip(g_tags, p_tags, strict=True)), len(g_tags))
     return SentenceCounts(tuple(types), counts, tokens)
 
@@ -129,7 +129,8 @@ def scores(counts: SentenceCounts) -> dict[str, float]:
     found = {"f1": float(f1), "precision": float(precision), "recall": float(recall),
              "accuracy": float(tokens[0] / tokens[1]) if tokens[1] else 0.0}
     per_type = _prf(total[:, 0], total[:, 1], total[:, 2])[2]
-    return found | {f"f1_{kind}": float(value) for kind, value in zip(counts.types, per_type, strict=True)}
+    return found | {f"f1_{entity_type}": float(value)
+                    for entity_type, value in zip(counts.types, per_type, strict=True)}
 
 
 def conlleval(gold: Sequence[Sequence[str]], guessed: Sequence[Sequence[str]]) -> dict[str, float]:

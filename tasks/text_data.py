@@ -24,9 +24,12 @@ from datasets import Dataset
 
 from foundation.infra.errors import UserError
 from tasks.task_files import decode_utf8
-from tasks.text_task import FORMATS, KIND_METRICS, MAX_LENGTH, NUM_EPOCHS, TextTask, TextTaskConfig
+from tasks.text_task import FORMATS, MAX_LENGTH, NUM_EPOCHS, PROBLEM_METRICS, TextTask, TextTaskConfig
 
 csv.field_size_limit(sys.maxsize)
+# results.json's description keeps each setting's first key: the problem is "kind" there
+RECORDED = {"problem": "kind"}
+FIELDS = {key: name for name, key in RECORDED.items()}
 
 
 @dataclass
@@ -63,30 +66,30 @@ def read(config: TextTaskConfig, base: Path | None = None) -> TextData:
                         f"{', '.join(sources['train'].rows.column_names)})")
     for source in sources.values():
         _check_columns(source, text_columns, config.label, labelled=source.split != "test")
-    kind, raw = _labels(sources, config)
-    names = _label_names(kind, raw["train"], sources["train"])
+    problem, raw = _labels(sources, config)
+    names = _label_names(problem, raw["train"], sources["train"])
     for split in ("validation", "test"):
-        if split in raw and kind != "regression":
-            _check_seen(sources[split], raw[split], names, kind)
-    metrics = KIND_METRICS[kind]
+        if split in raw and problem != "regression":
+            _check_seen(sources[split], raw[split], names, problem)
+    metrics = PROBLEM_METRICS[problem]
     headline = config.metric or metrics[0]
     if headline not in metrics:
-        raise UserError(f"metric {headline!r} does not score a {kind} task; choose one of "
+        raise UserError(f"metric {headline!r} does not score a {problem} task; choose one of "
                         f"{', '.join(metrics)}")
     name = config.name or _default_name(config)
     from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
     if name in GLUE_TASKS or name in {t.name for t in SQUAD_TASKS.values()}:
         raise UserError(f"task name {name!r} is a named task's; pass --name with another name")
-    task = TextTask(name, tuple(text_columns), config.label, kind, names, metrics, headline,
+    task = TextTask(name, tuple(text_columns), config.label, problem, names, metrics, headline,
                     NUM_EPOCHS, MAX_LENGTH)
-    splits = {split: _harness_rows(source, text_columns, raw.get(split), kind, names)
+    splits = {split: _harness_rows(source, text_columns, raw.get(split), problem, names)
               for split, source in sources.items()}
     record: dict[str, Any] = {"task": task.record(), "description": _description(config, base), "files": {
         split: {"source": source.where, "sha256": source.digest, "rows": len(source.rows)}
         for split, source in sources.items()}}
     if "validation" not in splits:
-        splits, record["dev"] = _draw_dev(splits, config, sources["train"], raw["train"], kind, names)
+        splits, record["dev"] = _draw_dev(splits, config, sources["train"], raw["train"], problem, names)
     _check_scored(splits["validation"], sources, config)
     return TextData(task, splits, record)
 
@@ -127,15 +130,15 @@ def _path(value: str, base: Path | None) -> Path:
 def _read_file(split: str, path: Path) -> Source:
     if not path.is_file():
         raise UserError(f"{split} file {str(path)!r} does not exist; check the path")
-    kind = FORMATS.get(path.suffix.lower())
-    if kind is None:
+    file_format = FORMATS.get(path.suffix.lower())
+    if file_format is None:
         raise UserError(f"{path}: unknown format {path.suffix!r}; use .csv, .tsv, .jsonl or .parquet")
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     lines, options = None, {}
-    if kind == "json":
+    if file_format == "json":
         lines = _json_lines(path, decode_utf8(path, data))
-    elif kind == "csv":
+    elif file_format == "csv":
         header, lines = _csv_lines(path, decode_utf8(path, data))
         # every cell as text: labels are typed here, and "NA" is a word, not a missing value
         from datasets import Features, Value
@@ -144,7 +147,7 @@ def _read_file(split: str, path: Path) -> Source:
                    "features": Features({name: Value("string") for name in header})}
     if lines == []:
         raise UserError(f"{path}: no rows in the {split} split; add examples or drop the file")
-    rows = _load(kind, path, options)
+    rows = _load(file_format, path, options)
     if lines is not None and len(lines) != len(rows):
         raise UserError(f"{path}: read {len(rows)} rows but the file holds {len(lines)} records; check its "
                         "quoting")
@@ -153,7 +156,7 @@ def _read_file(split: str, path: Path) -> Source:
     return Source(split, str(path), rows, lines, digest)
 
 
-def _load(kind: str, path: Path, options: dict) -> Dataset:
+def _load(file_format: str, path: Path, options: dict) -> Dataset:
     from datasets import load_dataset
     from datasets.utils import logging as datasets_logging
 
@@ -163,7 +166,7 @@ def _load(kind: str, path: Path, options: dict) -> Dataset:
     datasets_logging.disable_progress_bar()  # "Generating train split" bars for a file read in a blink
     with tempfile.TemporaryDirectory(prefix="harness-text-") as cache:
         try:
-            return load_dataset(kind, data_files=str(path), split="train", cache_dir=cache,
+            return load_dataset(file_format, data_files=str(path), split="train", cache_dir=cache,
                                 keep_in_memory=True, **options)
         except Exception as error:  # pyarrow, pandas: a file their reader cannot parse
             reason = str(error).strip().splitlines()[-1][:200] if str(error).strip() else type(error).__name__
@@ -260,7 +263,7 @@ def _column(source: Source, name: str) -> list:
 
 
 def _labels(sources: dict[str, Source], config: TextTaskConfig) -> tuple[str, dict[str, list]]:
-    """The task's kind and each labelled split's labels as Python values (names, floats, or name lists)."""
+    """The task's problem and each labelled split's labels as Python values (names, floats, or name lists)."""
     raw = {split: _column(source, config.label) for split, source in sources.items()
            if config.label in source.rows.column_names}
     for split, values in raw.items():
@@ -270,10 +273,10 @@ def _labels(sources: dict[str, Source], config: TextTaskConfig) -> tuple[str, di
                 raise UserError(f"{sources[split].at(row)}: empty label in column {config.label!r}; label "
                                 "the row or drop it")
     train = raw["train"]
-    kind = config.kind
-    if kind == "auto":
-        kind = _infer_kind(train, config, sources["train"])
-    return kind, {split: _typed(values, kind, config, sources[split]) for split, values in raw.items()}
+    problem = config.problem
+    if problem == "auto":
+        problem = _infer_problem(train, config, sources["train"])
+    return problem, {split: _typed(values, problem, config, sources[split]) for split, values in raw.items()}
 
 
 def _type_of(value: Any) -> str:
@@ -292,38 +295,38 @@ def _type_of(value: Any) -> str:
     return type(value).__name__
 
 
-def _infer_kind(values: list, config: TextTaskConfig, source: Source) -> str:
+def _infer_problem(values: list, config: TextTaskConfig, source: Source) -> str:
     types = [_type_of(v) for v in values]
     first = types[0]
     for row, found in enumerate(types):
         if found != first:
             raise UserError(f"{source.at(row)}: label {values[row]!r} is {found} but the column's first "
-                            f"label {values[0]!r} is {first}; make the column one type, or set --kind")
+                            f"label {values[0]!r} is {first}; make the column one type, or set --problem")
     if first == "list" or config.label_separator:
         return "multilabel"
     if first == "number":
         for row, value in enumerate(values):  # "nan" and "inf" parse as floats but are no label
             if not math.isfinite(float(value)):
                 raise UserError(f"{source.at(row)}: label {value!r} is not a finite number; label the row "
-                                "or drop it, or set --kind")
+                                "or drop it, or set --problem")
         if any(float(v) != int(float(v)) for v in values):
             return "regression"
     return "classification"
 
 
-def _typed(values: list, kind: str, config: TextTaskConfig, source: Source) -> list:
+def _typed(values: list, problem: str, config: TextTaskConfig, source: Source) -> list:
     typed = []
     for row, value in enumerate(values):
-        if kind == "regression":
+        if problem == "regression":
             try:
                 number = float(value)
             except (TypeError, ValueError):
                 number = math.nan
             if not math.isfinite(number) or isinstance(value, bool | list):
                 raise UserError(f"{source.at(row)}: label {value!r} is not a finite number, which a "
-                                "regression task needs; fix it or set --kind classification")
+                                "regression task needs; fix it or set --problem classification")
             typed.append(number)
-        elif kind == "multilabel":
+        elif problem == "multilabel":
             if isinstance(value, list):
                 items = value
             elif isinstance(value, str) and config.label_separator:
@@ -334,7 +337,7 @@ def _typed(values: list, kind: str, config: TextTaskConfig, source: Source) -> l
             typed.append(sorted({_name(item) for item in items}))
         else:
             if isinstance(value, list):
-                raise UserError(f"{source.at(row)}: label {value!r} is a list; set --kind multilabel")
+                raise UserError(f"{source.at(row)}: label {value!r} is a list; set --problem multilabel")
             typed.append(_name(value))
     return typed
 
@@ -354,12 +357,12 @@ def _name(value: Any) -> str:
     return str(value)
 
 
-def _label_names(kind: str, train: list, source: Source) -> tuple[str, ...] | None:
+def _label_names(problem: str, train: list, source: Source) -> tuple[str, ...] | None:
     """Sorted label names as HF's run_classification sorts them (numerically where all are integers)."""
-    if kind == "regression":
+    if problem == "regression":
         return None
-    names = {name for value in train for name in (value if kind == "multilabel" else [value])}
-    if kind == "classification" and len(names) < 2:
+    names = {name for value in train for name in (value if problem == "multilabel" else [value])}
+    if problem == "classification" and len(names) < 2:
         raise UserError(f"{source.where}: every training row has the label {next(iter(names))!r}; a "
                         "classifier needs at least two labels")
     if not names:
@@ -368,37 +371,37 @@ def _label_names(kind: str, train: list, source: Source) -> tuple[str, ...] | No
     return tuple(sorted(names, key=int) if integral else sorted(names))
 
 
-def _check_seen(source: Source, values: list, names: tuple[str, ...], kind: str) -> None:
+def _check_seen(source: Source, values: list, names: tuple[str, ...], problem: str) -> None:
     known = set(names)
     for row, value in enumerate(values):
-        for name in (value if kind == "multilabel" else [value]):
+        for name in (value if problem == "multilabel" else [value]):
             if name not in known:
                 raise UserError(f"{source.at(row)}: label {name!r} never occurs in training; the model "
                                 f"can only predict {', '.join(names[:20])}; add training rows with it or "
                                 "drop the row")
 
 
-def _harness_rows(source: Source, text: tuple[str, ...], labels: list | None, kind: str,
+def _harness_rows(source: Source, text: tuple[str, ...], labels: list | None, problem: str,
                   names: tuple[str, ...] | None) -> Dataset:
     columns: dict[str, list] = {"text_a": _column(source, text[0])}
     if len(text) == 2:
         columns["text_b"] = _column(source, text[1])
-    columns["label"] = _encoded(labels, kind, names) if labels is not None else [-1] * len(source.rows)
+    columns["label"] = _encoded(labels, problem, names) if labels is not None else [-1] * len(source.rows)
     columns["idx"] = list(range(len(source.rows)))
     return Dataset.from_dict(columns)
 
 
-def _encoded(labels: list, kind: str, names: tuple[str, ...] | None) -> list:
-    if kind == "regression":
+def _encoded(labels: list, problem: str, names: tuple[str, ...] | None) -> list:
+    if problem == "regression":
         return labels
     index = {name: i for i, name in enumerate(names)}
-    if kind == "multilabel":  # multi-hot floats: BCEWithLogitsLoss's targets
+    if problem == "multilabel":  # multi-hot floats: BCEWithLogitsLoss's targets
         return [[1.0 if name in set(row) else 0.0 for name in names] for row in labels]
     return [index[name] for name in labels]
 
 
 def _draw_dev(splits: dict[str, Dataset], config: TextTaskConfig, source: Source, train_labels: list,
-              kind: str, names) -> tuple[dict[str, Dataset], dict]:
+              problem: str, names) -> tuple[dict[str, Dataset], dict]:
     """A dev split of dev_fraction of train, drawn with dev_seed (row ids stay the file's)."""
     train = splits["train"]
     if len(train) < 2:
@@ -406,7 +409,7 @@ def _draw_dev(splits: dict[str, Dataset], config: TextTaskConfig, source: Source
                         "or pass --dev")
     parts = train.train_test_split(test_size=config.dev_fraction, seed=config.dev_seed, shuffle=True)
     kept, dev = parts["train"], parts["test"]
-    if kind == "classification":
+    if problem == "classification":
         seen = set(kept["label"])
         for row, label in zip(dev["idx"], dev["label"], strict=True):
             if label not in seen:
@@ -425,7 +428,7 @@ def _description(config: TextTaskConfig, base: Path | None) -> dict:
         if described[key]:
             described[key] = str(_path(described[key], base).resolve())
     described["text"] = list(described["text"])
-    return described
+    return {RECORDED.get(key, key): value for key, value in described.items()}
 
 
 def description_of(record: dict) -> TextTaskConfig:
@@ -433,7 +436,7 @@ def description_of(record: dict) -> TextTaskConfig:
     if not isinstance(record, dict) or "description" not in record:
         raise UserError("results.json does not describe the task's files (a run of an older version); "
                         "fine-tune again to export it")
-    described = dict(record["description"])
+    described = {FIELDS.get(key, key): value for key, value in record["description"].items()}
     described["text"] = tuple(described["text"])
     return TextTaskConfig(**described)
 

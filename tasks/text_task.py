@@ -1,5 +1,5 @@
 """Your own labelled text as a task: its description (flags or a TOML task file, the same keys) and the
-task it resolves to once the data is read (kind, label names, metrics).
+task it resolves to once the data is read (problem, label names, metrics).
 
 Torch-free, so the CLI can build its help and check a description without loading torch. Reading and
 validating the files is tasks/text_data.py; features, head and scoring are tasks/text.py.
@@ -17,11 +17,11 @@ from tasks.kind_text import CommandText
 from tasks.read_task import ReadTask
 from tasks.task_files import recorded_digests
 
-Kind = Literal["auto", "classification", "regression", "multilabel"]
+Problem = Literal["auto", "classification", "regression", "multilabel"]
 
-# The metrics each kind reports, its default headline first (HF's run_classification.py scores
+# The metrics each problem reports, its default headline first (HF's run_classification.py scores
 # accuracy / mse / micro-F1; ELECTRA's paper reports Spearman for its regression task, STS-B).
-KIND_METRICS: dict[str, tuple[str, ...]] = {
+PROBLEM_METRICS: dict[str, tuple[str, ...]] = {
     "classification": ("accuracy", "macro_f1", "mcc"),
     "regression": ("spearman", "pearson"),
     "multilabel": ("micro_f1", "macro_f1"),
@@ -33,11 +33,11 @@ FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".json": "json", ".pa
 RUN_EPILOG = """examples:
   harness run text --model electra-small --train train.csv --dev dev.csv --text question \\
       --label coarse_label --seeds 3
-  harness run text --model M --train reviews.jsonl --text title,body --label stars --kind regression
+  harness run text --model M --train reviews.jsonl --text title,body --label stars --problem regression
   harness run text --model M --task-file tickets.toml num_epochs=5
 
 The task is described once, by flags or a TOML --task-file with the same keys (train, dev, test, text,
-label, kind, metric, ...; a task file's paths are relative to it; flags win over it). results.json
+label, problem, metric, ...; a task file's paths are relative to it; flags win over it). results.json
 records it with each file's sha256: a resume refuses a changed file, `harness compare` runs on other
 data. Without a dev file, dev_fraction of train is drawn with dev_seed, and recorded.
 """
@@ -86,7 +86,8 @@ class TextTaskConfig:
     text: tuple[str, ...] = setting((), role="recipe", flag=Flag("--text", "COLUMN[,COLUMN]"), help=(
         "the text column, or two for a sentence pair"))
     label: str = setting("label", role="recipe", flag=Flag("--label", "COLUMN"), help="the label column")
-    kind: Kind = setting("auto", role="recipe", flag=Flag("--kind"), help=(
+    problem: Problem = setting("auto", role="recipe", formerly=("kind",),
+                               flag=Flag("--problem", deprecated=("--kind",)), help=(
         "auto: a list per row is multilabel, numbers with a fraction regression, anything else "
         "classification (names kept)"))
     label_separator: str = setting("", role="recipe", flag=Flag("--label-separator", "SEP"), help=(
@@ -112,8 +113,8 @@ class TextTaskConfig:
         if len(self.text) > 2:
             problems.append(f"text names {len(self.text)} columns ({', '.join(self.text)}); name one, or "
                             "two for a sentence pair")
-        if self.metric and self.metric not in {m for names in KIND_METRICS.values() for m in names}:
-            known = sorted({m for names in KIND_METRICS.values() for m in names})
+        if self.metric and self.metric not in {m for names in PROBLEM_METRICS.values() for m in names}:
+            known = sorted({m for names in PROBLEM_METRICS.values() for m in names})
             problems.append(f"unknown metric {self.metric!r}; choose one of {', '.join(known)}")
         if problems:
             raise ValueError("; ".join(problems))
@@ -125,10 +126,10 @@ class TextTaskConfig:
 
     @staticmethod
     def listed() -> list[str]:
-        """`harness tasks`' lines for your own files: the kinds they can be."""
+        """`harness tasks`' lines for your own files: the problems they can be."""
         lines = ["your own files (harness run text, headline metric first):"]
-        return lines + [f"  {kind:14} {','.join(names):30} {NUM_EPOCHS} epochs"
-                        for kind, names in KIND_METRICS.items()]
+        return lines + [f"  {problem:14} {','.join(names):30} {NUM_EPOCHS} epochs"
+                        for problem, names in PROBLEM_METRICS.items()]
 
     @staticmethod
     def fingerprint(data: dict | None) -> dict[str, tuple[str, str]]:
@@ -151,7 +152,7 @@ class TextTask(ReadTask):
     name: str
     text_columns: tuple[str, ...]
     label_column: str
-    kind: str  # classification, regression or multilabel
+    problem: str  # classification, regression or multilabel
     label_names: tuple[str, ...] | None  # None: regression
     metrics: tuple[str, ...]
     headline: str
@@ -163,11 +164,11 @@ class TextTask(ReadTask):
 
     @property
     def is_regression(self) -> bool:
-        return self.kind == "regression"
+        return self.problem == "regression"
 
     @property
     def is_multilabel(self) -> bool:
-        return self.kind == "multilabel"
+        return self.problem == "multilabel"
 
     @property
     def num_labels(self) -> int:
@@ -177,11 +178,11 @@ class TextTask(ReadTask):
     def problem_type(self) -> str:
         """transformers' problem_type for the head's loss."""
         return {"classification": "single_label_classification", "regression": "regression",
-                "multilabel": "multi_label_classification"}[self.kind]
+                "multilabel": "multi_label_classification"}[self.problem]
 
     def record(self) -> dict:
-        """results.json's and the bundle's description of the task."""
-        return {"name": self.name, "kind": self.kind, "text_columns": list(self.text_columns),
+        """results.json's and the bundle's description of the task (its problem under the key "kind")."""
+        return {"name": self.name, "kind": self.problem, "text_columns": list(self.text_columns),
                 "label_column": self.label_column, "label_names": list(self.label_names or []) or None,
                 "metrics": list(self.metrics), "headline": self.headline}
 

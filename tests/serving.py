@@ -1,4 +1,4 @@
-"""`harness serve` in a child process and `harness predict` in this one, for the tests of any bundle kind."""
+"""`harness serve` in a child process and `harness predict` in this one, for the tests of any pipeline."""
 
 import json
 import re

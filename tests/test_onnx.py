@@ -349,7 +349,7 @@ def test_a_bundle_of_an_unregistered_kind_is_refused_in_one_line(work, tmp_path,
         "sequence-classification, question-answering, token-classification" in err, err
 
 
-def test_each_kind_of_task_has_a_pipeline_and_an_exporter_of_the_same_bundle_kind():
+def test_each_kind_of_task_has_a_pipeline_and_an_exporter_of_the_same_pipeline():
     """harness/kinds.py's rows: the predictor a bundle of the kind's exporter is read back with."""
     from harness.deploy.exporting import Exporter, exporters
     from harness.deploy.pipeline import Pipeline
@@ -358,7 +358,7 @@ def test_each_kind_of_task_has_a_pipeline_and_an_exporter_of_the_same_bundle_kin
     found = pipelines()
     for row, exporter in zip(KINDS.values(), exporters(), strict=True):
         assert issubclass(load(row.predictor), Pipeline) and isinstance(exporter, Exporter)
-        assert found[exporter.bundle_kind] is load(row.predictor), row.name
+        assert found[exporter.pipeline] is load(row.predictor), row.name
     # every task --task names belongs to one kind only
     named = [name for exporter in exporters() for name in exporter.named_tasks()]
     assert len(named) == len(set(named)) and {"rte", "stsb", "squad", "squad_v2"} <= set(named)

@@ -54,9 +54,10 @@ def test_no_weight_decay_on_bias_and_layernorm(model):
     assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
 
 
-def rates(model, kind, num_steps, warmup_fraction):
-    optimizer = build_optimizer(copy.deepcopy(model), 1.0, 1.0, 0.0, 1e-6, "electra", kind)
-    schedule = build_schedule(optimizer, num_steps=num_steps, warmup_fraction=warmup_fraction, kind=kind)
+def rates(model, optimizer_name, num_steps, warmup_fraction):
+    optimizer = build_optimizer(copy.deepcopy(model), 1.0, 1.0, 0.0, 1e-6, "electra", optimizer_name)
+    schedule = build_schedule(optimizer, num_steps=num_steps, warmup_fraction=warmup_fraction,
+                              shape=optimizer_name)
     seen = []
     for _ in range(num_steps):
         seen.append(optimizer.param_groups[0]["lr"])
@@ -140,11 +141,11 @@ def test_electra_adams_rate_step_rounds_as_the_official_code():
     assert not torch.equal(fused, official)  # so the check above can tell the two roundings apart
 
 
-def _first_step(model, kind: str) -> list[float]:
+def _first_step(model, algorithm: str) -> list[float]:
     """How far one step with all-ones gradients moves each parameter (lr 1e-3, no decays)."""
     model = copy.deepcopy(model)
     before = [p.detach().clone() for p in model.parameters()]
-    optimizer = build_optimizer(model, 1e-3, 1.0, 0.0, 1e-6, "electra", kind)
+    optimizer = build_optimizer(model, 1e-3, 1.0, 0.0, 1e-6, "electra", algorithm)
     for p in model.parameters():
         p.grad = torch.ones_like(p)
     optimizer.step()
@@ -390,14 +391,14 @@ def test_adamw_schedule_is_transformers_to_the_bit(num_steps, warmup_fraction):
         optimizer, round(num_steps * warmup_fraction), num_steps))
 
 
-@pytest.mark.parametrize("kind, by_hand", [
+@pytest.mark.parametrize("optimizer_name, by_hand", [
     ("electra", [0.0, 0.9 * 0.5, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0]),  # (1 - s/10)·min(1, s/2)
     ("adamw", [0.0, 0.5, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8, 0.0]),  # s/2, then (10 - s)/8
 ])
-def test_one_schedule_over_fine_tunings_steps_and_pre_trainings_budget(model, kind, by_hand):
+def test_one_schedule_over_fine_tunings_steps_and_pre_trainings_budget(model, optimizer_name, by_hand):
     # ten steps, warmup 0.2: fine-tuning's rate at step s is pre-training's at fraction s/10
-    finetuning = rates(model, kind, 10, 0.2) + [0.0]
-    config = PretrainConfig(learning_rate=1.0, warmup_fraction=0.2, optimizer=kind)
+    finetuning = rates(model, optimizer_name, 10, 0.2) + [0.0]
+    config = PretrainConfig(learning_rate=1.0, warmup_fraction=0.2, optimizer=optimizer_name)
     pretraining = [learning_rate(config, step / 10) for step in range(11)]
     assert finetuning == pytest.approx(by_hand) and pretraining == pytest.approx(by_hand)
 

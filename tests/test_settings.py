@@ -15,7 +15,7 @@ from foundation.infra import atomic
 from foundation.infra.errors import UserError
 from foundation.infra.settings import Flag, befores, differences, of_role, resumable, setting, settings
 from harness.cli import build_parser, main
-from harness.config import add_flags, flag_help, flag_values, settings_help
+from harness.config import add_flags, flag_help, flag_values, load_config, load_settings, settings_help
 from harness.deploy.serve_config import ServeConfig
 from harness.experiments import efficiency
 from harness.finetuning import glue_finetuning, records, results_file
@@ -297,6 +297,38 @@ def test_a_flag_is_made_from_its_setting():
     assert flag_values(args, Flagged) == {"budget": 1000.0, "mode": "exact", "paths": ("a", "b,c")}  # ...or repeats
     with pytest.raises(SystemExit):
         parser.parse_args(["--budget", "many"])
+
+
+@dataclass(frozen=True)
+class Renamed:
+    shape: Literal["a", "b"] = setting("a", role="recipe", formerly=("form",),
+                                       flag=Flag("--shape", deprecated=("--form",)), help="its shape")
+    paths: tuple[str, ...] = setting((), role="recipe", formerly=("files",),
+                                     flag=Flag("--path", repeat=True, deprecated=("--file",)), help="inputs")
+
+
+def test_a_former_name_still_sets_its_setting_with_one_line_of_warning(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    add_flags(parser, Renamed)
+    assert "--form" not in parser.format_help() and "--file" not in parser.format_help()
+    args = parser.parse_args(["--file", "x", "--form", "b", "--path", "y"])
+    assert flag_values(args, Renamed) == {"shape": "b", "paths": ("x", "y")}  # appended alike, by either name
+    assert capsys.readouterr().err.splitlines() == ["harness: warning: --file is deprecated; use --path",
+                                                    "harness: warning: --form is deprecated; use --shape"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--form", "c"])  # the former flag takes what the flag takes
+    capsys.readouterr()
+    toml = tmp_path / "c.toml"
+    toml.write_text('form = "b"\nfiles = ["x"]\n')
+    assert load_config(Renamed, toml) == Renamed("b", ("x",))
+    assert capsys.readouterr().err.splitlines() == ["harness: warning: setting form is deprecated; use shape",
+                                                    "harness: warning: setting files is deprecated; use paths"]
+    assert load_config(Renamed, toml, ["shape=a"]).shape == "a"  # key=value wins over the file by either name
+    with pytest.raises(UserError, match="^form and shape are one setting; give only shape$"):
+        load_config(Renamed, None, ["form=a", "shape=b"])
+    assert load_settings((Toy, Renamed), None, ["form=b", "rate=0.5"])[1].shape == "b"
+    with pytest.raises(UserError, match=r"unknown setting 'formm' \(known: depth, mode, out, paths, rate, shape\)"):
+        load_settings((Toy, Renamed), None, ["formm=b"])
 
 
 def _parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):

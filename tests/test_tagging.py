@@ -518,8 +518,8 @@ def test_predict_answers_spans_with_character_offsets_into_the_raw_sentence(tagg
     assert all(RAW[s["start"]:s["end"]] == s["text"] for s in spans)
     # the tags, read as conlleval reads them, are the spans: from a chunk's first word to its last
     offsets = [where for _, where in tag_spans.split_words(RAW, tag_spans.splitter("BertPreTokenizer"))]
-    assert spans == [{"text": RAW[offsets[a][0]:offsets[b][1]], "type": kind, "start": offsets[a][0],
-                      "end": offsets[b][1]} for kind, a, b in chunks(answer["tags"])]
+    assert spans == [{"text": RAW[offsets[a][0]:offsets[b][1]], "type": entity_type, "start": offsets[a][0],
+                      "end": offsets[b][1]} for entity_type, a, b in chunks(answer["tags"])]
     # the same words pre-split: the same tags, offsets into the tokens joined by single spaces
     (split,) = Predictor(tagging_bundle).predict([Request.of_tokens(answer["tokens"])])
     assert split["tags"] == answer["tags"]

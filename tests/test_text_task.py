@@ -76,7 +76,7 @@ def test_string_labels_are_classes_with_their_names_sorted(tmp_path):
     rows = [f"question {i},{label}" for i, label in enumerate(["DESC", "HUM", "LOC"] * 4)]
     train = _csv(tmp_path / "t.csv", "q,coarse", rows)
     read = _read(train=str(train), text="q", label="coarse")
-    assert (read.task.kind, read.task.label_names) == ("classification", ("DESC", "HUM", "LOC"))
+    assert (read.task.problem, read.task.label_names) == ("classification", ("DESC", "HUM", "LOC"))
     assert read.task.metrics == ("accuracy", "macro_f1", "mcc") and read.task.headline == "accuracy"
     assert read.record["files"]["train"]["sha256"] == hashlib.sha256(train.read_bytes()).hexdigest()
 
@@ -89,18 +89,40 @@ def test_integer_labels_sort_as_numbers_and_fractions_mean_regression(tmp_path):
     assert sorted(ids) == [0] * 4 + [1] * 4 + [2] * 4  # "1", "2", "10" as ids 0, 1, 2
     scores = _read(train=str(_csv(tmp_path / "r.csv", "s,y", [f"t {i},{i / 3:.3f}" for i in range(20)])),
                    text="s", label="y")
-    assert scores.task.kind == "regression" and scores.task.label_names is None
+    assert scores.task.problem == "regression" and scores.task.label_names is None
     assert scores.task.headline == "spearman"
 
 
 def test_lists_are_multilabel_in_json_lines_and_with_a_separator_in_csv(tmp_path):
     rows = [{"body": f"text {i}", "tags": ["b", "a"] if i % 2 else ["c"]} for i in range(20)]
     read = _read(train=str(_jsonl(tmp_path / "t.jsonl", rows)), text="body", label="tags")
-    assert (read.task.kind, read.task.label_names) == ("multilabel", ("a", "b", "c"))
+    assert (read.task.problem, read.task.label_names) == ("multilabel", ("a", "b", "c"))
     assert read.splits["train"][0]["label"] in ([1.0, 1.0, 0.0], [0.0, 0.0, 1.0])
     csv = _csv(tmp_path / "t.csv", "body,tags", [f"text {i},{'a|b' if i % 2 else 'c'}" for i in range(20)])
     separated = _read(train=str(csv), text="body", label="tags", label_separator="|")
     assert separated.task.label_names == ("a", "b", "c") and separated.task.headline == "micro_f1"
+
+
+def test_the_problem_flag_and_key_keep_their_former_name_kind_with_a_warning(tmp_path, capsys):
+    from harness import kinds
+    from harness.cli import build_parser
+    from tasks import text_data
+
+    train = _csv(tmp_path / "t.csv", "s,y", [f"t {i},{i}" for i in range(20)])
+    task_file = tmp_path / "task.toml"
+    task_file.write_text('kind = "regression"\n')
+    given = ["run", "text", "--model", "m", "--train", str(train), "--text", "s", "--label", "y"]
+    for extra, warned in [(["--kind", "regression"], "--kind is deprecated; use --problem"),
+                          (["--task-file", str(task_file)], "setting kind is deprecated; use problem")]:
+        described, _ = kinds.load_description(kinds.kind("text"), build_parser().parse_args(given + extra))
+        assert described.problem == "regression"
+        assert capsys.readouterr().err == f"harness: warning: {warned}\n"
+    read = text_data.read(described)  # integers alone would be classes: the description decides
+    assert read.task.problem == "regression"
+    # results.json keeps its keys: the problem is "kind" in the task's record and in the description
+    assert read.record["task"]["kind"] == "regression" and read.record["description"]["kind"] == "regression"
+    assert "problem" not in read.record["description"]
+    assert text_data.description_of(read.record).problem == "regression"
 
 
 def test_a_pair_from_parquet_and_a_drawn_dev_split_recorded(tmp_path):
@@ -149,7 +171,7 @@ def _bad_cases(tmp: Path) -> dict:
         "a Parquet file that does not parse": ({"train": str(tmp / "broken.parquet")},
                                                "broken.parquet: cannot be read as parquet"),
         "a regression label that is not a number": (
-            {"train": str(_csv(tmp / "r.csv", "s,y", ["a,0.5", "b,x"])), "kind": "regression"},
+            {"train": str(_csv(tmp / "r.csv", "s,y", ["a,0.5", "b,x"])), "problem": "regression"},
             "r.csv:3: label 'x' is not a finite number"),
         "a nan among integer labels": ({"train": str(_csv(tmp / "nan.csv", "s,y", ["a,1", "b,2", "c,nan", "d,3"]))},
                                        "nan.csv:4: label 'nan' is not a finite number"),
@@ -159,7 +181,7 @@ def _bad_cases(tmp: Path) -> dict:
                              "rag.csv:3: 3 fields where the header has 2"),
         "a benchmark's task name": ({"train": str(_csv(tmp / "t3.csv", "s,y", good)), "name": "sst2"},
                                     "task name 'sst2' is a named task's"),
-        "a metric of another kind": ({"train": str(_csv(tmp / "t4.csv", "s,y", good)), "metric": "spearman"},
+        "a metric of another problem": ({"train": str(_csv(tmp / "t4.csv", "s,y", good)), "metric": "spearman"},
                                      "metric 'spearman' does not score a classification task"),
         "a dev file of one row": ({"train": str(_csv(tmp / "t5.csv", "s,y", good)),
                                    "dev": str(_csv(tmp / "one.csv", "s,y", ["a,x"]))},
@@ -179,7 +201,7 @@ BAD = ["missing file", "missing column lists the columns", "empty split", "dev l
        "duplicate column names", "a JSON line that does not parse", "a Parquet file that does not parse",
        "a regression label that is not a number", "a nan among integer labels", "an inf among integer labels",
        "a ragged CSV row", "a benchmark's task name",
-       "a metric of another kind", "a dev file of one row", "a drawn dev split of one row"]
+       "a metric of another problem", "a dev file of one row", "a drawn dev split of one row"]
 
 
 @pytest.mark.parametrize("case", BAD)
@@ -326,7 +348,7 @@ def test_multilabel_from_json_lines_exports_and_predicts_names_with_scores(model
 
 def _task_file(tmp_path: Path) -> Path:
     path = tmp_path / "task.toml"
-    path.write_text('kind = "multilabel"\ndev_fraction = 0.1\nmetric = "macro_f1"\n')
+    path.write_text('problem = "multilabel"\ndev_fraction = 0.1\nmetric = "macro_f1"\n')
     return path
 
 

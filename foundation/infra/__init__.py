@@ -1,5 +1,5 @@
 """Infrastructure every package uses: errors (UserError, the one-line failure), atomic (the one atomic
-writer and file lock), settings (what each config field is: its kind, whether a resume may change it,
+writer and file lock), settings (what each config field is: its role, whether a resume may change it,
 its flag, its value before it existed), secrets (the one redaction of URIs and command lines) and
 confined (file names read from a manifest or an index kept inside their folder).
 

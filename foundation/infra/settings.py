@@ -5,7 +5,8 @@ for results written before it existed, and a line of help. The resume rules of b
 defaults, the recipe departures, `--help` and the command-line flags some settings also have (`flag=`,
 built by harness/config.py's add_flags, as transformers' HfArgumentParser builds its CLI from
 TrainingArguments) are read from here, so adding a setting is one line. A setting two configs share is
-declared once and placed in each with `declared()` (foundation/training/optimizer_settings.py).
+declared once and placed in each with `declared()` (foundation/training/optimizer_settings.py). A renamed
+setting keeps its former names (`formerly=`, `Flag(deprecated=)`): still read, with a one-line warning.
 
 Roles:
   recipe   what a run trains and measures; changing it makes another experiment (and, in fine-tuning,
@@ -41,6 +42,7 @@ class Flag:
     metavar: str | None = None
     repeat: bool = False  # a tuple setting takes one item a flag (--corpus a --corpus b), not a comma list
     choices: Collection | None = None  # allowed values the type cannot say (a registry), read when parsing
+    deprecated: tuple[str, ...] = ()  # former names of the flag, still taken with a one-line warning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,17 +54,19 @@ class Setting:
     before: Any  # its value in results and configs written before it existed (the key absent)
     help: str
     flag: Flag | None = None  # the command-line flag that sets it, besides key=value
+    formerly: tuple[str, ...] = ()  # former names of the key, still read (TOML, key=value) with a warning
 
 
 RECIPE_SETTING = Setting("recipe", False, None, "")  # a field declared without setting(): the strictest
 
 
 def setting(default: Any, *, role: Role, resumable: bool = False, before: Any = _SAME, help: str = "",
-            flag: Flag | None = None) -> Any:
+            flag: Flag | None = None, formerly: tuple[str, ...] = ()) -> Any:
     """A dataclass field with its default and what it is; `before` defaults to `default`."""
     if role not in ROLES:
         raise ValueError(f"unknown setting role {role!r}; choose one of {', '.join(ROLES)}")
-    return declared(default, Setting(role, resumable, default if before is _SAME else before, help, flag))
+    return declared(default, Setting(role, resumable, default if before is _SAME else before, help, flag,
+                                     formerly))
 
 
 def declared(default: Any, meaning: Setting) -> Any:
@@ -79,6 +83,11 @@ def described(field: dataclasses.Field) -> Setting:
 def settings(cls: type) -> dict[str, Setting]:
     """{name: Setting} of a config dataclass, in field order."""
     return {field.name: described(field) for field in dataclasses.fields(cls)}
+
+
+def former_names(cls: type) -> dict[str, str]:
+    """{former name: current name} of cls's renamed settings."""
+    return {old: name for name, s in settings(cls).items() for old in s.formerly}
 
 
 def of_role(cls: type, *roles: Role) -> tuple[str, ...]:

@@ -78,12 +78,12 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float, depth: Callabl
     return [groups[key] for key in sorted(groups)]
 
 
-def build_optimizer(groups: list[dict], kind: str, learning_rate: float, epsilon: float,
+def build_optimizer(groups: list[dict], algorithm: str, learning_rate: float, epsilon: float,
                     fused: bool, compiled: bool = False) -> torch.optim.Optimizer:
     """ElectraAdam ("electra", ELECTRA's AdamWeightDecayOptimizer), its update compiled where `compiled`,
-    or torch's AdamW ("adamw"), fused where `fused` (one kernel: nothing to compile);
-    `learning_rate` for groups that name none."""
-    if kind == "electra":
+    or torch's AdamW ("adamw"), fused where `fused` (one kernel: nothing to compile); `algorithm`: the
+    `optimizer` setting's value; `learning_rate` for groups that name none."""
+    if algorithm == "electra":
         return ElectraAdam(groups, lr=learning_rate, eps=epsilon, compiled=compiled)
     return torch.optim.AdamW(groups, lr=learning_rate, eps=epsilon, fused=fused)
 
@@ -95,8 +95,9 @@ def electra_lr_factor(step: float, num_steps: float, warmup_steps: float) -> flo
     return decay * warmup
 
 
-def scheduled_rate(peak: float, done: float, total: float, warmup: float, kind: str) -> float:
-    """The learning rate once `done` of `total` is spent (steps, or a fraction of a budget of 1).
+def scheduled_rate(peak: float, done: float, total: float, warmup: float, shape: str) -> float:
+    """The learning rate once `done` of `total` is spent (steps, or a fraction of a budget of 1), in the
+    schedule's `shape`, which the `optimizer` setting's value names:
 
     "electra": peak·electra_lr_factor(done, total, warmup). "adamw": linear warmup from 0 over
     `warmup`, then linear decay to 0 at `total`; for whole steps this is transformers'
@@ -104,7 +105,7 @@ def scheduled_rate(peak: float, done: float, total: float, warmup: float, kind: 
     budget fractions nor ELECTRA's warmup-times-decay, hence one formula written here for both.
     """
     done = min(max(done, 0), total)
-    if kind == "electra":
+    if shape == "electra":
         return peak * electra_lr_factor(done, total, warmup)
     if done < warmup:
         return peak * done / warmup
@@ -112,13 +113,13 @@ def scheduled_rate(peak: float, done: float, total: float, warmup: float, kind: 
 
 
 def build_schedule(optimizer: torch.optim.Optimizer, num_steps: int, warmup_fraction: float,
-                   kind: str = "electra") -> torch.optim.lr_scheduler.LambdaLR:
+                   shape: str = "electra") -> torch.optim.lr_scheduler.LambdaLR:
     """scheduled_rate per step, as a multiplier of each group's own rate: warmup over num_steps·
     warmup_fraction steps for "electra" (ELECTRA's, not rounded), over round(num_steps·warmup_fraction)
     for "adamw" (transformers')."""
-    warmup = num_steps * warmup_fraction if kind == "electra" else round(num_steps * warmup_fraction)
+    warmup = num_steps * warmup_fraction if shape == "electra" else round(num_steps * warmup_fraction)
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: scheduled_rate(1.0, step, num_steps, warmup, kind))
+        optimizer, lambda step: scheduled_rate(1.0, step, num_steps, warmup, shape))
 
 
 class ElectraAdam(torch.optim.Optimizer):

@@ -1,6 +1,6 @@
 """The optimiser's settings, declared once for both loops: PretrainConfig and FinetuneConfig each place
 them with `optimizer_setting(name)` where their field order has them, so results.json, MLflow params
-and `harness settings` keep their order, and the help, kind and `before` of each is one declaration.
+and `harness settings` keep their order, and the help, role and `before` of each is one declaration.
 
 The settings whose defaults differ between the loops (learning_rate, warmup_fraction) are each loop's own.
 Torch-free: the CLI builds its help from these without loading torch.

@@ -53,11 +53,11 @@ def listen(host: str, port: int) -> socket.socket:
     if not 0 <= port <= 65535:
         raise UserError(f"--port {port} is not a port; choose 0 to 65535 (0: any free one)")
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
+        family, socket_type, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP, flags=socket.AI_PASSIVE)[0]
         # proto IPPROTO_TCP, not create_server's 0: asyncio sets TCP_NODELAY on a connection only when
         # its socket says TCP, and without it every keep-alive answer waits ~40 ms for a delayed ACK.
-        server = socket.socket(family, kind, proto)
+        server = socket.socket(family, socket_type, proto)
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         server.bind(address)
         server.listen(1024)

@@ -1,5 +1,5 @@
 """`harness settings`: every setting of a command, a kind of task (its settings, then its task description)
-or the search space, as its field declares it (foundation/infra/settings.py): kind, default, allowed values,
+or the search space, as its field declares it (foundation/infra/settings.py): role, default, allowed values,
 whether a resume may change it, its value for results written before it existed, what it does and the flag
 that also sets it."""
 

@@ -99,7 +99,7 @@ def read_manifest(directory: Path) -> dict:
     missing = [key for key in ("task", "kind", "max_length", "files", "pad_token_id") if key not in manifest]
     if missing:
         raise UserError(f"{path} lacks {', '.join(missing)}; re-export the bundle")
-    known = pipelines()  # the bundle kinds of the registered kinds of task
+    known = pipelines()  # the pipelines of the registered kinds of task
     if manifest["kind"] not in known:
         raise UserError(f"{path} has kind {manifest['kind']!r}; expected one of {', '.join(known)}")
     if not isinstance(manifest["files"], dict) or \

@@ -154,7 +154,7 @@ def _write_manifest(staging: Path, manifest: dict) -> None:
 def _manifest(source: Source, tokenizer, staging: Path, files: list[str], inputs: Sequence[str]) -> dict:
     task, exporter = source.task, source.exporter
     return bundle.new_manifest(staging, files, exporter.own_fields(task) | {
-        "task": task.name, "kind": source.checkpoint.bundle_kind, "labels": exporter.labels(task),
+        "task": task.name, "kind": source.checkpoint.pipeline, "labels": exporter.labels(task),
         "max_length": source.max_length, "pad_token_id": tokenizer.pad_token_id or 0,  # padding is masked
         "inputs": list(inputs), "outputs": list(source.checkpoint.output_names),
         **exporter.runtime_fields(source.settings), "opset": onnx_export.OPSET,

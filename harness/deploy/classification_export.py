@@ -12,7 +12,7 @@ from harness.deploy.exporting import Exporter
 class ClassificationExporter(Exporter):
     """A sequence classifier (or regressor): one row of logits per text or pair."""
 
-    bundle_kind = "sequence-classification"
+    pipeline = "sequence-classification"
     architecture = "ForSequenceClassification"
     wanted = "a classifier from `harness run glue`"
 

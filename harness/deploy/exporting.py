@@ -20,7 +20,7 @@ from harness.kinds import KINDS, load
 class Exporter:
     """A kind of task's side of an export; the defaults are a classifier's."""
 
-    bundle_kind: ClassVar[str]  # the manifest's "kind" it writes (harness/deploy/pipeline.py)
+    pipeline: ClassVar[str]  # its bundles' Pipeline: the manifest's "kind" (harness/deploy/pipeline.py)
     architecture: ClassVar[str]  # how a fine-tuned checkpoint's architecture ends: ForTokenClassification
     wanted: ClassVar[str]  # what a checkpoint must hold for this kind, for the mismatch message
     has_labels: ClassVar[bool] = True  # whether the checkpoint's outputs must match the task's labels

@@ -37,7 +37,7 @@ class Checkpoint:
     its kind's exporter (harness/deploy/exporting.py) makes of it."""
 
     path: Path
-    bundle_kind: str  # the bundle kind its head makes (harness/deploy/pipeline.py)
+    pipeline: str  # the Pipeline its head's bundles run (harness/deploy/pipeline.py)
     architecture: str
     num_labels: int
     max_position_embeddings: int
@@ -65,7 +65,7 @@ def inspect_checkpoint(path: Path) -> Checkpoint:
                         "export that run")
     weight_shapes(path)  # a cut or corrupt weights file: one line, before anything is exported
     num_labels = len(config.get("id2label") or {}) or 2  # 2: transformers' default when unset
-    return Checkpoint(path, exporter.bundle_kind, architecture, num_labels,
+    return Checkpoint(path, exporter.pipeline, architecture, num_labels,
                       int(config.get("max_position_embeddings", 512)), exporter.output_names(path),
                       exporter.model_class(), exporter.extra_inputs, config.get("type_vocab_size") != 0)
 

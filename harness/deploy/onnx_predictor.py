@@ -3,8 +3,8 @@
 Imports neither torch nor transformers (tests/test_onnx.py checks), so a deployment needs only
 `pip install onnxruntime tokenizers numpy` and this package. This module loads and verifies a bundle and
 runs its model, requests batched longest first and padded to the longest in each batch; what differs by
-bundle kind (request keys, truncation or windows, the answers) is the kind's pipeline
-(harness/deploy/pipeline.py), found through harness/kinds.py from the manifest's "kind".
+pipeline (request keys, truncation or windows, the answers) is the bundle's `Pipeline`
+(harness/deploy/pipeline.py), found through harness/kinds.py by the name in the manifest's "kind".
 
 Batch input (`harness predict` from a file or stdin) is JSON Lines, one object per line, blank lines
 skipped: the pipeline's two keys ({"text": ..., "text_pair": ...} for classification, {"question": ...,
@@ -41,8 +41,7 @@ PRECISIONS = ("auto", *MODEL_FILES)
 
 
 class Predictor:
-    """A loaded, checksum-verified bundle that predicts batches of Requests through its bundle kind's
-    pipeline."""
+    """A loaded, checksum-verified bundle that predicts batches of Requests through its pipeline."""
 
     def __init__(self, directory: str | Path, precision: str = "auto", batch_size: int = 32,
                  threads: int = 0):
@@ -60,7 +59,7 @@ class Predictor:
         # the check cannot be the one loaded.
         others = sorted(set(self.manifest["files"]) - set(used))
         loaded = verify_files(directory, self.manifest, used + others, load=tuple(used))
-        self.bundle_kind, self.max_length = self.manifest["kind"], int(self.manifest["max_length"])
+        self.max_length = int(self.manifest["max_length"])
         self.labels = self.manifest.get("labels")
         self.batch_size = batch_size
         self.tokenizer = _tokenizer(loaded.pop(TOKENIZER), directory / TOKENIZER)
@@ -68,7 +67,8 @@ class Predictor:
         self.tokenizer.no_truncation()
         # A second copy the pipeline may truncate with (long inputs, or contexts into windows).
         truncating = Tokenizer.from_str(self.tokenizer.to_str())
-        self.pipeline: Pipeline = pipelines()[self.bundle_kind](self.manifest, self.tokenizer, truncating)
+        pipeline = pipelines()[self.manifest["kind"]]  # the manifest's "kind" names the pipeline
+        self.pipeline: Pipeline = pipeline(self.manifest, self.tokenizer, truncating)
         model = MODEL_FILES[precision]
         self.session = _session(loaded.pop(model), directory / model, threads)
         self.input_names = [i.name for i in self.session.get_inputs()]

@@ -59,7 +59,7 @@ def resolve_source(task_name: str, run_dir: Path | None, model_dir: str | Path |
         raise UserError("--seed picks a model of a --run directory; with --model the directory is the model")
     checkpoint = onnx_export.inspect_checkpoint(Path(resolve_model(str(model_dir))))
     for exporter in exporters():
-        if exporter.bundle_kind == checkpoint.bundle_kind:
+        if exporter.pipeline == checkpoint.pipeline:
             exporter.refuse_model(checkpoint, model_dir)
     return _source(checkpoint, *get_task(task_name), str(model_dir))
 
@@ -112,7 +112,7 @@ def _from_run(run_dir: Path, exporter: Exporter, task: Any, seed: int | None) ->
 
 
 def _source(checkpoint, exporter: Exporter, task, model_name, max_length=None, settings=None) -> Source:
-    if checkpoint.bundle_kind != exporter.bundle_kind:
+    if checkpoint.pipeline != exporter.pipeline:
         raise UserError(f"task {task.name!r} needs {exporter.wanted}, but {str(checkpoint.path)!r} holds a "
                         f"{checkpoint.architecture}; pass the task it was fine-tuned on")
     if exporter.has_labels and checkpoint.num_labels != task.num_labels:

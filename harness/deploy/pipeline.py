@@ -1,9 +1,10 @@
-"""One interface for what differs by bundle kind at run time: requests in, model inputs, answers out.
+"""One interface for what differs by pipeline at run time: requests in, model inputs, answers out.
 
-A bundle's manifest names its bundle kind ("kind": sequence-classification, question-answering or
-token-classification); harness/kinds.py maps it to that kind's `Pipeline` subclass (its own module in
-harness/deploy/). harness/deploy/onnx_predictor.py loads the bundle and runs the model; the pipeline reads
-requests, encodes them into model rows, counts the rows a request costs and decodes the outputs. Torch-free.
+A bundle's manifest names its pipeline ("kind": sequence-classification, question-answering or
+token-classification); harness/kinds.py maps the name to its `Pipeline` subclass (a kind of task's own
+module in harness/deploy/). harness/deploy/onnx_predictor.py loads the bundle and runs the model; the
+pipeline reads requests, encodes them into model rows, counts the rows a request costs and decodes the
+outputs. Torch-free.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ class Encoded:
 
 
 class Pipeline:
-    """A bundle kind's requests and answers; the predictor hands it the bundle's manifest and tokenizers."""
+    """A pipeline's requests and answers; the predictor hands it the bundle's manifest and tokenizers."""
 
-    bundle_kind: ClassVar[str]  # the manifest's "kind"
+    name: ClassVar[str]  # the manifest's "kind"
     request_keys: ClassVar[tuple[str, str]]  # a JSON request's two text keys
     # Model inputs that are not the tokenizer's own, each row computed from an encoding.
     columns: ClassVar[dict[str, Callable[[Encoding], list[int]]]] = {}

@@ -18,7 +18,7 @@ from tasks import squad_spans
 class Predictor(Pipeline):
     """The answer span (or none, SQuAD 2.0) of each question in its context."""
 
-    bundle_kind = "question-answering"
+    name = "question-answering"
     request_keys = ("question", "context")
     columns = {"context_mask": lambda e: squad_spans.context_mask(e.sequence_ids)}  # the answer mask's
 

@@ -17,7 +17,7 @@ from tasks.registry import GLUE_TASKS
 class Predictor(Pipeline):
     """Labels, probabilities or a score for each text (or pair of texts)."""
 
-    bundle_kind = "sequence-classification"
+    name = "sequence-classification"
     request_keys = ("text", "text_pair")
     rows_are_one = True
 

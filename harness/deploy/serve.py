@@ -66,7 +66,7 @@ def create_app(predictor: Predictor, config: ServeConfig) -> Starlette:
 
     async def health(request: HttpRequest) -> JSONResponse:
         manifest = predictor.manifest
-        return JSONResponse({"status": "ok", "task": manifest["task"], "kind": predictor.bundle_kind,
+        return JSONResponse({"status": "ok", "task": manifest["task"], "kind": predictor.pipeline.name,
                              "precision": predictor.precision, "labels": predictor.labels,
                              "max_length": predictor.max_length,
                              "input_keys": predictor.pipeline.request_keys,

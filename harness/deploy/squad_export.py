@@ -17,7 +17,7 @@ from tasks.registry import SQUAD_TASKS, SquadTask
 class Exporter(Base):
     """A SQuAD 1.1 or 2.0 span model."""
 
-    bundle_kind = "question-answering"
+    pipeline = "question-answering"
     architecture = "ForQuestionAnswering"
     wanted = "a span model from `harness run squad`"
     has_labels = False

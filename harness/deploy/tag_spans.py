@@ -123,8 +123,8 @@ def result(text: str, words: Sequence[Word], model_tags: Sequence[str], scheme: 
     the model's tags (conlleval's reading) with its character offsets into `text` (end exclusive)."""
     found = tagging_metrics.chunks(model_tags)
     spans = []
-    for kind, first, last in found:
+    for entity_type, first, last in found:
         start, end = words[first][1][0], words[last][1][1]
-        spans.append({"text": text[start:end], "type": kind, "start": start, "end": end})
+        spans.append({"text": text[start:end], "type": entity_type, "start": start, "end": end})
     return {"tokens": [word for word, _ in words],
             "tags": tagging_metrics.tags_of(found, len(model_tags), scheme), "spans": spans}

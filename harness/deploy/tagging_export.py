@@ -20,7 +20,7 @@ from tasks.tagging_task import TaggingTask
 class Exporter(Base):
     """A `harness run tagging` tagger."""
 
-    bundle_kind = "token-classification"
+    pipeline = "token-classification"
     architecture = "ForTokenClassification"
     wanted = "a tagger from `harness run tagging`"
 

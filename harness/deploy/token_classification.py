@@ -16,7 +16,7 @@ from harness.deploy.pipeline import Encoded, Pipeline, Request
 class Predictor(Pipeline):
     """Each text's words, their tags and the spans they make."""
 
-    bundle_kind = "token-classification"
+    name = "token-classification"
     request_keys = ("text", "tokens")  # tokens: pre-split words instead of a text
 
     def __init__(self, manifest: dict, tokenizer: Tokenizer, truncating: Tokenizer):

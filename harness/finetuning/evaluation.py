@@ -74,15 +74,15 @@ def token_classifier_checkpoint(setup: ModelSetup, built: FinetuneTask) -> tuple
 
 
 def require_head(setup: ModelSetup, architecture: str = "ForSequenceClassification") -> None:
-    """A UserError, before any data is read, where config.json names no head of the kind the task needs
+    """A UserError, before any data is read, where config.json names no head of the type the task needs
     (`architecture`: the class name's ending: ForSequenceClassification, ForQuestionAnswering, ...)."""
     architectures = getattr(setup.model_config, "architectures", None) or []
     if not any(name.endswith(architecture) for name in architectures):
-        kinds = {"ForQuestionAnswering": "span (question answering)",
+        heads = {"ForQuestionAnswering": "span (question answering)",
                  "ForTokenClassification": "token-classification (tagging)"}
-        kind = kinds.get(architecture, "classification")
+        head = heads.get(architecture, "classification")
         raise UserError(f"{setup.model_path!r} is a {', '.join(architectures) or 'bare encoder'}, with no "
-                        f"fine-tuned {kind} head; harness eval scores a fine-tuned checkpoint, "
+                        f"fine-tuned {head} head; harness eval scores a fine-tuned checkpoint, "
                         "harness run fine-tunes one")
 
 
