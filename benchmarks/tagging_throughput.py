@@ -40,7 +40,7 @@ from foundation.training import placement  # noqa: E402
 from tasks import batching, tagging, tagging_data  # noqa: E402
 from tasks.config import FinetuneConfig  # noqa: E402
 from tasks.finetune import LoopIO, finetune  # noqa: E402
-from tasks.tagging_task import TaggingTaskConfig  # noqa: E402
+from tasks.tagging_task import TaggingDescription  # noqa: E402
 
 MAX_LENGTH = 128  # run_ner.py's default max_seq_length; ours the same, for a like-for-like timing
 
@@ -126,7 +126,7 @@ def main() -> None:
     vocabulary = args.shared / "models" / "electra-small-discriminator"
     tokenizer = transformers.AutoTokenizer.from_pretrained(vocabulary)
     corpus = str(args.shared / "data" / "conll2000")
-    data = tagging_data.read(TaggingTaskConfig(task="chunk", data_dir=corpus))
+    data = tagging_data.read(TaggingDescription(task="chunk", data_dir=corpus))
     shape, steps = args.shape, args.steps
     built = tagging.build_task(data, tokenizer, MAX_LENGTH, splits=("train",))
     check_steps(steps, len(built.train))

@@ -22,7 +22,7 @@ from tasks.layers import encoder_layers, pretrained_part
 from tasks.optim import build_optimizer
 
 
-class FinetuneTask(Protocol):
+class TaskAdapter(Protocol):
     """What a kind of task gives the loop: tokenised features, and how to read and score outputs."""
 
     train: Dataset  # model inputs plus the loss's targets (labels, or start/end positions)
@@ -89,7 +89,7 @@ class LoopIO:
     state: finetune_state.SeedState | None = None
 
 
-def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig, collate: Callable,
+def finetune(model: torch.nn.Module, task: TaskAdapter, config: FinetuneConfig, collate: Callable,
              io: LoopIO = LoopIO()) -> FinetuneResult:
     """Train `model` on task.train for config.num_epochs, scoring dev splits after each epoch.
 
@@ -106,7 +106,7 @@ def finetune(model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig,
 class _SeedLoop:
     """One seed's training, set up for `finetune`: its model, data, optimiser and where it stands."""
 
-    def __init__(self, model: torch.nn.Module, task: FinetuneTask, config: FinetuneConfig, collate: Callable,
+    def __init__(self, model: torch.nn.Module, task: TaskAdapter, config: FinetuneConfig, collate: Callable,
                  io: LoopIO):
         self.model, self.task, self.config, self.io = model, task, config, io
         self.device = device = next(model.parameters()).device
@@ -254,7 +254,7 @@ def _finite_mean(loss_sum: torch.Tensor, count: int, step: int) -> float:
 
 
 @torch.no_grad()
-def predict(model: torch.nn.Module, task: FinetuneTask, datasets: dict[str, Dataset],
+def predict(model: torch.nn.Module, task: TaskAdapter, datasets: dict[str, Dataset],
             config: FinetuneConfig, collate: Callable, autocast) -> dict[str, list[np.ndarray]]:
     """Per-example outputs for each split, in dataset order (batched longest first)."""
     model.eval()

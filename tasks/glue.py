@@ -16,8 +16,8 @@ from tasks.sequence_features import tokenize
 
 
 @dataclass
-class GlueFinetuneTask:
-    """A GlueTask's tokenised splits and its scoring; satisfies tasks.finetune.FinetuneTask."""
+class GlueAdapter:
+    """A GlueTask's tokenised splits and its scoring; satisfies tasks.finetune.TaskAdapter."""
 
     task: GlueTask
     train: Dataset
@@ -62,7 +62,7 @@ def both_orders(train: Dataset) -> Dataset:
 def build_task(task: GlueTask, splits: dict[str, Dataset], tokenizer: PreTrainedTokenizerBase,
                max_length: int, max_train_examples: int | None = None,
                extra_evals: dict[str, Dataset] | None = None,
-               double_unordered: bool = False, head: str = "hf") -> GlueFinetuneTask:
+               double_unordered: bool = False, head: str = "hf") -> GlueAdapter:
     """Tokenise a task's splits; `extra_evals` adds prediction-only splits (AX for MNLI).
 
     double_unordered: train on both sentence orders if the task's registry row allows it
@@ -77,7 +77,7 @@ def build_task(task: GlueTask, splits: dict[str, Dataset], tokenizer: PreTrained
         train = both_orders(train)
     target_scale = task.target_scale if head == "electra" else 1.0
     eval_splits = {s: d for s, d in splits.items() if s != "train"} | (extra_evals or {})
-    return GlueFinetuneTask(
+    return GlueAdapter(
         task=task,
         train=tokenize(train, tokenizer, max_length, keep_labels=True, target_scale=target_scale),
         evals={s: tokenize(d, tokenizer, max_length, keep_labels=False) for s, d in eval_splits.items()},

@@ -34,7 +34,7 @@ SEARCH_EPILOG = """examples:
 
 
 @dataclass(frozen=True)
-class GlueTaskConfig:
+class GlueDescription:
     """GLUE tasks, described once: the same keys as flags or in a TOML --task-file."""
 
     tasks: str = setting("rte,mrpc,stsb,cola", role="recipe", flag=Flag("--tasks", "TASKS"), help=(

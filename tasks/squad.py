@@ -74,8 +74,8 @@ def _paths(task: SquadTask, source: SquadSource) -> tuple[Path | None, Path | No
 
 
 @dataclass
-class SquadFinetuneTask:
-    """A SQuAD version's windows and its scoring; satisfies tasks.finetune.FinetuneTask."""
+class SquadAdapter:
+    """A SQuAD version's windows and its scoring; satisfies tasks.finetune.TaskAdapter."""
 
     task: SquadTask
     settings: SquadConfig
@@ -127,7 +127,7 @@ def _sample(examples: Dataset, limit: int | None) -> Dataset:
 
 
 def build_task(task: SquadTask, splits: SquadSplits, tokenizer, max_length: int, settings: SquadConfig,
-               max_train_examples: int | None = None) -> SquadFinetuneTask:
+               max_train_examples: int | None = None) -> SquadAdapter:
     """Windows of the training and dev questions (each subsampled when a limit is set)."""
     settings = settings.resolved(task)
     windowing = {"max_length": max_length, "doc_stride": settings.doc_stride,
@@ -136,7 +136,7 @@ def build_task(task: SquadTask, splits: SquadSplits, tokenizer, max_length: int,
     train, num_misaligned = squad_features.prepare_train_features(train_examples, tokenizer, **windowing)
     dev = _sample(splits.dev, settings.max_eval_examples)
     dev_windows = squad_features.prepare_eval_features(dev, tokenizer, **windowing)
-    return SquadFinetuneTask(
+    return SquadAdapter(
         task=task, settings=settings, uses_head=settings.answerability_head,
         joint=settings.joint_prediction, train=train,
         evals={"validation": dev_windows.remove_columns(["example_id", "offset_mapping", "allowed"])},
@@ -145,7 +145,7 @@ def build_task(task: SquadTask, splits: SquadSplits, tokenizer, max_length: int,
         num_train_examples=len(train_examples), num_misaligned=num_misaligned)
 
 
-def load_model(model_path: str, built: SquadFinetuneTask, **load_options) -> torch.nn.Module:
+def load_model(model_path: str, built: SquadAdapter, **load_options) -> torch.nn.Module:
     """The encoder with fresh SQuAD heads: span, answerability classifier, joint end as `built` says.
 
     load_options: what from_pretrained takes besides (attn_implementation, trust_remote_code).

@@ -32,7 +32,7 @@ SEARCH_EPILOG = """examples:
 
 
 @dataclass(frozen=True)
-class SquadTaskConfig:
+class SquadDescription:
     """A SQuAD version and its files, described once: the same keys as flags or in a TOML --task-file."""
 
     version: str = setting("1.1", role="recipe", flag=Flag("--version", "VERSION"), help=(

@@ -36,8 +36,8 @@ class Window:
 
 
 @dataclass
-class TaggingFinetuneTask:
-    """A tagging task's windows and its scoring; satisfies tasks.finetune.FinetuneTask."""
+class TaggingAdapter:
+    """A tagging task's windows and its scoring; satisfies tasks.finetune.TaskAdapter."""
 
     task: TaggingTask
     train: Dataset
@@ -161,7 +161,7 @@ def encode(tokenizer: PreTrainedTokenizerBase, pieces: list[list[list[int]]], wi
 
 def build_task(data: TaggingData, tokenizer: PreTrainedTokenizerBase, max_length: int,
                long_sentences: str = "split", max_train_examples: int | None = None,
-               splits: tuple[str, ...] = ("train", "validation", "test")) -> TaggingFinetuneTask:
+               splits: tuple[str, ...] = ("train", "validation", "test")) -> TaggingAdapter:
     """The splits' windows: train with labels (max_train_examples sentences drawn with seed 0), the others
     without."""
     task = data.task
@@ -180,7 +180,7 @@ def build_task(data: TaggingData, tokenizer: PreTrainedTokenizerBase, max_length
         else:
             evals[split], windows[split] = encode(tokenizer, pieces, placed, None)
             sentences[split] = found
-    return TaggingFinetuneTask(task, train, evals, windows, sentences)
+    return TaggingAdapter(task, train, evals, windows, sentences)
 
 
 def load_model(model_path: str, task: TaggingTask, **load_options) -> torch.nn.Module:

@@ -21,7 +21,7 @@ from typing import Any
 from foundation.infra.errors import UserError
 from tasks import tagging_metrics
 from tasks.registry import TAGGING_CORPORA
-from tasks.tagging_task import JSON_SUFFIXES, MODEL_SCHEME, NUM_EPOCHS, TaggingTask, TaggingTaskConfig
+from tasks.tagging_task import JSON_SUFFIXES, MODEL_SCHEME, NUM_EPOCHS, TaggingDescription, TaggingTask
 from tasks.task_files import decode_utf8
 
 PREFIXES = ("B", "I", "E", "S")
@@ -75,7 +75,7 @@ def shared_data_dir() -> Path:
     return Path(os.environ.get("SHARED_DIR", "../shared")) / "data"
 
 
-def files_of(config: TaggingTaskConfig, base: Path | None = None) -> dict[str, Path]:
+def files_of(config: TaggingDescription, base: Path | None = None) -> dict[str, Path]:
     """The described files by split (train, validation, [test]); a named task's from its corpus folder."""
     if config.task:
         if config.train or config.dev:
@@ -98,7 +98,7 @@ def files_of(config: TaggingTaskConfig, base: Path | None = None) -> dict[str, P
     return {split: _path(value, base) for split, value in files.items() if value}
 
 
-def read(config: TaggingTaskConfig, base: Path | None = None) -> TaggingData:
+def read(config: TaggingDescription, base: Path | None = None) -> TaggingData:
     """Read and validate the described data; `base`: the folder a task file's relative paths start from."""
     files = files_of(config, base)
     splits = {split: read_file(split, path, config.tag_column, labelled=split != "test")
@@ -286,7 +286,7 @@ def _check_scheme(split: Split, scheme: str) -> None:
                                 "(no E- or S- tags); pass --scheme BIOES")
 
 
-def _description(config: TaggingTaskConfig, base: Path | None) -> dict:
+def _description(config: TaggingDescription, base: Path | None) -> dict:
     """The description with its files' absolute paths: what an export re-reads the dev split from."""
     described = dataclasses.asdict(config)
     for key in ("train", "dev", "test", "data_dir"):
@@ -295,8 +295,8 @@ def _description(config: TaggingTaskConfig, base: Path | None) -> dict:
     return described
 
 
-def description_of(record: dict) -> TaggingTaskConfig:
+def description_of(record: dict) -> TaggingDescription:
     """A results.json data block's description, as read() takes it."""
     if not isinstance(record, dict) or "description" not in record:
         raise UserError("results.json does not describe the tagging task's files; fine-tune again")
-    return TaggingTaskConfig(**record["description"])
+    return TaggingDescription(**record["description"])

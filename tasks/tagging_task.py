@@ -66,7 +66,7 @@ COMMANDS = {
 
 
 @dataclass(frozen=True)
-class TaggingTaskConfig:
+class TaggingDescription:
     """A tagging task, described once: the same keys as flags or in a TOML --task-file."""
 
     task: str = setting("", role="recipe", flag=Flag("--task", "NAME", choices=tuple(TAGGING_CORPORA)), help=(

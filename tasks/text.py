@@ -21,8 +21,8 @@ from tasks.text_task import TextTask
 
 
 @dataclass
-class TextFinetuneTask:
-    """A TextTask's tokenised splits and its scoring; satisfies tasks.finetune.FinetuneTask."""
+class TextAdapter:
+    """A TextTask's tokenised splits and its scoring; satisfies tasks.finetune.TaskAdapter."""
 
     task: TextTask
     train: Dataset
@@ -62,13 +62,13 @@ class TextFinetuneTask:
 
 
 def build_task(task: TextTask, splits: dict[str, Dataset], tokenizer: PreTrainedTokenizerBase,
-               max_length: int, max_train_examples: int | None = None) -> TextFinetuneTask:
+               max_length: int, max_train_examples: int | None = None) -> TextAdapter:
     """Tokenise the splits (text_a, [text_b], label, idx; tasks/text_data.py)."""
     train = splits["train"]
     if max_train_examples is not None and max_train_examples < len(train):
         train = train.shuffle(seed=0).select(range(max_train_examples))
     evals = {split: data for split, data in splits.items() if split != "train"}
-    return TextFinetuneTask(
+    return TextAdapter(
         task=task, train=tokenize(train, tokenizer, max_length, keep_labels=True),
         evals={split: tokenize(data, tokenizer, max_length, keep_labels=False)
                for split, data in evals.items()},

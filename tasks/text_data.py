@@ -24,7 +24,7 @@ from datasets import Dataset
 
 from foundation.infra.errors import UserError
 from tasks.task_files import decode_utf8
-from tasks.text_task import FORMATS, MAX_LENGTH, NUM_EPOCHS, PROBLEM_METRICS, TextTask, TextTaskConfig
+from tasks.text_task import FORMATS, MAX_LENGTH, NUM_EPOCHS, PROBLEM_METRICS, TextDescription, TextTask
 
 csv.field_size_limit(sys.maxsize)
 # results.json's description keeps each setting's first key: the problem is "kind" there
@@ -57,7 +57,7 @@ class TextData:
     record: dict = field(default_factory=dict)
 
 
-def read(config: TextTaskConfig, base: Path | None = None) -> TextData:
+def read(config: TextDescription, base: Path | None = None) -> TextData:
     """Read and validate the described data; `base`: the folder a task file's relative paths start from."""
     sources = _sources(config, base)
     text_columns = config.text
@@ -94,7 +94,7 @@ def read(config: TextTaskConfig, base: Path | None = None) -> TextData:
     return TextData(task, splits, record)
 
 
-def _check_scored(dev: Dataset, sources: dict[str, Source], config: TextTaskConfig) -> None:
+def _check_scored(dev: Dataset, sources: dict[str, Source], config: TextDescription) -> None:
     """Two dev rows at least: intervals and `harness compare` resample them (one crashed the run's summary
     after training, in scipy's bootstrap)."""
     if len(dev) >= 2:
@@ -111,7 +111,7 @@ def _check_scored(dev: Dataset, sources: dict[str, Source], config: TextTaskConf
 # ---- sources -------------------------------------------------------------------------------------
 
 
-def _sources(config: TextTaskConfig, base: Path | None) -> dict[str, Source]:
+def _sources(config: TextDescription, base: Path | None) -> dict[str, Source]:
     if config.dataset and (config.train or config.dev):
         raise UserError("pass either --dataset or --train/--dev files, not both")
     if config.dataset:
@@ -177,7 +177,7 @@ def _load(file_format: str, path: Path, options: dict) -> Dataset:
                 datasets_logging.enable_progress_bar()
 
 
-def _hub_sources(config: TextTaskConfig) -> dict[str, Source]:
+def _hub_sources(config: TextDescription) -> dict[str, Source]:
     from datasets import load_dataset
 
     wanted = {"train": config.train_split, "validation": config.dev_split}
@@ -262,7 +262,7 @@ def _column(source: Source, name: str) -> list:
     return source.rows[name][:]
 
 
-def _labels(sources: dict[str, Source], config: TextTaskConfig) -> tuple[str, dict[str, list]]:
+def _labels(sources: dict[str, Source], config: TextDescription) -> tuple[str, dict[str, list]]:
     """The task's problem and each labelled split's labels as Python values (names, floats, or name lists)."""
     raw = {split: _column(source, config.label) for split, source in sources.items()
            if config.label in source.rows.column_names}
@@ -295,7 +295,7 @@ def _type_of(value: Any) -> str:
     return type(value).__name__
 
 
-def _infer_problem(values: list, config: TextTaskConfig, source: Source) -> str:
+def _infer_problem(values: list, config: TextDescription, source: Source) -> str:
     types = [_type_of(v) for v in values]
     first = types[0]
     for row, found in enumerate(types):
@@ -314,7 +314,7 @@ def _infer_problem(values: list, config: TextTaskConfig, source: Source) -> str:
     return "classification"
 
 
-def _typed(values: list, problem: str, config: TextTaskConfig, source: Source) -> list:
+def _typed(values: list, problem: str, config: TextDescription, source: Source) -> list:
     typed = []
     for row, value in enumerate(values):
         if problem == "regression":
@@ -400,7 +400,7 @@ def _encoded(labels: list, problem: str, names: tuple[str, ...] | None) -> list:
     return [index[name] for name in labels]
 
 
-def _draw_dev(splits: dict[str, Dataset], config: TextTaskConfig, source: Source, train_labels: list,
+def _draw_dev(splits: dict[str, Dataset], config: TextDescription, source: Source, train_labels: list,
               problem: str, names) -> tuple[dict[str, Dataset], dict]:
     """A dev split of dev_fraction of train, drawn with dev_seed (row ids stay the file's)."""
     train = splits["train"]
@@ -421,7 +421,7 @@ def _draw_dev(splits: dict[str, Dataset], config: TextTaskConfig, source: Source
         "train_rows": len(kept), "dev_rows": len(dev)}
 
 
-def _description(config: TextTaskConfig, base: Path | None) -> dict:
+def _description(config: TextDescription, base: Path | None) -> dict:
     """The description with its files' absolute paths: what an export re-reads the dev split from."""
     described = dataclasses.asdict(config)
     for key in ("train", "dev", "test"):
@@ -431,17 +431,17 @@ def _description(config: TextTaskConfig, base: Path | None) -> dict:
     return {RECORDED.get(key, key): value for key, value in described.items()}
 
 
-def description_of(record: dict) -> TextTaskConfig:
+def description_of(record: dict) -> TextDescription:
     """A results.json data block's description, as read() takes it."""
     if not isinstance(record, dict) or "description" not in record:
         raise UserError("results.json does not describe the task's files (a run of an older version); "
                         "fine-tune again to export it")
     described = {FIELDS.get(key, key): value for key, value in record["description"].items()}
     described["text"] = tuple(described["text"])
-    return TextTaskConfig(**described)
+    return TextDescription(**described)
 
 
-def _default_name(config: TextTaskConfig) -> str:
+def _default_name(config: TextDescription) -> str:
     if config.dataset:
         return config.dataset.rstrip("/").split("/")[-1]
     return Path(config.train).stem

@@ -66,7 +66,7 @@ COMMANDS = {
 
 
 @dataclass(frozen=True)
-class TextTaskConfig:
+class TextDescription:
     """A task on your own files, described once: the same keys as flags or in a TOML --task-file."""
 
     train: str = setting("", role="recipe", flag=Flag("--train", "FILE"), help=(

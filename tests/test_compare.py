@@ -205,11 +205,11 @@ def test_compare_refuses_runs_of_a_kind_that_reads_files_on_other_files(kind):
 def test_compare_holds_squad_runs_to_the_files_they_record():
     """SQuAD records its files' names and its held-out draw, no sha256: compare holds runs to those."""
     from harness.experiments.comparison import ResultsFolder, _same_data
-    from tasks.squad_task import SquadTaskConfig
+    from tasks.squad_task import SquadDescription
 
     def folder(dev: str, seed: int) -> ResultsFolder:
         data = {"dev_file": f"/data/{dev}", "train_file": None, "holdout": {"fraction": 0.5, "seed": seed}}
-        return ResultsFolder(Path("squad"), "squad", {"squad": {}}, SquadTaskConfig.fingerprint(data))
+        return ResultsFolder(Path("squad"), "squad", {"squad": {}}, SquadDescription.fingerprint(data))
 
     _same_data(folder("dev-v1.1.json", 0), folder("dev-v1.1.json", 0))
     with pytest.raises(UserError, match=r"the dev file of squad differs \(name dev-v1.1.json in A, name x.json in B\)"):

@@ -47,7 +47,7 @@ def test_saved_head_is_transformers_own_and_predicts_the_same(tiny_model, tmp_pa
     tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
     batch = _batch(tokenizer)
     with torch.no_grad():
-        trained = model(**batch).logits * scale  # what GlueFinetuneTask.predictions reports
+        trained = model(**batch).logits * scale  # what GlueAdapter.predictions reports
     glue_head.to_standard_head(model, scale).save_pretrained(tmp_path / "saved")
     # plain transformers, no code of ours: GELU(z) - GELU(-z) = z makes its deeper head exact
     loaded = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "saved").eval()

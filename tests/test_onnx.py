@@ -503,7 +503,7 @@ def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, joint, wo
     with torch.inference_mode():
         output = model(**batch)
     # The fine-tuning loop's own reading of the outputs (cut to each window, beams kept whole).
-    built = squad.SquadFinetuneTask(SQUAD_TASKS[version], SquadConfig(), version == "2.0", joint, None, {}, {},
+    built = squad.SquadAdapter(SQUAD_TASKS[version], SquadConfig(), version == "2.0", joint, None, {}, {},
                                     {}, 0, 0)
     outputs = built.example_outputs(output, batch)
     # The span search is shared (tasks/squad_spans.py, pinned in tests/test_squad_spans.py); what this

@@ -227,14 +227,14 @@ def test_every_setting_says_what_it_does(cls):
 
 
 def test_harness_settings_explains_each_setting_from_its_field(capsys):
-    from tasks.squad_task import SquadTaskConfig
+    from tasks.squad_task import SquadDescription
 
     code, out, err = run_cli(["settings", "squad"], capsys)
     assert code == 0, err
     listed = [line.split("  (")[0] for line in out.splitlines() if not line.startswith(" ")]
     # its settings, then its task description (the flags and task-file keys)
     assert listed == [f.name for f in (*dataclasses.fields(FinetuneConfig), *dataclasses.fields(SquadConfig),
-                                       *dataclasses.fields(SquadTaskConfig))]
+                                       *dataclasses.fields(SquadDescription))]
     assert "loss_reduction  (recipe; default sum; one of sum|mean; results from before it: mean)" in out
     assert "compile  (runtime; default auto; one of auto|on|off; a resume may change it)" in out
     code, out, _ = run_cli(["settings", "pretrain", "max_flops", "cache_dir"], capsys)

@@ -151,37 +151,37 @@ def test_non_utf8_bytes_name_their_line(tmp_path):
 
 def test_scheme_detected_and_tags_converted_to_bioes(tmp_path):
     from tasks.tagging_data import read
-    from tasks.tagging_task import TaggingTaskConfig
+    from tasks.tagging_task import TaggingDescription
 
     train = _conll(tmp_path / "train.txt", "a I-NP\nb I-NP\nc B-NP\nd O\ne I-VP\n")
     dev = _conll(tmp_path / "dev.txt", "a I-NP\nb O\n\nc I-NP\n")
-    data = read(TaggingTaskConfig(train=str(train), dev=str(dev)))
+    data = read(TaggingDescription(train=str(train), dev=str(dev)))
     assert data.task.scheme == "IOB1" and data.task.types == ("NP", "VP")
     assert data.model_tags("train") == [["B-NP", "E-NP", "S-NP", "O", "S-VP"]]
     assert data.task.label_names == ("B-NP", "E-NP", "O", "S-NP", "S-VP")  # sorted, as ELECTRA's mapping
     assert data.record["files"]["train"]["sentences"] == 1
     with pytest.raises(UserError, match=r"train.txt:3: tag 'S-NP' is not in scheme IOB2"):
-        read(TaggingTaskConfig(train=str(_conll(tmp_path / "train.txt", "a B-NP\nb I-NP\nc S-NP\n")),
+        read(TaggingDescription(train=str(_conll(tmp_path / "train.txt", "a B-NP\nb I-NP\nc S-NP\n")),
                                dev=str(dev), scheme="IOB2"))
     with pytest.raises(UserError, match="pass --dev FILE"):
-        read(TaggingTaskConfig(train=str(train)))
+        read(TaggingDescription(train=str(train)))
 
 
 def test_a_few_stray_i_starts_leave_an_iob2_file_iob2(tmp_path):
     """Hand-annotated IOB2 holds stray I- starts (an annotator's slip); the majority of chunk starts
     decides, so predictions stay in the file's own scheme. B- between two chunks of one type is IOB1's."""
     from tasks.tagging_data import read
-    from tasks.tagging_task import TaggingTaskConfig
+    from tasks.tagging_task import TaggingDescription
 
     # chunk starts: B- after nothing (Ann), after O (Oslo, Bob): 3 IOB2 starts; I- after O (Bergen): 1
     train = _conll(tmp_path / "train.txt", "Ann B-PER\nSmith I-PER\nin O\nOslo B-LOC\n\nsaw O\n"
                                            "Bergen I-LOC\n\nBob B-PER\n")
     dev = _conll(tmp_path / "dev.txt", "Eva B-PER\n\nin O\n")
-    assert read(TaggingTaskConfig(train=str(train), dev=str(dev))).task.scheme == "IOB2"
+    assert read(TaggingDescription(train=str(train), dev=str(dev))).task.scheme == "IOB2"
     # IOB1: I- starts (Ann, Oslo, Eva), and B- only where a PER chunk follows a PER chunk (Bob)
     iob1 = _conll(tmp_path / "iob1.txt", "Ann I-PER\nBob B-PER\nin O\nOslo I-LOC\n")
     dev1 = _conll(tmp_path / "dev1.txt", "Eva I-PER\n\nin O\n")
-    assert read(TaggingTaskConfig(train=str(iob1), dev=str(dev1))).task.scheme == "IOB1"
+    assert read(TaggingDescription(train=str(iob1), dev=str(dev1))).task.scheme == "IOB1"
 
 
 def test_a_dev_file_of_one_sentence_is_refused_before_training(tiny_model, tmp_path, capsys):
@@ -223,7 +223,7 @@ def test_a_long_sentence_is_split_into_windows_of_whole_words_and_joined(tiny_mo
 
     from tasks import tagging
     from tasks.tagging_data import read
-    from tasks.tagging_task import TaggingTaskConfig
+    from tasks.tagging_task import TaggingDescription
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
     words = ["the", "big", "cat", "sat", "on", "the", "mat", ".", "it", "ran"]
@@ -231,7 +231,7 @@ def test_a_long_sentence_is_split_into_windows_of_whole_words_and_joined(tiny_mo
     train = tmp_path / "train.jsonl"
     train.write_text(json.dumps({"tokens": words, "tags": tags}) + "\n"
                      + json.dumps({"tokens": ["ran"], "tags": ["B-VP"]}) + "\n")
-    data = read(TaggingTaskConfig(train=str(train), dev=str(train)))
+    data = read(TaggingDescription(train=str(train), dev=str(train)))
     built = tagging.build_task(data, tokenizer, max_length=6)  # 4 words a window beside [CLS] and [SEP]
     windows = built.windows["validation"]
     assert [(w.sentence, w.first, w.positions) for w in windows] == [
@@ -263,11 +263,11 @@ def test_tagging_batches_pad_to_their_longest_sentence_where_glue_pads_to_a_mult
     from tasks.config import FinetuneConfig
     from tasks.finetune import LoopIO
     from tasks.tagging_data import read
-    from tasks.tagging_task import TaggingTaskConfig
+    from tasks.tagging_task import TaggingDescription
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model)
     train = _tagged_corpus(tmp_path / "train.txt", 12, 0)
-    data = read(TaggingTaskConfig(train=str(train), dev=str(train)))
+    data = read(TaggingDescription(train=str(train), dev=str(train)))
     built = tagging.build_task(data, tokenizer, max_length=64)
     lengths = sorted(len(ids) for ids in built.train["input_ids"])
     assert any(length % 8 for length in lengths)  # the check below can tell the two paddings apart
@@ -302,12 +302,12 @@ def test_a_sentence_longer_than_the_model_gets_no_indexing_errors_warning(tiny_m
 
     from tasks import tagging
     from tasks.tagging_data import read
-    from tasks.tagging_task import TaggingTaskConfig
+    from tasks.tagging_task import TaggingDescription
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model, model_max_length=8)
     train = _conll(tmp_path / "train.txt", "".join(f"{w} O\n" for w in ["the", "cat", "sat"] * 5)
                    + "on B-PP\n\nran B-VP\n")
-    data = read(TaggingTaskConfig(train=str(train), dev=str(train)))
+    data = read(TaggingDescription(train=str(train), dev=str(train)))
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append  # transformers' own handler writes to a stream pytest has swapped
@@ -439,11 +439,11 @@ def test_bioes_tags_decode_to_spans_of_the_text_in_the_tasks_scheme():
 def test_an_export_rereads_the_runs_dev_sentences_and_refuses_a_changed_file(tmp_path):
     from harness.deploy.bundle_export import dev_examples
     from tasks.tagging_data import read
-    from tasks.tagging_task import TaggingTaskConfig
+    from tasks.tagging_task import TaggingDescription
 
     train = _conll(tmp_path / "train.txt", "the B-NP\ncat I-NP\nsat B-VP\n")
     dev = _conll(tmp_path / "dev.txt", "a B-NP\ndog I-NP\n\nran B-VP\n")
-    data = read(TaggingTaskConfig(train=str(train), dev=str(dev)))
+    data = read(TaggingDescription(train=str(train), dev=str(dev)))
     examples = dev_examples(data.task, None, 64, data.record)
     assert (examples["tokens"], examples["tags"], examples["line"]) == (
         [["a", "dog"], ["ran"]], [["B-NP", "I-NP"], ["B-VP"]], [1, 4])

@@ -65,11 +65,11 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
 
 def _read(**described):
     from tasks import text_data
-    from tasks.text_task import TextTaskConfig
+    from tasks.text_task import TextDescription
 
     if "text" in described and isinstance(described["text"], str):
         described["text"] = tuple(described["text"].split(","))
-    return text_data.read(TextTaskConfig(**described))
+    return text_data.read(TextDescription(**described))
 
 
 def test_string_labels_are_classes_with_their_names_sorted(tmp_path):

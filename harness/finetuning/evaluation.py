@@ -23,7 +23,7 @@ from foundation.training.quiet import quiet_transformers
 from harness.finetuning.model_setup import ModelSetup
 from tasks import batching
 from tasks.config import FinetuneConfig
-from tasks.finetune import FinetuneResult, FinetuneTask, predict
+from tasks.finetune import FinetuneResult, TaskAdapter, predict
 
 PLACEHOLDER = re.compile(r"LABEL_\d+$")
 
@@ -33,8 +33,8 @@ PLACEHOLDER = re.compile(r"LABEL_\d+$")
 Remap = Callable[[dict[str, list[np.ndarray]]], dict[str, list[np.ndarray]]] | None
 
 
-def evaluate_seed(load_checkpoint: Callable[[ModelSetup, FinetuneTask], tuple[torch.nn.Module, Remap]],
-                  built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup
+def evaluate_seed(load_checkpoint: Callable[[ModelSetup, TaskAdapter], tuple[torch.nn.Module, Remap]],
+                  built: TaskAdapter, config: FinetuneConfig, setup: ModelSetup
                   ) -> tuple[torch.nn.Module, FinetuneResult]:
     """The checkpoint's predictions and dev scores on the task, in a FinetuneResult with no training;
     `load_checkpoint`: the kind's (its Finetuning's), with its head and label order."""
@@ -53,7 +53,7 @@ def evaluate_seed(load_checkpoint: Callable[[ModelSetup, FinetuneTask], tuple[to
     return model, FinetuneResult([row], metrics, outputs, 0, 0.0, 0.0, 0.0, 0)
 
 
-def classifier_checkpoint(setup: ModelSetup, built: FinetuneTask) -> tuple[torch.nn.Module, Remap]:
+def classifier_checkpoint(setup: ModelSetup, built: TaskAdapter) -> tuple[torch.nn.Module, Remap]:
     """A sequence classifier (GLUE, your own text) with its logits in the task's label order."""
     model = load_classifier(setup, transformers.AutoModelForSequenceClassification)
     order = label_order(model.config, built.task)
@@ -62,7 +62,7 @@ def classifier_checkpoint(setup: ModelSetup, built: FinetuneTask) -> tuple[torch
     return model, lambda outputs: {split: [row[order] for row in rows] for split, rows in outputs.items()}
 
 
-def token_classifier_checkpoint(setup: ModelSetup, built: FinetuneTask) -> tuple[torch.nn.Module, Remap]:
+def token_classifier_checkpoint(setup: ModelSetup, built: TaskAdapter) -> tuple[torch.nn.Module, Remap]:
     """A token classifier (tagging) with each token's tag id, the checkpoint's, as the task's id."""
     model = load_classifier(setup, transformers.AutoModelForTokenClassification)
     order = label_order(model.config, built.task)

@@ -55,7 +55,7 @@ class GluePlan(FinetuningPlan):
     data: dict[str, dict[str, Dataset]]  # task -> split -> rows
 
 
-def load_model(built: glue.GlueFinetuneTask, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
+def load_model(built: glue.GlueAdapter, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
     """A fresh classifier with the task's head (a run's seed or a search trial's)."""
     return glue.load_model(setup.model_path, built.task, config.head, **setup.load_options)
 
@@ -85,7 +85,7 @@ class GlueFinetuning:
         return GluePlan("glue", tuple(t.name for t in invocation.tasks), configs,
                         results={"search": invocation.search} if invocation.search else {}, data=data)
 
-    def build(self, plan: GluePlan, task: str, setup: ModelSetup) -> glue.GlueFinetuneTask:
+    def build(self, plan: GluePlan, task: str, setup: ModelSetup) -> glue.GlueAdapter:
         config, data = plan.configs[task], plan.data
         splits = {s: d for s, d in data[task].items() if config.predict_test or not s.startswith("test")}
         riders = {t.name: data[t.name]["test"] for t in predicted_with(task)
@@ -97,7 +97,7 @@ class GlueFinetuning:
     load_model = staticmethod(load_model)
     load_checkpoint = staticmethod(evaluation.classifier_checkpoint)
 
-    def write_predictions(self, plan: GluePlan, built: glue.GlueFinetuneTask, config: FinetuneConfig,
+    def write_predictions(self, plan: GluePlan, built: glue.GlueAdapter, config: FinetuneConfig,
                           result: FinetuneResult, stem: Path) -> dict:
         """Per split, index<TAB>prediction as the GLUE server reads it, and the dev outputs."""
         for split, split_outputs in result.outputs.items():
@@ -111,7 +111,7 @@ class GlueFinetuning:
             for split in built.task.dev_splits}))
         return {"num_train_examples": len(built.train), "double_unordered": built.double_unordered}
 
-    def saved_model(self, model: torch.nn.Module, built: glue.GlueFinetuneTask) -> torch.nn.Module:
+    def saved_model(self, model: torch.nn.Module, built: glue.GlueAdapter) -> torch.nn.Module:
         # ELECTRA's head is written into transformers' own: a plain checkpoint, same predictions
         return glue_head.to_standard_head(model, built.target_scale)
 

@@ -29,7 +29,7 @@ from harness.tracking import mlflow_leaderboard, mlflow_runs
 from reports import accounting, results_schema
 from tasks import batching, finetune_state
 from tasks.config import FinetuneConfig
-from tasks.finetune import FinetuneResult, FinetuneTask, LoopIO, finetune
+from tasks.finetune import FinetuneResult, LoopIO, TaskAdapter, finetune
 
 
 class Invocation(Protocol):
@@ -57,7 +57,7 @@ class FinetuningPlan:
 
 
 P = TypeVar("P", bound=FinetuningPlan)
-LoadModel = Callable[[FinetuneTask, FinetuneConfig, ModelSetup], torch.nn.Module]
+LoadModel = Callable[[TaskAdapter, FinetuneConfig, ModelSetup], torch.nn.Module]
 
 
 class Finetuning(Protocol[P]):
@@ -72,21 +72,21 @@ class Finetuning(Protocol[P]):
     def prepare(self, setup: ModelSetup) -> P:
         """Read and validate all data, resolve each task's settings."""
 
-    def build(self, plan: P, task: str, setup: ModelSetup) -> FinetuneTask:
+    def build(self, plan: P, task: str, setup: ModelSetup) -> TaskAdapter:
         """A task's tokenised features and scoring, for the loop, with its settings in plan.configs."""
 
-    def load_checkpoint(self, setup: ModelSetup, built: FinetuneTask) -> tuple[torch.nn.Module, Any]:
+    def load_checkpoint(self, setup: ModelSetup, built: TaskAdapter) -> tuple[torch.nn.Module, Any]:
         """harness eval: the fine-tuned checkpoint with its own head, and what takes its outputs into the
         task's label order (harness/finetuning/evaluation.py's Remap)."""
 
-    def load_model(self, built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
+    def load_model(self, built: TaskAdapter, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
         """A fresh model with the task's head, from the discriminator checkpoint."""
 
-    def write_predictions(self, plan: P, built: FinetuneTask, config: FinetuneConfig, result: FinetuneResult,
+    def write_predictions(self, plan: P, built: TaskAdapter, config: FinetuneConfig, result: FinetuneResult,
                           stem: Path) -> dict[str, Any]:
         """Prediction files under `stem`; returns the seed record's fields (num_train_examples, ...)."""
 
-    def saved_model(self, model: torch.nn.Module, built: FinetuneTask) -> torch.nn.Module:
+    def saved_model(self, model: torch.nn.Module, built: TaskAdapter) -> torch.nn.Module:
         """What save_models writes for a fine-tuned model."""
 
     def summarize(self, results: results_schema.ResultsBody) -> None:
@@ -154,7 +154,7 @@ def run_finetuning(invocation: Invocation, finetuning: Finetuning[Any],
     return results
 
 
-def _run_seed(invocation: Invocation, finetuning: Finetuning[Any], plan: FinetuningPlan, built: FinetuneTask,
+def _run_seed(invocation: Invocation, finetuning: Finetuning[Any], plan: FinetuningPlan, built: TaskAdapter,
                 task: str, config: FinetuneConfig, setup: ModelSetup, progress: bool | None
                 ) -> results_schema.SeedRecord:
     """One seed in its own nested MLflow run: its outputs written, its results.json record returned.
@@ -187,7 +187,7 @@ def _run_seed(invocation: Invocation, finetuning: Finetuning[Any], plan: Finetun
     return records.seed_record(task, config, result, score, **fields, **resumed)
 
 
-def train_seed(load_model: LoadModel, built: FinetuneTask, config: FinetuneConfig, setup: ModelSetup,
+def train_seed(load_model: LoadModel, built: TaskAdapter, config: FinetuneConfig, setup: ModelSetup,
                io: LoopIO) -> tuple[torch.nn.Module, FinetuneResult]:
     """A fresh model for config.seed through the one loop: what a run's seed and a search trial's seed do.
 

@@ -23,7 +23,7 @@ from tasks import squad, squad_metrics
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.finetune import FinetuneResult
 from tasks.registry import SquadTask
-from tasks.squad import SquadFinetuneTask, SquadSource
+from tasks.squad import SquadAdapter, SquadSource
 from tasks.squad_model import HEAD_FILE, JOINT_FILE, SquadModel
 
 RESULTS_FORMAT = results_schema.SQUAD_FORMAT
@@ -56,15 +56,15 @@ class SquadPlan(FinetuningPlan):
     """SQuAD's plan: beside the resolved settings, the task's windows, built before any output."""
 
     squad_config: SquadConfig  # head and null threshold resolved for the version
-    built: SquadFinetuneTask
+    built: SquadAdapter
 
 
-def load_model(built: SquadFinetuneTask, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
+def load_model(built: SquadAdapter, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
     """A fresh span model (with the answerability head where the settings use it)."""
     return squad.load_model(setup.model_path, built, **setup.load_options)
 
 
-def span_checkpoint(setup: ModelSetup, built: SquadFinetuneTask) -> tuple[torch.nn.Module, None]:
+def span_checkpoint(setup: ModelSetup, built: SquadAdapter) -> tuple[torch.nn.Module, None]:
     """harness eval: the checkpoint's span model with the heads it saved (harness eval squad sets the
     settings from span_heads, so none is fresh)."""
     with quiet_transformers():
@@ -105,13 +105,13 @@ class SquadFinetuning:
                          results={"settings": settings, "data": data} | searched, params=settings,
                          squad_config=squad_config, built=built)
 
-    def build(self, plan: SquadPlan, task: str, setup: ModelSetup) -> SquadFinetuneTask:
+    def build(self, plan: SquadPlan, task: str, setup: ModelSetup) -> SquadAdapter:
         return plan.built  # windowed in prepare, before any output
 
     load_model = staticmethod(load_model)
     load_checkpoint = staticmethod(span_checkpoint)
 
-    def write_predictions(self, plan: SquadPlan, built: SquadFinetuneTask, config: FinetuneConfig,
+    def write_predictions(self, plan: SquadPlan, built: SquadAdapter, config: FinetuneConfig,
                           result: FinetuneResult, stem: Path) -> dict:
         """predictions.json (and null_odds.json for 2.0) as the official scripts read them; dev outputs."""
         answers, null_odds = built.predictions(SPLIT, result.outputs[SPLIT])
@@ -122,7 +122,7 @@ class SquadFinetuning:
             atomic.write_json(stem / "null_odds.json", null_odds)
         return {"num_train_examples": built.num_train_examples}
 
-    def saved_model(self, model: torch.nn.Module, built: SquadFinetuneTask) -> torch.nn.Module:
+    def saved_model(self, model: torch.nn.Module, built: SquadAdapter) -> torch.nn.Module:
         return model
 
     def summarize(self, results: results_schema.ResultsBody) -> None:
@@ -133,7 +133,7 @@ class SquadFinetuning:
 
 
 def _build(invocation: SquadInvocation, squad_config: SquadConfig, setup: ModelSetup,
-           config: FinetuneConfig) -> tuple[SquadFinetuneTask, results_schema.SquadData]:
+           config: FinetuneConfig) -> tuple[SquadAdapter, results_schema.SquadData]:
     """The task's windows, and the data block of results.json; prints what the user should know."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
@@ -160,7 +160,7 @@ def _build(invocation: SquadInvocation, squad_config: SquadConfig, setup: ModelS
     return built, data
 
 
-def _dev_outputs(task: SquadTask, squad_config: SquadConfig, built: SquadFinetuneTask, answers: dict,
+def _dev_outputs(task: SquadTask, squad_config: SquadConfig, built: SquadAdapter, answers: dict,
                  null_odds: dict, seed: int) -> dict:
     """Per-question EM/F1 (what intervals and `harness compare` resample), with pairing fingerprints."""
     examples = built.examples[SPLIT]

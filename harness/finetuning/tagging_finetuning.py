@@ -19,7 +19,7 @@ from reports import dev_outputs, results_schema, seed_summary
 from tasks import tagging, tagging_data, tagging_metrics
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
-from tasks.tagging_task import TaggingTaskConfig
+from tasks.tagging_task import TaggingDescription
 
 RESULTS_FORMAT = results_schema.TAGGING_FORMAT
 PREDICTIONS = "{split}.jsonl"
@@ -30,7 +30,7 @@ class TaggingInvocation:
     """One `harness run tagging`: which model, data and seeds, where the outputs live."""
 
     model: str
-    description: TaggingTaskConfig  # the task as described (flags or --task-file)
+    description: TaggingDescription  # the task as described (flags or --task-file)
     output_dir: Path
     config: FinetuneConfig = FinetuneConfig()
     seeds: int = 1
@@ -53,7 +53,7 @@ class TaggingPlan(FinetuningPlan):
     data: tagging_data.TaggingData
 
 
-def load_model(built: tagging.TaggingFinetuneTask, config: FinetuneConfig,
+def load_model(built: tagging.TaggingAdapter, config: FinetuneConfig,
                setup: ModelSetup) -> torch.nn.Module:
     return tagging.load_model(setup.model_path, built.task, **setup.load_options)
 
@@ -81,7 +81,7 @@ class TaggingFinetuning:
         return TaggingPlan(task.name, (task.name,), {task.name: config},
                            results={"data": data.record} | searched, data=data)
 
-    def build(self, plan: TaggingPlan, task: str, setup: ModelSetup) -> tagging.TaggingFinetuneTask:
+    def build(self, plan: TaggingPlan, task: str, setup: ModelSetup) -> tagging.TaggingAdapter:
         config = plan.configs[task]
         splits = ("train", "validation", "test") if config.predict_test else ("train", "validation")
         return tagging.build_task(plan.data, setup.tokenizer, config.max_length,
@@ -91,7 +91,7 @@ class TaggingFinetuning:
     load_model = staticmethod(load_model)
     load_checkpoint = staticmethod(evaluation.token_classifier_checkpoint)
 
-    def write_predictions(self, plan: TaggingPlan, built: tagging.TaggingFinetuneTask, config: FinetuneConfig,
+    def write_predictions(self, plan: TaggingPlan, built: tagging.TaggingAdapter, config: FinetuneConfig,
                           result: FinetuneResult, stem: Path) -> dict:
         """Per split, one JSON line per sentence: its file line, words and predicted tags (the files'
         scheme); and the dev outputs (conlleval's counts per sentence)."""
@@ -112,7 +112,7 @@ class TaggingFinetuning:
         atomic.write_json(stem / dev_outputs.FILE, dev_outputs.record(task.name, config.seed, blocks))
         return {"num_train_examples": len(built.train)}
 
-    def saved_model(self, model: torch.nn.Module, built: tagging.TaggingFinetuneTask) -> torch.nn.Module:
+    def saved_model(self, model: torch.nn.Module, built: tagging.TaggingAdapter) -> torch.nn.Module:
         return model
 
     def summarize(self, results: results_schema.ResultsBody) -> None:

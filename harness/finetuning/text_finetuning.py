@@ -21,7 +21,7 @@ from reports import dev_outputs, results_schema, seed_summary
 from tasks import glue_head, text, text_data
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
-from tasks.text_task import TextTaskConfig
+from tasks.text_task import TextDescription
 
 RESULTS_FORMAT = results_schema.TEXT_FORMAT
 PREDICTIONS = "{split}.jsonl"
@@ -32,7 +32,7 @@ class TextInvocation:
     """One `harness run text`: which model, data and seeds, where the outputs live."""
 
     model: str
-    description: TextTaskConfig  # the task as described (flags or --task-file)
+    description: TextDescription  # the task as described (flags or --task-file)
     output_dir: Path
     config: FinetuneConfig = FinetuneConfig()
     seeds: int = 1
@@ -55,7 +55,7 @@ class TextPlan(FinetuningPlan):
     data: text_data.TextData
 
 
-def load_model(built: text.TextFinetuneTask, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
+def load_model(built: text.TextAdapter, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
     return text.load_model(setup.model_path, built.task, config.head, **setup.load_options)
 
 
@@ -92,7 +92,7 @@ class TextFinetuning:
         return TextPlan(task.name, (task.name,), {task.name: config},
                         results={"data": data.record} | searched, data=data)
 
-    def build(self, plan: TextPlan, task: str, setup: ModelSetup) -> text.TextFinetuneTask:
+    def build(self, plan: TextPlan, task: str, setup: ModelSetup) -> text.TextAdapter:
         config = plan.configs[task]
         splits: dict[str, Dataset] = {s: d for s, d in plan.data.splits.items()
                                       if config.predict_test or not s.startswith("test")}
@@ -102,7 +102,7 @@ class TextFinetuning:
     load_model = staticmethod(load_model)
     load_checkpoint = staticmethod(evaluation.classifier_checkpoint)
 
-    def write_predictions(self, plan: TextPlan, built: text.TextFinetuneTask, config: FinetuneConfig,
+    def write_predictions(self, plan: TextPlan, built: text.TextAdapter, config: FinetuneConfig,
                           result: FinetuneResult, stem: Path) -> dict:
         """Per split, one JSON line per row: its row number and prediction by name; and the dev outputs."""
         for split, outputs in result.outputs.items():
@@ -118,7 +118,7 @@ class TextFinetuning:
             for split in task.dev_splits}))
         return {"num_train_examples": len(built.train)}
 
-    def saved_model(self, model: torch.nn.Module, built: text.TextFinetuneTask) -> torch.nn.Module:
+    def saved_model(self, model: torch.nn.Module, built: text.TextAdapter) -> torch.nn.Module:
         return glue_head.to_standard_head(model)  # ELECTRA's head as transformers' own: a plain checkpoint
 
     def summarize(self, results: results_schema.ResultsBody) -> None:
