@@ -55,7 +55,7 @@ def model_card(results: results_schema.ResultsBody, saved: SavedModel, repo: str
         metrics=list(dict.fromkeys(e.metric_type for e in evals)),
         tags=[SOURCE, results["model"].get("family") or "encoder", saved.task], eval_results=evals)
     text = body(results, saved, task, _model_short(results), base_id, revision, repo)
-    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{text}")  # parses the YAML back: model-index must round-trip
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{text}")  # parses the YAML: model-index must round-trip
 
 
 def base_model(model: results_schema.ModelBlock) -> tuple[str | None, str | None]:
@@ -71,7 +71,8 @@ def base_model(model: results_schema.ModelBlock) -> tuple[str | None, str | None
     return found[0], found[1] or (commit.group(1) if commit else None)
 
 
-def eval_results(saved: SavedModel, results: results_schema.ResultsBody, task: CardTask | None = None) -> list:
+def eval_results(saved: SavedModel, results: results_schema.ResultsBody,
+                 task: CardTask | None = None) -> list:
     """One EvalResult per dev split and metric of the seed's record (its `score` repeats one of them), to 4
     significant digits; your own data is named by its task (its files are described in the text)."""
     from huggingface_hub import EvalResult

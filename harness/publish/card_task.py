@@ -91,11 +91,12 @@ def _own_files(data: dict) -> list[str]:
         if not isinstance(file, dict):
             continue
         size = ", ".join(f"{file[key]} {key}" for key in ("rows", "sentences", "tokens") if key in file)
-        lines.append(f"{split}: `{Path(str(file.get('source', '?'))).name}`, sha256 `{file.get('sha256', '?')}`"
-                     + (f" ({size})" if size else ""))
+        name = Path(str(file.get("source", "?"))).name
+        sized = f" ({size})" if size else ""
+        lines.append(f"{split}: `{name}`, sha256 `{file.get('sha256', '?')}`{sized}")
     drawn = data.get("dev")
     if isinstance(drawn, dict) and drawn.get("drawn_from"):
         lines.append(f"validation: {drawn.get('dev_rows', '?')} rows drawn from {drawn['drawn_from']} "
-                     f"(fraction {drawn.get('fraction')}, seed {drawn.get('seed')}); the model trained on the "
-                     f"other {drawn.get('train_rows', '?')}")
+                     f"(fraction {drawn.get('fraction')}, seed {drawn.get('seed')}); the model trained on "
+                     f"the other {drawn.get('train_rows', '?')}")
     return lines

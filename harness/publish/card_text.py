@@ -32,10 +32,10 @@ def body(results: results_schema.ResultsBody, saved: SavedModel, task: CardTask,
     scale = "percent" if task.problem == "question_answering" else "fractions"
     seeds = results.get("seeds", "?")
     lines = [f"# {model_title} fine-tuned on {task.title} (seed {saved.seed})", "",
-             f"An encoder of the {model.get('family') or '?'} family fine-tuned for {task.task_title.lower()} "
-             f"(the Hub's task `{task.pipeline_tag}`) by electra-harness's `harness run`: seed {saved.seed} of "
-             f"the run's {seeds} seed{'' if seeds == 1 else 's'}. Dev scores are {scale}, shown to 4 significant "
-             "digits (results.json keeps every digit).", ""]
+             f"An encoder of the {model.get('family') or '?'} family fine-tuned for "
+             f"{task.task_title.lower()} (the Hub's task `{task.pipeline_tag}`) by electra-harness's "
+             f"`harness run`: seed {saved.seed} of the run's {seeds} seed{'' if seeds == 1 else 's'}. Dev "
+             f"scores are {scale}, shown to 4 significant digits (results.json keeps every digit).", ""]
     lines += _task(task, results) + usage(task, saved, repo) + _this_seed(saved) + _over_seeds(results, saved)
     lines += _costs(results, saved) + _recipe(results, saved) + _provenance(results, base_id, revision)
     return "\n".join(lines) + "\n"
@@ -56,11 +56,13 @@ def _labels_said(task: CardTask, results: results_schema.ResultsBody) -> list[st
     """What the model answers with: its labels (id2label), tags and their scheme, or one score."""
     described = (results.get("data") or {}).get("task") or {}
     if task.problem == "tagging":
-        return [f"Tags (config.json's id2label, id order): {', '.join(task.labels)}. The model tags in BIOES, "
-                f"each word's first sub-token, for the types {', '.join(described.get('types', []))}; the "
-                f"training files were in {described.get('scheme', '?')}, which `harness predict` answers in."]
+        return [f"Tags (config.json's id2label, id order): {', '.join(task.labels)}. The model tags in "
+                f"BIOES, each word's first sub-token, for the types {', '.join(described.get('types', []))}; "
+                f"the training files were in {described.get('scheme', '?')}, which `harness predict` answers "
+                "in."]
     if task.labels:
-        kind = "each scored on its own (sigmoid)" if task.problem == "multilabel" else "one per text (softmax)"
+        kind = ("each scored on its own (sigmoid)" if task.problem == "multilabel"
+                else "one per text (softmax)")
         return [f"Labels (config.json's id2label, id order), {kind}: {', '.join(task.labels)}."]
     if task.problem == "regression":
         column = described.get("label_column")

@@ -19,8 +19,8 @@ def usage(task: CardTask, saved: SavedModel, repo: str | None = None) -> list[st
              *_python(task, where), "```", ""]
     bundle = f"RUN/onnx/{saved.task}-seed{saved.seed}"
     run = saved.folder.parent.parent.name
-    lines += [f"As an ONNX bundle (onnxruntime only, no torch), from the run that saved this model (RUN, here "
-              f"`{run}`):", "", "```bash",
+    lines += [f"As an ONNX bundle (onnxruntime only, no torch), from the run that saved this model (RUN, "
+              f"here `{run}`):", "", "```bash",
               f"harness export onnx --run RUN --task {saved.task} --seed {saved.seed}   # writes {bundle}",
               f"harness predict --bundle {bundle} {_predict_input(task)}", "```", ""]
     return lines
@@ -29,7 +29,7 @@ def usage(task: CardTask, saved: SavedModel, repo: str | None = None) -> list[st
 def _python(task: CardTask, where: str) -> list[str]:
     if task.problem == "question_answering":
         return [f'answer = pipeline("question-answering", model="{where}")',
-                'answer(question="Who wrote it?", context="It was written by Ada.")  # {"answer": ..., "score": ...}']
+                'answer(question="Who wrote it?", context="It was written by Ada.")  # {"answer": ...}']
     if task.problem == "tagging":
         return [f'tagger = pipeline("token-classification", model="{where}")',
                 'tagger("the cat sat on the mat")  # a tag per sub-token: the tags above']

@@ -67,9 +67,10 @@ def _why_none(run_dir: Path, results: results_schema.ResultsBody) -> str:
         made_by = Path(model).parent.parent if FOLDER.match(Path(model).name) else None
         where = (f"`harness card {made_by}`, the run that saved it" if made_by is not None
                  and (made_by / results_schema.FILE).is_file() else "`harness card` on the run that saved it")
-        return (f"{str(run_dir)!r} is a `harness eval` run: it scored {model} and saves no model; run {where}")
+        return f"{str(run_dir)!r} is a `harness eval` run: it scored {model} and saves no model; run {where}"
     if results.get("config", {}).get("save_models") is False:
-        reason = "it ran with save_models=false; fine-tune again with save_models=true into a new --output-dir"
+        reason = ("it ran with save_models=false; fine-tune again with save_models=true into a new "
+                  "--output-dir")
     else:
         reason = f"its {MODELS_DIR}/ folder is gone; pass the folder that holds it, or fine-tune again"
     return (f"{str(run_dir)!r} has no saved model ({MODELS_DIR}/<task>-seed<N>/ with a record in "
