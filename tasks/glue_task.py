@@ -43,6 +43,11 @@ class GlueDescription:
         "classic glue_data directory (default: $GLUE_DIR, else the Hub)"))
 
     percent_scores: ClassVar[bool] = False
+    # The Hub's task (a model card's pipeline_tag, transformers.pipeline's task) and each task's Hub data set:
+    # (id, config, name as a card shows it).
+    pipeline_tag: ClassVar[str] = "text-classification"  # regression too: the Hub has no task of its own
+    hub_datasets: ClassVar[dict[str, tuple[str, str | None, str]]] = {
+        name: ("nyu-mll/glue", name, f"GLUE {task.dir_name}") for name, task in GLUE_TASKS.items()}
     commands: ClassVar[dict[str, CommandText]] = {
         "run": CommandText(
             "",  # the kind's row in harness/kinds.py says it

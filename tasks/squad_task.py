@@ -45,6 +45,9 @@ class SquadDescription:
         "official-format dev JSON; alone, its articles are split"))
 
     percent_scores: ClassVar[bool] = True  # as the official script gives them (harness compare's scale)
+    pipeline_tag: ClassVar[str] = "question-answering"  # the Hub's task (a model card's pipeline_tag)
+    hub_datasets: ClassVar[dict[str, tuple[str, str | None, str]]] = {
+        task.name: (f"rajpurkar/{task.name}", None, f"SQuAD {task.version}") for task in SQUAD_TASKS.values()}
     commands: ClassVar[dict[str, CommandText]] = {
         "run": CommandText(
             "",  # the kind's row in harness/kinds.py says it

@@ -94,6 +94,10 @@ class TaggingDescription:
         "the task's name in results, leaderboard and bundles; default: the train file's stem"))
 
     percent_scores: ClassVar[bool] = False
+    pipeline_tag: ClassVar[str] = "token-classification"  # the Hub's task (a model card's pipeline_tag)
+    # A named corpus's Hub data set (id, config, name as a card shows it); your own files have none.
+    hub_datasets: ClassVar[dict[str, tuple[str, str | None, str]]] = {
+        "chunk": ("eriktks/conll2000", None, "CoNLL-2000 chunking")}
     commands: ClassVar[dict[str, CommandText]] = COMMANDS
 
     def __post_init__(self):

@@ -104,6 +104,7 @@ class TextDescription:
         "without a dev file: which rows are drawn"))
 
     percent_scores: ClassVar[bool] = False
+    pipeline_tag: ClassVar[str] = "text-classification"  # the Hub's task for all three, regression too
     commands: ClassVar[dict[str, CommandText]] = COMMANDS
 
     def __post_init__(self):

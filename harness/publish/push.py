@@ -40,7 +40,7 @@ def push(run_dir: Path, repo: str, private: bool = False, task: str | None = Non
     results = read_run(run_dir)
     saved = choose(saved_models(run_dir, results), task, seed)
     if not (saved.folder / CARD).is_file():  # a card the user edited is uploaded as it is
-        atomic.write_text(saved.folder / CARD, str(model_card(results, saved)))
+        atomic.write_text(saved.folder / CARD, str(model_card(results, saved, repo)))
         print(f"wrote {saved.folder / CARD}")
     from huggingface_hub import HfApi
     from huggingface_hub.utils import HfHubHTTPError

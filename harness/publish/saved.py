@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundation.infra.errors import UserError
+from harness.kinds import KINDS
 from reports import results_schema
 
 MODELS_DIR = "models"
@@ -28,8 +29,8 @@ def read_run(run_dir: Path) -> results_schema.ResultsBody:
     """A finished run's results.json; one line naming the folder and the fix otherwise."""
     results = results_schema.read(run_dir / results_schema.FILE)
     if results is None:
-        raise UserError(f"{str(run_dir)!r} has no {results_schema.FILE}; pass the --output-dir of "
-                        "`harness run glue` or `harness run squad`")
+        raise UserError(f"{str(run_dir)!r} has no {results_schema.FILE}; pass the --output-dir of a "
+                        f"`harness run {'|'.join(KINDS)}`")
     if not isinstance(results.get("summary"), dict) or not results.get("flops"):
         raise UserError(f"{str(run_dir / results_schema.FILE)!r} has no summary or FLOPs (an unfinished "
                         "run); finish it by running the same `harness run` command again")
@@ -54,11 +55,26 @@ def saved_models(run_dir: Path, results: results_schema.ResultsBody) -> list[Sav
         print(f"skipped {', '.join(orphans)}: no record in results.json (a seed stopped after saving); "
               "resume the run to record it")
     if not found:
-        raise UserError(f"{str(run_dir)!r} has no saved model ({MODELS_DIR}/<task>-seed<N>/ with a record "
-                        "in results.json): it ran with save_models=false; fine-tune again with "
-                        "save_models=true into a new --output-dir")
+        raise UserError(_why_none(run_dir, results))
     return sorted(found, key=lambda m: (results["tasks"].index(m.task) if m.task in results["tasks"] else 99,
                                         m.seed))
+
+
+def _why_none(run_dir: Path, results: results_schema.ResultsBody) -> str:
+    """Why a finished run left no model to publish, and what to do: one line."""
+    if results.get("evaluated"):  # harness eval scores a checkpoint as it is and saves no copy of it
+        model = str(results["model"].get("path") or results["model"].get("name"))
+        made_by = Path(model).parent.parent if FOLDER.match(Path(model).name) else None
+        where = (f"`harness card {made_by}`, the run that saved it" if made_by is not None
+                 and (made_by / results_schema.FILE).is_file() else "`harness card` on the run that saved it")
+        return f"{str(run_dir)!r} is a `harness eval` run: it scored {model} and saves no model; run {where}"
+    if results.get("config", {}).get("save_models") is False:
+        reason = ("it ran with save_models=false; fine-tune again with save_models=true into a new "
+                  "--output-dir")
+    else:
+        reason = f"its {MODELS_DIR}/ folder is gone; pass the folder that holds it, or fine-tune again"
+    return (f"{str(run_dir)!r} has no saved model ({MODELS_DIR}/<task>-seed<N>/ with a record in "
+            f"results.json): {reason}")
 
 
 def choose(models: list[SavedModel], task: str | None, seed: int | None) -> SavedModel:
@@ -82,5 +98,6 @@ def choose(models: list[SavedModel], task: str | None, seed: int | None) -> Save
 def add_run_parser(subparsers, name: str, help: str, description: str):
     """The subparser of a command that publishes a run's saved models (card, push): its RUN_DIR argument."""
     parser = subparsers.add_parser(name, help=help, description=description)
-    parser.add_argument("run", type=Path, metavar="RUN_DIR", help="output directory of a `harness run KIND`")
+    parser.add_argument("run", type=Path, metavar="RUN_DIR", help=(
+        f"output directory of a `harness run` of any kind ({', '.join(KINDS)}) that saved its models"))
     return parser
