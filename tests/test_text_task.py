@@ -353,7 +353,7 @@ def _task_file(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_regression_and_a_search_trial_from_the_same_benchmark(model128, own_data, tmp_path, capsys):
+def test_regression_and_a_search_trial_from_the_same_finetuning(model128, own_data, tmp_path, capsys):
     data = ["--train", own_data / "train.jsonl", "--dev", own_data / "dev.jsonl", "--text", "sentence",
             "--label", "rating"]
     code, out, _ = _run(model128, data, tmp_path / "run", capsys)

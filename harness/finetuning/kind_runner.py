@@ -1,5 +1,5 @@
 """What a kind of task does for `harness run`, `eval` and `search`: one runner per kind (KIND_RUNNER in
-harness/finetuning/<kind>_benchmark.py, named by harness/kinds.py), handed a `Job` the command built
+harness/finetuning/<kind>_finetuning.py, named by harness/kinds.py), handed a `Job` the command built
 from the kind's description and settings. Torch-free: the commands import it before the runner."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Set up the model and device; let the kind's Finetuning read and validate its dat
 here, in seconds); start or resume results.json; check every output is writable; open the MLflow run;
 train each task's missing seeds through the one loop (tasks/finetune.py); then, with the records of
 seeds run side by side merged in, count FLOPs, summarise, and record the run on the leaderboard. What
-differs between kinds of task is a `Finetuning` (harness/finetuning/<kind>_benchmark.py), which keeps
+differs between kinds of task is a `Finetuning` (harness/finetuning/<kind>_finetuning.py), which keeps
 nothing between calls: what `prepare` reads and resolves is the `FinetuningPlan` every later call takes.
 """
 
