@@ -71,12 +71,13 @@ class Results:
         return self.table or f"results: {self.output_dir / 'results.json'}"
 
     def __repr__(self) -> str:
-        return f"Results({str(self.output_dir)!r}, tasks={list(self.summary)}, seeds={self.body.get('seeds')})"
+        seeds = self.body.get("seeds")
+        return f"Results({str(self.output_dir)!r}, tasks={list(self.summary)}, seeds={seeds})"
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """harness compare's answer: per task A - B, its interval, p-value and verdict (experiments/comparison.py)."""
+    """harness compare's answer: per task A - B, its interval, p-value and verdict (harness/experiments)."""
 
     result: dict[str, Any]  # JSON-ready: rows, notes, and what the numbers mean
 
