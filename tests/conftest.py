@@ -116,6 +116,12 @@ def tiny_model(tmp_path_factory) -> Path:
     return write_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
 
 
+@pytest.fixture(scope="session")
+def model128(tmp_path_factory) -> Path:
+    """The tiny model with 128 positions: room for README's SST-2 sentences (tests/test_text_task.py, test_api.py)."""
+    return write_tiny_model(tmp_path_factory.mktemp("m") / "tiny128", positions=128)
+
+
 def _sentences(n: int, seed: int) -> list[tuple[str, str, int]]:
     """Pairs whose label is learnable from the words: 'happy/good' -> 1 (entailment-ish), else 0."""
     import random

@@ -10,6 +10,7 @@ import graphlib
 import shutil
 import subprocess
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,8 @@ FEATURES = {
     "experiments": {"finetuning", "pretraining", "deploy", "tracking"},  # experiment, demo, compare
     "publish": set(),  # harness card and push: a run's saved models, their cards, the Hub upload
 }
-HARNESS_TOP = {"harness", "harness.cli", "harness.config", "harness.kinds"}  # kinds: the registry of kinds of task
+# kinds: the registry of kinds of task; api and api_results: the Python API (`import harness`), over the features
+HARNESS_TOP = {"harness", "harness.cli", "harness.config", "harness.kinds", "harness.api", "harness.api_results"}
 
 
 def layer(module: str) -> str | None:
@@ -72,8 +74,10 @@ def module_name(path: Path, root: Path = REPO) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Every module a file imports, at module level or inside functions (`from a import b` gives a.b too)."""
+def imported_modules(path: Path, modules: Collection[str] = ()) -> set[str]:
+    """Every module a file imports, at module level or inside functions (`from a import b` gives a.b too,
+    and a itself unless every b is one of `modules`: `from harness import kinds` imports what
+    `import harness.kinds` does, the submodule, not what harness/__init__.py defines)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
@@ -81,8 +85,8 @@ def imported_modules(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+            named = {f"{node.module}.{alias.name}" for alias in node.names}
+            names |= named if all(name in modules for name in named) else {node.module, *named}
     return names
 
 
@@ -103,7 +107,7 @@ def module_graph(root: Path = REPO) -> dict[str, dict[str, set[str]]]:
     for name, path in modules.items():
         # `from foundation.infra import atomic` names the package and the module: keep the module (a
         # package whose __init__.py is only a docstring is no module to depend on).
-        graph[name] = {target for target in imported_modules(path)
+        graph[name] = {target for target in imported_modules(path, modules)
                        if target in modules and not is_bare_package(modules[target])}
     return graph
 
@@ -234,6 +238,16 @@ def test_a_forbidden_edge_and_a_cycle_are_caught(tmp_path):
     assert "pretrain" not in ALLOWED["tasks"] and "models" not in ALLOWED["tasks"]
     with pytest.raises(graphlib.CycleError):
         list(graphlib.TopologicalSorter(module_graph(tmp_path)).static_order())
+
+
+def test_from_a_package_import_its_module_names_the_module_alone(tmp_path):
+    # As `import harness.kinds` does; a name harness/__init__.py defines still names the package.
+    path = tmp_path / "probe.py"
+    modules = {"harness", "harness.kinds", "harness.api"}
+    path.write_text("from harness import kinds, api\n")
+    assert imported_modules(path, modules) == {"harness.kinds", "harness.api"}
+    path.write_text("from harness import kinds, run\n")
+    assert imported_modules(path, modules) == {"harness", "harness.kinds", "harness.run"}
 
 
 def imports_of_test_modules(tests_dir: Path = REPO / "tests") -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import run_cli, write_tiny_model
+from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -254,11 +254,6 @@ def own_data(tmp_path_factory) -> Path:
         _jsonl(root / f"{split}.jsonl", [{"sentence": text, "topics": tags, "rating": round(score, 3)}
                                          for text, _, score, tags in _rows(n, seed)])
     return root
-
-
-@pytest.fixture(scope="session")
-def model128(tmp_path_factory) -> Path:
-    return write_tiny_model(tmp_path_factory.mktemp("m") / "tiny128", positions=128)
 
 
 FAST = ["precision=fp32", "num_epochs=2", "batch_size=8", "learning_rate=1e-3"]

@@ -37,22 +37,15 @@ def handle(args) -> int:
     kind = kinds.kind(args.kind)
     description, base = kinds.load_description(kind, args)
     settings = load_settings(kinds.settings_classes(kind), args.config, args.overrides)
-    from harness.finetuning.kind_runner import Job
+    from harness.finetuning.kind_runner import Job, evaluation_settings
 
     runner = kinds.load(kind.runner)
     output_dir = args.output_dir or default_output(Path("runs/eval"), args.model,
                                                    description.output_name or kind.name)
     results = runner.run(Job(model=args.model, description=description,
-                             settings=(_settings_of(settings[0]), *settings[1:]), output_dir=output_dir,
+                             settings=evaluation_settings(settings), output_dir=output_dir,
                              task_file_dir=base, tracking_uri=args.tracking_uri, evaluate_only=True))
     print(runner.summary(results))
     print(f"\nresults: {output_dir / 'results.json'}")
     return 0
 
-
-def _settings_of(config):
-    """The checkpoint's head as saved (transformers' own, on the task's scale: a harness run writes ELECTRA's
-    head into it), and nothing saved again."""
-    import dataclasses
-
-    return dataclasses.replace(config, head="hf", save_models=False)

@@ -4,6 +4,7 @@ from the kind's description and settings. Torch-free: the commands import it bef
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,12 @@ class Job:
     @property
     def config(self) -> FinetuneConfig:
         return self.settings[0]
+
+
+def evaluation_settings(settings: tuple[Any, ...]) -> tuple[Any, ...]:
+    """harness eval's settings: the checkpoint's head as saved (transformers' own, on the task's scale: a
+    harness run writes ELECTRA's head into it), and nothing saved again."""
+    return (dataclasses.replace(settings[0], head="hf", save_models=False), *settings[1:])
 
 
 class Searched(NamedTuple):
