@@ -241,7 +241,7 @@ def _number(value: float | None) -> str:
 
 STYLE = """body{font:14px system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;margin:1em 0}th,td{padding:.3em .6em;border-bottom:1px solid #ddd}
-th{cursor:pointer;background:#f4f4f4;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{cursor:pointer;background:#f4f4f4;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr:hover td{background:#fafafa}.note{color:#666;font-size:12px}img{max-width:100%}"""
 # Click a header to sort by it; numbers sort numerically, gaps last.
 SORT_SCRIPT = """document.querySelectorAll('th').forEach((th,i)=>th.onclick=()=>{

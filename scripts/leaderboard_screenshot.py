@@ -9,6 +9,11 @@ PNG of the runs table.
 `--view saved` (the default) opens the link the harness prints, the saved view "Leaderboard";
 `default` opens the runs table without it, as a browser that never chose columns shows it;
 `experiment` opens `#/experiments/<id>`, where clicking the experiment's name leads.
+
+    python scripts/leaderboard_screenshot.py leaderboard-html.png --html RUN_DIR ...
+
+screenshots instead the leaderboard.html that `harness report --runs RUN_DIR ...` writes (tracking off), e.g.
+over a run of each kind (reports/results/leaderboard-every-kind.png).
 Needs chromium (or $CHROMIUM) and mlflow; nothing is left running or written besides the PNG.
 """
 
@@ -25,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.tracking import mlflow_leaderboard, mlflow_view  # noqa: E402
+from harness.tracking import leaderboard_report, mlflow_leaderboard, mlflow_view  # noqa: E402
 from reports import results_schema  # noqa: E402
 from reports.leaderboard import published_rows, rows_from_results  # noqa: E402
 
@@ -81,10 +86,10 @@ def serve(store: Path, work: Path, port: int) -> subprocess.Popen:
         env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def screenshot(chromium: str, url: str, png: Path, profile: Path, budget_ms: int) -> None:
+def screenshot(chromium: str, url: str, png: Path, profile: Path, budget_ms: int, window: str = WINDOW) -> None:
     """Headless Chromium; the UI is a JS app, so virtual time lets it fetch and render first."""
     command = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-               f"--user-data-dir={profile}", f"--window-size={WINDOW}", f"--virtual-time-budget={budget_ms}",
+               f"--user-data-dir={profile}", f"--window-size={window}", f"--virtual-time-budget={budget_ms}",
                f"--screenshot={png}", url]
     subprocess.run(command, check=True, timeout=180, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -94,10 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("png", type=Path, help="where the screenshot goes")
     parser.add_argument("--view", choices=("saved", "default", "experiment"), default="saved")
     parser.add_argument("--budget-ms", type=int, default=20000, help="virtual time for the page to render")
+    parser.add_argument("--html", nargs="+", type=Path, metavar="RUN_DIR",
+                        help="screenshot leaderboard.html of these runs (harness report --runs) instead of MLflow")
+    parser.add_argument("--window", default=WINDOW, help="the browser window, WIDTH,HEIGHT (default: %(default)s)")
     args = parser.parse_args(argv)
     chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         raise SystemExit("chromium not found: install it (apt-get install chromium) or set $CHROMIUM")
+    if args.html:
+        return html_page(chromium, args)
     with tempfile.TemporaryDirectory(prefix="leaderboard-screenshot-") as folder:
         work = Path(folder)
         experiment_id = fill(work / "mlflow.db", work)
@@ -120,6 +130,18 @@ def main(argv: list[str] | None = None) -> int:
             process.terminate()
             process.wait(timeout=30)
     print(f"wrote {args.png} ({page.replace(url, 'http://127.0.0.1:PORT')})")
+    return 0
+
+
+def html_page(chromium: str, args: argparse.Namespace) -> int:
+    """The report's leaderboard.html of the given runs, as a browser shows it."""
+    with tempfile.TemporaryDirectory(prefix="leaderboard-screenshot-") as folder:
+        work = Path(folder)
+        leaderboard_report.write_report(args.html, work / "report", "none")
+        args.png.parent.mkdir(parents=True, exist_ok=True)
+        screenshot(chromium, (work / "report" / "leaderboard.html").as_uri(), args.png.resolve(), work / "profile",
+                   args.budget_ms, args.window)
+    print(f"wrote {args.png} (leaderboard.html of {len(args.html)} runs)")
     return 0
 
 

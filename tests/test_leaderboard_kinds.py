@@ -13,6 +13,7 @@ import pytest
 
 from reports import results_schema
 from reports.leaderboard import rows_from_results
+from reports.plot import plottable
 from reports.render import markdown, title, to_csv, to_html
 
 SHA = {"text": "e6ae98f7" + "0" * 56, "tagging": "705c5b3b" + "1" * 56}
@@ -73,6 +74,8 @@ def test_each_kind_is_a_row_named_for_its_model_and_task_with_its_headline(every
     assert [line.split(" | ")[1] for line in own_rows] == sorted(task for task, _ in HEADLINES)  # by task
     (table,) = [line for line in text.splitlines() if "phrases" in line]
     assert "| tagging | f1 | 25.0 [15.0, 35.0] | 1 | f1_NP 20.0 |" in table
+    # the plot names the GLUE rows it leaves out, not your own tasks, which have no GLUE score to plot
+    assert sorted(row.label for row in plottable(rows)[1]) == ["rte-seed0 (evaluated)", "tiny"]
 
 
 def test_the_csv_has_every_rows_headline_score_and_seeds(every_kind):
