@@ -145,17 +145,16 @@ def _header(column: str) -> str:
 
 
 def title(row: Row) -> str:
-    """One line naming the row for what it is, the model first (the MLflow UI shows a name's first ~20
-    characters), then pre-training FLOPs, stage and task set, headline and score:
-    'electra-tiny · 1e14 FLOPs · fine-tuned on sst2,stsb,rte · GLUE 40.7 [departs: max_train_examples=1500]',
-    'tiny · FLOPs ? · evaluated on intents (data e6ae98f7) · accuracy 33.3',
-    'ELECTRA-Small · 1.4e18 FLOPs · published on GLUE (all 8) · GLUE 79.9 · ELECTRA paper Table 1'."""
+    """One line naming the row for what it is, model and task first (the MLflow UI shows a name's first ~20
+    characters), then headline and score, stage and pre-training FLOPs:
+    'electra-tiny · sst2,stsb,rte · GLUE 40.7 · fine-tuned · 1e14 FLOPs [departs: max_train_examples=1500]',
+    'tiny · intents (data e6ae98f7) · accuracy 33.3 · evaluated · FLOPs ?',
+    'ELECTRA-Small · GLUE (all 8) · GLUE 79.9 · published · 1.4e18 FLOPs · ELECTRA paper Table 1'."""
     flops = row.values.get("pretrain_flops")
-    stage = (row.stage or FINE_TUNED) if row.source == MEASURED else "published"
-    parts = [row.name, f"{format_flops(flops)} FLOPs" if flops is not None else "FLOPs ?",
-             f"{stage} on {row.task_set or 'no task'}"]
     found = headline(row)
-    parts.append(f"{found[0]} {row.values[found[1]]:.1f}" if found else "no score")
+    parts = [row.name, row.task_set or "no task", f"{found[0]} {row.values[found[1]]:.1f}" if found else "no score",
+             (row.stage or FINE_TUNED) if row.source == MEASURED else "published",
+             f"{format_flops(flops)} FLOPs" if flops is not None else "FLOPs ?"]
     if row.source != MEASURED:
         parts.append(row.reference)
     return " · ".join(parts) + (f" [{row.recipe}]" if row.departures else "")

@@ -1,7 +1,8 @@
 """Screenshot the `leaderboard` experiment as a newcomer first sees it in the MLflow UI.
 
-Fills a temporary SQLite store with the published rows and two measured ones (a full-recipe run
-and a quick run off the recipe), starts `mlflow ui` on loopback, and has headless Chromium save a
+Fills a temporary SQLite store with the published rows and measured ones (a full-recipe run, a quick run
+off the recipe, and with `--every-kind` a classification, a regression, a multi-label and a tagging run
+on your own data and an evaluated checkpoint), starts `mlflow ui` on loopback, and has headless Chromium save a
 PNG of the runs table.
 
     python scripts/leaderboard_screenshot.py runs/leaderboard.png [--view default|saved]
@@ -20,6 +21,7 @@ Needs chromium (or $CHROMIUM) and mlflow; nothing is left running or written bes
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import socket
@@ -54,8 +56,32 @@ def write_results(directory: Path, name: str, config: dict, tasks: dict[str, flo
     return directory
 
 
-def fill(store: Path, work: Path) -> str:
-    """The leaderboard rows in a SQLite store; returns the experiment id."""
+def write_own(directory: Path, name: str, problem: str, scores: dict[str, float], costs: dict) -> Path:
+    """A results.json of your own data (`harness run text|tagging`), reduced to what the leaderboard reads."""
+    body = results_schema.ResultsBody(format=f"electra-harness/{'tagging' if problem == 'tagging' else 'text'}"
+                                      "-results/1", model=results_schema.ModelBlock(name="electra-small"),
+                                      config={}, tasks=[name], runs=[], flops=costs,
+                                      summary={name: {metric: stats(value) for metric, value in scores.items()}})
+    body["data"] = {"task": {"name": name, "kind": problem, "metrics": list(scores), "headline": next(iter(scores))},
+                    "files": {"train": {"sha256": hashlib.sha256(name.encode()).hexdigest()}}}
+    directory.mkdir(parents=True)
+    results_schema.write(directory / results_schema.FILE, body)
+    return directory
+
+
+def every_kind(work: Path, costs: dict) -> list[Path]:
+    """A run of each kind of your own data, and an evaluated checkpoint."""
+    evaluated = write_results(work / "eval", "org/electra-small-rte", {}, {"rte": 0.66}, {})
+    body = results_schema.load(evaluated / results_schema.FILE)
+    results_schema.write(evaluated / results_schema.FILE, body | {"evaluated": True})
+    return [write_own(work / "intents", "intents", "classification", {"accuracy": 0.912, "macro_f1": 0.9}, costs),
+            write_own(work / "rating", "rating", "regression", {"spearman": 0.71, "pearson": 0.69}, costs),
+            write_own(work / "topics", "topics", "multilabel", {"micro_f1": 0.64, "macro_f1": 0.52}, costs),
+            write_own(work / "phrases", "phrases", "tagging", {"f1": 0.83, "precision": 0.82}, costs), evaluated]
+
+
+def fill(store: Path, work: Path, kinds: bool = False) -> str:
+    """The leaderboard rows in a SQLite store (with `kinds`, a run of every kind); returns the experiment id."""
     costs = {"model_id": "runs/pretrain/electra-small", "num_params": 13548800, "pretrain_flops": 1.294e18,
              "inference_flops": 3.677e9, "pretrain_flops_basis": "pretrain_meta.json"}
     full = write_results(work / "full", "runs/pretrain/electra-small", {},
@@ -64,7 +90,8 @@ def fill(store: Path, work: Path) -> str:
     quick = write_results(work / "quick", "runs/pretrain/electra-small",
                           {"max_train_examples": 100, "num_epochs": 1}, {"rte": 0.473}, costs)
     uri = f"sqlite:///{store}"
-    mlflow_leaderboard.upsert(rows_from_results([full, quick]) + published_rows(), uri)
+    runs = [full, quick, *(every_kind(work, costs) if kinds else [])]
+    mlflow_leaderboard.upsert(rows_from_results(runs) + published_rows(), uri)
     from mlflow import MlflowClient
 
     return MlflowClient(uri).get_experiment_by_name(mlflow_leaderboard.EXPERIMENT).experiment_id
@@ -101,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-ms", type=int, default=20000, help="virtual time for the page to render")
     parser.add_argument("--html", nargs="+", type=Path, metavar="RUN_DIR",
                         help="screenshot leaderboard.html of these runs (harness report --runs) instead of MLflow")
+    parser.add_argument("--every-kind", action="store_true",
+                        help="add a run of each kind of your own data and an evaluated checkpoint to the store")
     parser.add_argument("--window", default=WINDOW, help="the browser window, WIDTH,HEIGHT (default: %(default)s)")
     args = parser.parse_args(argv)
     chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -110,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         return html_page(chromium, args)
     with tempfile.TemporaryDirectory(prefix="leaderboard-screenshot-") as folder:
         work = Path(folder)
-        experiment_id = fill(work / "mlflow.db", work)
+        experiment_id = fill(work / "mlflow.db", work, args.every_kind)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         process = serve(work / "mlflow.db", work, port)
@@ -125,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             elif args.view == "experiment":  # what clicking the experiment's name opens
                 page = page.partition("/runs")[0]
             args.png.parent.mkdir(parents=True, exist_ok=True)
-            screenshot(chromium, page, args.png.resolve(), work / "profile", args.budget_ms)
+            screenshot(chromium, page, args.png.resolve(), work / "profile", args.budget_ms, args.window)
         finally:
             process.terminate()
             process.wait(timeout=30)

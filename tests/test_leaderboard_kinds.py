@@ -64,9 +64,10 @@ HEADLINES = [("intents (data e6ae98f7)", "accuracy 75.0"), ("rating (data e6ae98
 def test_each_kind_is_a_row_named_for_its_model_and_task_with_its_headline(every_kind):
     rows = rows_from_results(every_kind)
     names = sorted(title(row) for row in rows)
-    assert names == sorted([*(f"tiny · FLOPs ? · fine-tuned on {task} · {score}" for task, score in HEADLINES),
-                            "tiny · FLOPs ? · fine-tuned on rte · GLUE 50.0",
-                            "rte-seed0 · FLOPs ? · evaluated on rte · GLUE 50.0"])
+    assert names == sorted([*(f"tiny · {task} · {score} · fine-tuned · FLOPs ?" for task, score in HEADLINES),
+                            "tiny · rte · GLUE 50.0 · fine-tuned · FLOPs ?", "rte-seed0 · rte · GLUE 50.0 · evaluated · FLOPs ?"])
+    # told apart by what the MLflow UI shows of a name: the model and the task first
+    assert len({name[:len("tiny · intents")] for name in names}) == len(names)
     text = markdown(rows)
     own_rows = [line for line in text.splitlines() if "(data " in line]
     assert own_rows[0].startswith("| tiny | intents (data e6ae98f7) | classification | accuracy | 75.0 [65.0, 85.0] | "
@@ -181,11 +182,11 @@ def test_mlflow_names_a_run_of_each_kind_apart_and_the_view_scores_them_all(kind
     runs = client.search_runs([experiment.experiment_id], filter_string="tags.source = 'measured'")
     names = [run.info.run_name.split(" [departs")[0] for run in runs]
     assert len(set(names)) == 6, names
-    # the score and the data's digest aside, each name says the model, stage, task and headline
-    assert {re.sub(r"\(data [0-9a-f]{8}\)", "(data D)", re.sub(r"-?\d+\.\d$", "N", name)) for name in names} == {
-        "rte-seed0 · FLOPs ? · evaluated on rte · GLUE N", "tiny · FLOPs ? · fine-tuned on rte · GLUE N",
-        *(f"tiny · FLOPs ? · fine-tuned on {task} (data D) · {metric} N" for task, metric in (
+    # the score and the data's digest aside, each name says the model, task, headline and stage
+    assert {re.sub(r"\(data [0-9a-f]{8}\)", "(data D)", re.sub(r"-?\d+\.\d · ", "N · ", name)) for name in names} == {
+        "rte-seed0 · rte · GLUE N · evaluated · FLOPs ?", "tiny · rte · GLUE N · fine-tuned · FLOPs ?",
+        *(f"tiny · {task} (data D) · {metric} N · fine-tuned · FLOPs ?" for task, metric in (
             ("intents", "accuracy"), ("rating", "spearman"), ("topics", "micro_f1"), ("phrases", "f1")))}
     # every row has a score in the saved view's column, the headline its name ends with
     for run in runs:
-        assert run.info.run_name.split(" [departs")[0].endswith(f" {run.data.metrics[mlflow_view.SCORE]:.1f}")
+        assert f" {run.data.metrics[mlflow_view.SCORE]:.1f} · " in run.info.run_name

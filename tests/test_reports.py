@@ -404,12 +404,12 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
     client, runs = leaderboard_runs(uri)
     by_name = {r.info.run_name: r for r in runs}
     # Named for what each row is, the model first (the path's folder name: no pretrain_meta.json at /m/a)
-    full = by_name["a · 1.29e18 FLOPs · fine-tuned on cola,stsb,rte · GLUE 62.5"]
+    full = by_name["a · cola,stsb,rte · GLUE 62.5 · fine-tuned · 1.29e18 FLOPs"]
     assert full.data.tags["recipe"] == "electra" and full.data.tags["task_set"] == "cola,stsb,rte"
     assert full.data.tags["stage"] == "fine-tuned" and full.data.tags["model_short"] == "a"
-    assert by_name["a · 1.29e18 FLOPs · fine-tuned on rte · GLUE 47.3 [departs: max_train_examples=100]"].data \
+    assert by_name["a · rte · GLUE 47.3 · fine-tuned · 1.29e18 FLOPs [departs: max_train_examples=100]"].data \
         .tags["recipe"] == "departs: max_train_examples=100"
-    table1 = by_name["ELECTRA-Small · 1.4e18 FLOPs · published on GLUE (all 8) · GLUE 79.9 · ELECTRA paper Table 1"]
+    table1 = by_name["ELECTRA-Small · GLUE (all 8) · GLUE 79.9 · published · 1.4e18 FLOPs · ELECTRA paper Table 1"]
     assert (table1.data.tags["task_set"], table1.data.tags["stage"]) == ("GLUE (all 8)", "published")
     note = full.data.tags["mlflow.note.content"]
     assert "| recipe | electra |" in note and "| GLUE | 62.5 (3/8) |" in note and "| pre-train FLOPs | 1.29e18 |" \
@@ -420,7 +420,7 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
     assert main(["report", "--runs", str(newer), "--output", str(out), "--tracking-uri", uri]) == 0
     _, runs = leaderboard_runs(uri)
     renamed = [r for r in runs if r.info.run_id == full.info.run_id][0]
-    assert renamed.info.run_name == "a · 1.29e18 FLOPs · fine-tuned on cola,sst2,stsb,rte · GLUE 65.6" and \
+    assert renamed.info.run_name == "a · cola,sst2,stsb,rte · GLUE 65.6 · fine-tuned · 1.29e18 FLOPs" and \
         len(runs) == 20 and renamed.data.tags["task_set"] == "cola,sst2,stsb,rte"
     experiment = client.get_experiment_by_name("leaderboard")
     assert experiment.tags["mlflow.note.content"] == mlflow_view.DESCRIPTION
@@ -457,7 +457,7 @@ def test_a_model_in_the_temp_dir_is_not_added_automatically(two_runs, tmp_path, 
     assert not (tmp_path / "mlflow.db").exists()
     request.getfixturevalue("temp_dir_elsewhere")  # as if the system temp dir were somewhere else
     (row,) = mlflow_leaderboard.record([one_off / "results.json"], uri)
-    assert row.key == "/m/a" and "leaderboard: scratch · 1.29e18 FLOPs · fine-tuned on cola,stsb,rte · GLUE 62.5\n" in capsys.readouterr().out
+    assert row.key == "/m/a" and "leaderboard: scratch · cola,stsb,rte · GLUE 62.5 · fine-tuned · 1.29e18 FLOPs\n" in capsys.readouterr().out
 
 
 def test_the_plot_leaves_out_untrained_controls_and_off_recipe_rows():

@@ -41,8 +41,8 @@ TAG_COLUMNS = (TASK_SET_TAG, "recipe")
 ORDER_BY = f"tags.`{TASK_SET_TAG}`"
 DESCRIPTION = """\
 **ELECTRA harness leaderboard**: a run per model and recipe (and per task on your own data), named `model ·
-pre-training FLOPs · fine-tuned|evaluated|published on TASK SET · HEADLINE SCORE` (`GLUE 79.9`,
-`SQuAD1.1 F1 86.8`, `accuracy 91.2`); click a run for its whole row. Compare `score` only between rows
+TASK SET · HEADLINE SCORE (GLUE 79.9, SQuAD1.1 F1 86.8, accuracy 91.2) · fine-tuned|evaluated|published ·
+pre-training FLOPs`; click a run for its whole row. Compare `score` only between rows
 with the same `task_set` and `recipe`.
 
 - Runs table in the saved view "Leaderboard" (Views menu, top right): `score` (the row's headline x100),
