@@ -65,7 +65,9 @@ def own_task_values(results: dict, task: OwnTask) -> dict[str, float]:
         values |= {f"{column}_ci_low": 100 * found["ci_low"], f"{column}_ci_high": 100 * found["ci_high"]}
     for metric in task.metrics:
         stats = summary.get(metric)
-        if metric != task.headline and isinstance(stats, dict) and isinstance(stats.get("median"), int | float):
+        if metric == task.headline or not isinstance(stats, dict):
+            continue
+        if isinstance(stats.get("median"), int | float):
             values[f"{column}.{metric}"] = 100 * stats["median"]
     if isinstance(found.get("n"), int):
         values["seeds"] = float(found["n"])

@@ -37,7 +37,8 @@ ALL_DEPART = "No row follows the ELECTRA recipe; every measured row departs from
 ONLY_OWN = "No GLUE or SQuAD row yet; the runs on your own data are below."
 OWN_HEADER = ("model", "task", "problem", "headline", "score", "seeds", "other metrics", "recipe", "notes")
 # Display columns: glue_tasks folds into the GLUE cell.
-SHOWN = ("num_params", "pretrain_flops", "inference_flops", *GLUE_COLUMNS, "glue_score", *SQUAD_COLUMNS, SEEDS)
+SHOWN = ("num_params", "pretrain_flops", "inference_flops", *GLUE_COLUMNS, "glue_score", *SQUAD_COLUMNS,
+         SEEDS)
 FLOPS_COLUMNS = ("pretrain_flops", "inference_flops")
 
 
@@ -83,7 +84,8 @@ def _sections(rows: list[Row]) -> list[tuple[str, list[Row], list[str]]]:
         mine = ranked([r for r in rows if _section(r) == section])
         if not mine and EMPTY[section] is None:
             continue
-        columns = [c for c in SHOWN if (c == "glue_score" and section != OWN) or any(c in r.values for r in mine)]
+        columns = [c for c in SHOWN
+                   if (c == "glue_score" and section != OWN) or any(c in r.values for r in mine)]
         if section != PUBLISHED:  # measured costs always show, '?' marking what is unknown
             columns = [c for c in SHOWN if c in (*FLOPS_COLUMNS, "num_params") or c in columns]
         found.append((section, title, mine, columns))
@@ -119,8 +121,10 @@ def own_cells(row: Row) -> list[tuple[str, float | None]]:
     name = row.name + (f" ({EVALUATED})" if row.stage == EVALUATED else "")
     found = headline(row)
     score = row.values.get(row.task)
-    metrics = " · ".join(f"{metric} {value:.1f}" for metric, value in other_metrics(row.task, row.values).items())
-    return [(name, None), (row.task_set, None), (row.problem or "-", None), (found[0] if found else "-", None),
+    metrics = " · ".join(f"{metric} {value:.1f}"
+                         for metric, value in other_metrics(row.task, row.values).items())
+    return [(name, None), (row.task_set, None), (row.problem or "-", None),
+            (found[0] if found else "-", None),
             (cell(row, row.task), score), (cell(row, SEEDS), row.values.get(SEEDS)), (metrics or "-", None),
             (row.recipe, None), (row.notes, None)]
 
@@ -152,7 +156,8 @@ def title(row: Row) -> str:
     'ELECTRA-Small · GLUE (all 8) · GLUE 79.9 · published · 1.4e18 FLOPs · ELECTRA paper Table 1'."""
     flops = row.values.get("pretrain_flops")
     found = headline(row)
-    parts = [row.name, row.task_set or "no task", f"{found[0]} {row.values[found[1]]:.1f}" if found else "no score",
+    parts = [row.name, row.task_set or "no task",
+             f"{found[0]} {row.values[found[1]]:.1f}" if found else "no score",
              (row.stage or FINE_TUNED) if row.source == MEASURED else "published",
              f"{format_flops(flops)} FLOPs" if flops is not None else "FLOPs ?"]
     if row.source != MEASURED:
@@ -207,7 +212,8 @@ def _markdown_cell(text: str) -> str:
 
 
 # After the paper's columns: what any row has (its stage, task set, headline, seeds), and your own task's
-CSV_TAIL = ("stage", "task", "problem", "headline", "score", "score_ci_low", "score_ci_high", SEEDS, "metrics")
+CSV_TAIL = ("stage", "task", "problem", "headline", "score", "score_ci_low", "score_ci_high", SEEDS,
+            "metrics")
 
 
 def to_csv(rows: list[Row]) -> str:
@@ -226,9 +232,11 @@ def to_csv(rows: list[Row]) -> str:
 def _csv_tail(row: Row) -> list[str]:
     found = headline(row)
     name, column = found or ("", "")
-    metrics = "; ".join(f"{metric}={_number(value)}" for metric, value in other_metrics(row.task, row.values).items())
+    metrics = "; ".join(f"{metric}={_number(value)}"
+                        for metric, value in other_metrics(row.task, row.values).items())
     return [row.stage or ("published" if row.source == PUBLISHED else ""), row.task_set, row.problem, name,
-            *(_number(row.values.get(key)) for key in (column, f"{column}_ci_low", f"{column}_ci_high", SEEDS)),
+            *(_number(row.values.get(key))
+              for key in (column, f"{column}_ci_low", f"{column}_ci_high", SEEDS)),
             metrics if row.task else ""]
 
 

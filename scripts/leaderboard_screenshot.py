@@ -1,9 +1,9 @@
 """Screenshot the `leaderboard` experiment as a newcomer first sees it in the MLflow UI.
 
-Fills a temporary SQLite store with the published rows and measured ones (a full-recipe run, a quick run
-off the recipe, and with `--every-kind` a classification, a regression, a multi-label and a tagging run
-on your own data and an evaluated checkpoint), starts `mlflow ui` on loopback, and has headless Chromium save a
-PNG of the runs table.
+Fills a temporary SQLite store with the published rows and measured ones (a full-recipe run, a quick
+run off the recipe, and with `--every-kind` a classification, a regression, a multi-label and a tagging
+run on your own data and an evaluated checkpoint), starts `mlflow ui` on loopback, and has headless
+Chromium save a PNG of the runs table.
 
     python scripts/leaderboard_screenshot.py runs/leaderboard.png [--view default|saved]
 
@@ -58,12 +58,13 @@ def write_results(directory: Path, name: str, config: dict, tasks: dict[str, flo
 
 def write_own(directory: Path, name: str, problem: str, scores: dict[str, float], costs: dict) -> Path:
     """A results.json of your own data (`harness run text|tagging`), reduced to what the leaderboard reads."""
-    body = results_schema.ResultsBody(format=f"electra-harness/{'tagging' if problem == 'tagging' else 'text'}"
-                                      "-results/1", model=results_schema.ModelBlock(name="electra-small"),
-                                      config={}, tasks=[name], runs=[], flops=costs,
-                                      summary={name: {metric: stats(value) for metric, value in scores.items()}})
-    body["data"] = {"task": {"name": name, "kind": problem, "metrics": list(scores), "headline": next(iter(scores))},
-                    "files": {"train": {"sha256": hashlib.sha256(name.encode()).hexdigest()}}}
+    kind = "tagging" if problem == "tagging" else "text"
+    summary = {name: {metric: stats(value) for metric, value in scores.items()}}
+    body = results_schema.ResultsBody(format=f"electra-harness/{kind}-results/1",
+                                      model=results_schema.ModelBlock(name="electra-small"), config={},
+                                      tasks=[name], runs=[], flops=costs, summary=summary)
+    task = {"name": name, "kind": problem, "metrics": list(scores), "headline": next(iter(scores))}
+    body["data"] = {"task": task, "files": {"train": {"sha256": hashlib.sha256(name.encode()).hexdigest()}}}
     directory.mkdir(parents=True)
     results_schema.write(directory / results_schema.FILE, body)
     return directory
@@ -74,14 +75,17 @@ def every_kind(work: Path, costs: dict) -> list[Path]:
     evaluated = write_results(work / "eval", "org/electra-small-rte", {}, {"rte": 0.66}, {})
     body = results_schema.load(evaluated / results_schema.FILE)
     results_schema.write(evaluated / results_schema.FILE, body | {"evaluated": True})
-    return [write_own(work / "intents", "intents", "classification", {"accuracy": 0.912, "macro_f1": 0.9}, costs),
-            write_own(work / "rating", "rating", "regression", {"spearman": 0.71, "pearson": 0.69}, costs),
-            write_own(work / "topics", "topics", "multilabel", {"micro_f1": 0.64, "macro_f1": 0.52}, costs),
-            write_own(work / "phrases", "phrases", "tagging", {"f1": 0.83, "precision": 0.82}, costs), evaluated]
+    own = [("intents", "classification", {"accuracy": 0.912, "macro_f1": 0.9}),
+           ("rating", "regression", {"spearman": 0.71, "pearson": 0.69}),
+           ("topics", "multilabel", {"micro_f1": 0.64, "macro_f1": 0.52}),
+           ("phrases", "tagging", {"f1": 0.83, "precision": 0.82})]
+    written = [write_own(work / name, name, problem, scores, costs) for name, problem, scores in own]
+    return [*written, evaluated]
 
 
 def fill(store: Path, work: Path, kinds: bool = False) -> str:
-    """The leaderboard rows in a SQLite store (with `kinds`, a run of every kind); returns the experiment id."""
+    """The leaderboard rows in a SQLite store (with `kinds`, a run of every kind); returns the experiment
+    id."""
     costs = {"model_id": "runs/pretrain/electra-small", "num_params": 13548800, "pretrain_flops": 1.294e18,
              "inference_flops": 3.677e9, "pretrain_flops_basis": "pretrain_meta.json"}
     full = write_results(work / "full", "runs/pretrain/electra-small", {},
@@ -113,7 +117,8 @@ def serve(store: Path, work: Path, port: int) -> subprocess.Popen:
         env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def screenshot(chromium: str, url: str, png: Path, profile: Path, budget_ms: int, window: str = WINDOW) -> None:
+def screenshot(chromium: str, url: str, png: Path, profile: Path, budget_ms: int,
+               window: str = WINDOW) -> None:
     """Headless Chromium; the UI is a JS app, so virtual time lets it fetch and render first."""
     command = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                f"--user-data-dir={profile}", f"--window-size={window}", f"--virtual-time-budget={budget_ms}",
@@ -127,10 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--view", choices=("saved", "default", "experiment"), default="saved")
     parser.add_argument("--budget-ms", type=int, default=20000, help="virtual time for the page to render")
     parser.add_argument("--html", nargs="+", type=Path, metavar="RUN_DIR",
-                        help="screenshot leaderboard.html of these runs (harness report --runs) instead of MLflow")
+                        help="screenshot leaderboard.html of these runs (harness report --runs), not MLflow")
     parser.add_argument("--every-kind", action="store_true",
-                        help="add a run of each kind of your own data and an evaluated checkpoint to the store")
-    parser.add_argument("--window", default=WINDOW, help="the browser window, WIDTH,HEIGHT (default: %(default)s)")
+                        help="add a run of each kind of your own data and an evaluated checkpoint")
+    parser.add_argument("--window", default=WINDOW,
+                        help="the browser window, WIDTH,HEIGHT (default: %(default)s)")
     args = parser.parse_args(argv)
     chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -168,8 +174,8 @@ def html_page(chromium: str, args: argparse.Namespace) -> int:
         work = Path(folder)
         leaderboard_report.write_report(args.html, work / "report", "none")
         args.png.parent.mkdir(parents=True, exist_ok=True)
-        screenshot(chromium, (work / "report" / "leaderboard.html").as_uri(), args.png.resolve(), work / "profile",
-                   args.budget_ms, args.window)
+        page = (work / "report" / "leaderboard.html").as_uri()
+        screenshot(chromium, page, args.png.resolve(), work / "profile", args.budget_ms, args.window)
     print(f"wrote {args.png} (leaderboard.html of {len(args.html)} runs)")
     return 0
 

@@ -6,11 +6,13 @@ from the recipe, safe in a filter string), `source` (measured or published), `re
 `model_id`, `model_short`, `stage` (fine-tuned, evaluated or published), `task_set` (what it was
 scored on: rows to compare share it), `reference` and `notes`, and on your own data `task` (its column),
 `headline` (its headline metric) and `problem`; its numbers are metrics, so the MLflow UI can sort by them,
-with `score`, the row's headline (GLUE score, SQuAD F1 or your own task's headline metric), for every kind. Published rows are re-asserted on every update and never merged with measured ones.
+with `score`, the row's headline (GLUE score, SQuAD F1 or your own task's headline metric), for every
+kind. Published rows are re-asserted on every update and never merged with measured ones.
 
 Readable without configuring the UI: a run's name says what the row is, model and task set first (preset,
 Hub id or random-init, never a path the narrow name column cuts; your own task with its data's digest),
-then headline and score, stage and pre-training FLOPs (renamed when they change); its description (`mlflow.note.content`) holds the whole
+then headline and score, stage and pre-training FLOPs (renamed when they change); its description
+(`mlflow.note.content`) holds the whole
 row, and the experiment has a description and a saved view of the runs table, grouped by task set
 (mlflow_view.py).
 """
