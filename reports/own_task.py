@@ -78,3 +78,11 @@ def other_metrics(column: str, values: dict[str, float]) -> dict[str, float]:
     """The medians beside the headline, by metric name ({'macro_f1': 16.7, 'mcc': 0.0})."""
     return {key.removeprefix(f"{column}."): value for key, value in values.items()
             if key.startswith(f"{column}.")}
+
+
+def stored_column(values: dict[str, float]) -> str:
+    """The own task's headline column among a stored row's values ("" for none, or for several: a row stored
+    before a row was kept per task may have gathered more than one)."""
+    found = [key for key in values if key.startswith(OWN_PREFIX) and key.count(".") == 2
+             and not key.endswith(("_ci_low", "_ci_high"))]
+    return found[0] if len(found) == 1 else ""

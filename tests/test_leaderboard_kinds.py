@@ -190,3 +190,17 @@ def test_mlflow_names_a_run_of_each_kind_apart_and_the_view_scores_them_all(kind
     # every row has a score in the saved view's column, the headline its name ends with
     for run in runs:
         assert f" {run.data.metrics[mlflow_view.SCORE]:.1f} · " in run.info.run_name
+
+
+def test_a_row_of_your_own_data_stored_before_rows_were_per_task_reads_back_as_its_task():
+    """Renaming an older store's rows (harness report without --runs) names its own-data row for its task."""
+    from types import SimpleNamespace
+
+    from harness.tracking.mlflow_leaderboard import _row_of
+
+    tags = {"source": "measured", "model": "/x/tiny", "model_id": "/x/tiny", "model_short": "tiny",
+            "stage": "fine-tuned", "recipe": "electra"}
+    metrics = {"own.intents.abababab": 50.0, "own.intents.abababab_ci_low": 40.0, "num_params": 1000.0}
+    row = _row_of(SimpleNamespace(data=SimpleNamespace(tags=tags, metrics=metrics),
+                                  info=SimpleNamespace(run_id="r", run_name="old name")))
+    assert title(row) == "tiny · intents (data abababab) · score 50.0 · fine-tuned · FLOPs ?"

@@ -44,6 +44,7 @@ from reports.leaderboard import (
     published_rows,
     short_name,
 )
+from reports.own_task import stored_column
 
 EXPERIMENT = mlflow_runs.LEADERBOARD_EXPERIMENT
 KEY_TAG = "leaderboard_key"
@@ -97,7 +98,10 @@ def _row_of(run) -> Row:
     return Row(tags.get("model_id", run.info.run_id), tags.get("model", run.info.run_name or ""),
                tags.get("source", "measured"), tags.get("reference", ""), values, tags.get("notes", ""),
                recipe.removeprefix(DEPARTS) if recipe.startswith(DEPARTS) else "", tags.get("family", ""),
-               tags.get("pretrain_corpus", ""), short, stage, *(tags.get(name, "") for name in OWN_TAGS))
+               tags.get("pretrain_corpus", ""), short, stage,
+               # a row stored before rows of your own data were tagged: its task from its one own column
+               tags.get("task") or (stored_column(values) if measured else ""), tags.get("headline", ""),
+               tags.get("problem", ""))
 
 
 def _stored(client, experiment_id: str) -> dict[str, object]:
