@@ -98,6 +98,11 @@ def test_an_evaluated_checkpoint_is_marked_in_every_table(every_kind):
     assert evaluated.label == "rte-seed0 (evaluated)"
     assert "| rte-seed0 (evaluated) | ? | ? | ? | 50.0 | 50.0 (1/8) | 1 |" in markdown(rows)
     assert ">rte-seed0 (evaluated)</td>" in to_html(rows, None)
+    # harness eval text: a row of its own beside the fine-tuned one on the same task and data
+    scored = own("text", "intents", "classification", {"accuracy": 0.5}) | {"evaluated": True}
+    rows = rows_from_results([*every_kind, write(every_kind[0].parent, "eval-text", scored)])
+    assert "| tiny (evaluated) | intents (data e6ae98f7) | classification | accuracy | 50.0 [40.0, 60.0] |" in \
+        markdown(rows) and len([r for r in rows if r.task_set == "intents (data e6ae98f7)"]) == 2
 
 
 def test_a_task_named_as_a_glue_task_stays_your_own(tmp_path):
