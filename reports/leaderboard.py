@@ -1,11 +1,14 @@
-"""Leaderboard rows: one per discriminator and recipe, from results files (measured) or the literature
-(published).
+"""Leaderboard rows: one per discriminator and recipe (and per task, on your own data), from results files
+(measured) or the literature (published).
 
 Scores are x100 and use the metric the ELECTRA paper reports per task, median over seeds, so our
 rows line up with the published ones. A measured row may gather tasks from several results files
 of the same model and recipe; its GLUE score is the mean of the tasks it has, and `glue_tasks` says
 how many. A run that departs from ELECTRA's fine-tuning recipe (reports/recipe.py) gets a row of its
-own, named by its departures, so a quick look never replaces or mixes with a full-recipe score.
+own, named by its departures, so a quick look never replaces or mixes with a full-recipe score. A run on
+your own data (reports/own_task.py) is a row of its model, task and training data, with its headline metric,
+the other metrics and their seeds; an evaluated checkpoint's row is marked so and never merges with a
+fine-tuned one.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from foundation.models.hub import parse_hub_id
 from foundation.models.identity import model_identity
 from foundation.models.presets import PRESETS, size_of
 from reports import accounting, recipe, results_schema
+from reports.own_task import OWN_PREFIX, own_task, own_task_values
 from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS, published_entries
 from tasks import metrics
 from tasks.registry import GLUE_TASKS, SQUAD_TASKS
@@ -34,6 +38,8 @@ CI_COLUMNS = tuple(f"{column}_ci_{end}" for column in (*GLUE_COLUMNS, *SQUAD_COL
                    for end in ("low", "high"))
 VALUE_COLUMNS = ("num_params", "pretrain_flops", "inference_flops", *GLUE_COLUMNS, "glue_score", "glue_tasks",
                  *SQUAD_COLUMNS, *GLUE_CI, *CI_COLUMNS)
+SEEDS = "seeds"  # a measured row's value: the fewest fine-tuning seeds any of its scores is over
+SCORED = (*GLUE_COLUMNS, *SQUAD_COLUMNS)
 RESULTS_FORMAT = re.compile(r"electra-harness/([a-z0-9]+)-results/(\d+)$")
 RESULTS_VERSION = "1"
 FULL_RECIPE, AS_PUBLISHED = "electra", "as published"  # the recipe column of rows without departures
@@ -59,6 +65,10 @@ class Row:
     # measured: the model in a few words (a preset, a Hub id, random-init, a folder's name), not its path
     short_name: str = ""
     stage: str = ""  # measured: FINE_TUNED, or EVALUATED for a checkpoint scored without training
+    # measured on your own data: its column (own.NAME.SHA8, reports/own_task.py), headline metric, problem
+    task: str = ""
+    headline: str = ""
+    problem: str = ""
 
     @property
     def name(self) -> str:
@@ -68,20 +78,26 @@ class Row:
     @property
     def task_set(self) -> str:
         """What the row was scored on, the same text for rows that can be compared: 'sst2,stsb,rte' (the
-        paper's column order), 'GLUE (all 8)', or for SQuAD-only rows 'squad20', 'squad11 + squad20'."""
+        paper's column order), 'GLUE (all 8)', for SQuAD-only rows 'squad20', 'squad11 + squad20', and
+        your own task with its data 'intents (data e6ae98f7)'."""
+        if self.task:
+            name, _, digest = self.task.removeprefix(OWN_PREFIX).rpartition(".")
+            return f"{name} (data {digest})"
         return task_set(self.values)
 
     @property
     def row_id(self) -> str:
-        """What tells rows apart: the model identity, the departures of a run off the recipe, and (only
-        when evaluated, so older fine-tuned rows keep their identity) the stage."""
-        marked = self._marked(self.key)
+        """What tells rows apart: the model identity, the departures of a run off the recipe, your own
+        task and its data, and (only when evaluated, so older fine-tuned rows keep their identity) the
+        stage."""
+        marked = self._marked(self.key) + (f" on {self.task}" if self.task else "")
         return f"{marked} ({self.stage})" if self.stage == EVALUATED else marked
 
     @property
     def label(self) -> str:
-        """The model's name as shown, marked with its departures: 'electra-small [departs: num_epochs=1]'."""
-        return self._marked(self.model)
+        """The model's name as shown, marked as evaluated and with its departures:
+        'electra-small (evaluated) [departs: num_epochs=1]'."""
+        return self._marked(self.model + (f" ({EVALUATED})" if self.stage == EVALUATED else ""))
 
     @property
     def recipe(self) -> str:
@@ -179,7 +195,9 @@ def measured_row(path: Path, results: results_schema.ResultsBody) -> Row:
     model = results["model"]
     costs = results.get("flops") or {}
     key = costs.get("model_id") or model_identity(model.get("name", ""), model.get("path", ""))
-    values = _task_values(results["summary"]) | own_task_values(results)
+    own = own_task(results)
+    # Your own task's summary is keyed by its name, which may be a GLUE task's (a task named rte)
+    values = own_task_values(results, own) if own else _task_values(results["summary"])
     glue = results.get("glue") or {}
     if "ci_low" in glue and set(glue.get("tasks", ())) == {t for t in GLUE_COLUMNS if t in values}:
         values |= {"glue_score_ci_low": 100 * glue["ci_low"], "glue_score_ci_high": 100 * glue["ci_high"]}
@@ -194,7 +212,8 @@ def measured_row(path: Path, results: results_schema.ResultsBody) -> Row:
     departures = departures_of(results)
     return _with_glue(Row(key, model.get("name") or key, MEASURED, str(path), values, notes, departures,
                           model.get("family", ""), costs.get("pretrain_corpus") or "", short_name(model),
-                          _stage(results)))
+                          _stage(results), own.column if own else "", own.headline if own else "",
+                          own.problem if own else ""))
 
 
 def departures_of(results: results_schema.ResultsBody) -> str:
@@ -223,7 +242,8 @@ def recipe_size(model: dict) -> str | None:
 
 
 def _task_values(summary: dict) -> dict[str, float]:
-    values = {}
+    """GLUE and SQuAD medians and intervals, and `seeds`: the fewest seeds a score is over."""
+    values, seeds = {}, []
     for task_name, stats in summary.items():
         if task_name in GLUE_COLUMNS:
             task = GLUE_TASKS[task_name]
@@ -232,6 +252,7 @@ def _task_values(summary: dict) -> dict[str, float]:
             if isinstance(chosen, dict) and isinstance(chosen.get("median"), int | float):
                 values[task_name] = 100 * chosen["median"]
                 values |= _interval(task_name, chosen, 100)
+                seeds.append(chosen.get("n"))
         elif task_name in SQUAD_VERSIONS:
             # The official script's keys, already x100: EM is exact_match (1.1) or exact (2.0, at
             # the default null threshold, not the dev-tuned best_exact).
@@ -241,29 +262,9 @@ def _task_values(summary: dict) -> dict[str, float]:
                 if found and isinstance(found[0].get("median"), int | float):
                     values[f"{prefix}_{column}"] = float(found[0]["median"])
                     values |= _interval(f"{prefix}_{column}", found[0], 1)
-    return values
-
-
-OWN_PREFIX = "own."  # a column of your own task (harness run text): own.NAME.SHA8
-
-
-def own_column(name: str, digest: str) -> str:
-    """Your own task's leaderboard column: its name and its training file's sha256, so runs on other data
-    are other columns (MLflow allows letters, digits, _ - . / and spaces in a metric's name)."""
-    return f"{OWN_PREFIX}{re.sub(r'[^A-Za-z0-9_-]', '_', name)}.{digest[:8]}"
-
-
-def own_task_values(results: dict) -> dict[str, float]:
-    """A `harness run text` result's headline median (x100) and interval, in its task's own column."""
-    data = results.get("data")
-    if not isinstance(data, dict) or not isinstance(data.get("task"), dict):
-        return {}
-    task, files = data["task"], data.get("files") or {}
-    found = (results.get("summary") or {}).get(task.get("name"), {}).get(task.get("headline"))
-    if not isinstance(found, dict) or not isinstance(found.get("median"), int | float):
-        return {}
-    column = own_column(task["name"], (files.get("train") or {}).get("sha256", "unknown"))
-    return {column: 100 * found["median"]} | _interval(column, found, 100)
+                    seeds.append(found[0].get("n"))
+    counted = [n for n in seeds if isinstance(n, int)]
+    return values | ({SEEDS: float(min(counted))} if counted else {})
 
 
 def _interval(column: str, found: dict, scale: float) -> dict[str, float]:
@@ -289,6 +290,8 @@ def merge(old: Row, new: Row) -> Row:
     references = references[-MAX_REFERENCES:]
     values = old.values | new.values
     new_tasks = {t for t in GLUE_COLUMNS if t in new.values}
+    if SEEDS in old.values and SEEDS in new.values and not _covers(new, old):
+        values[SEEDS] = min(old.values[SEEDS], new.values[SEEDS])  # the fewest seeds of any score kept
     # A GLUE interval is for one results file's tasks: keep new's only if the merged row has no others.
     if new_tasks:
         values = {k: v for k, v in values.items() if k not in GLUE_CI}
@@ -297,7 +300,13 @@ def merge(old: Row, new: Row) -> Row:
     notes = "" if {"pretrain_flops", "inference_flops"} <= values.keys() else (new.notes or old.notes)
     return _with_glue(Row(old.key, new.model, MEASURED, "\n".join(references), values, notes, old.departures,
                           new.family or old.family, new.corpus or old.corpus,
-                          new.short_name or old.short_name, old.stage or new.stage))
+                          new.short_name or old.short_name, old.stage or new.stage, old.task or new.task,
+                          new.headline or old.headline, new.problem or old.problem))
+
+
+def _covers(new: Row, old: Row) -> bool:
+    """Whether every score of `old` is one `new` measured again."""
+    return {c for c in old.values if c in SCORED} <= new.values.keys()
 
 
 def merge_rows(rows: list[Row]) -> list[Row]:
@@ -314,5 +323,5 @@ def rows_from_results(paths: list[Path]) -> list[Row]:
 
 
 def ranked(rows: list[Row]) -> list[Row]:
-    """Best GLUE score first; rows without one last, by name."""
-    return sorted(rows, key=lambda r: (-r.values.get("glue_score", float("-inf")), r.model, r.key))
+    """Best GLUE score first; rows without one last, by name (and your own task)."""
+    return sorted(rows, key=lambda r: (-r.values.get("glue_score", float("-inf")), r.model, r.key, r.task))

@@ -13,12 +13,13 @@ STYLES = {MEASURED: {"marker": "o", "color": "#d95f02", "label": "measured (this
 
 
 def plottable(rows: list[Row]) -> tuple[list[Row], list[Row]]:
-    """(rows with both pre-training FLOPs and a GLUE score, measured rows left out for lack of one or for
-    departing from the recipe: their scores do not belong beside the paper's)."""
+    """(rows with both pre-training FLOPs and a GLUE score, measured GLUE or SQuAD rows left out for lack of
+    one or for departing from the recipe: their scores do not belong beside the paper's). Rows of your own
+    data are neither: they have no GLUE score to miss."""
     # An untrained control spent 0 FLOPs: it has no place on a log axis, so it is named below the plot.
     shown = [r for r in rows if {"pretrain_flops", "glue_score"} <= r.values.keys() and not r.departures
              and r.values["pretrain_flops"] > 0]
-    missing = [r for r in rows if r.source == MEASURED and r not in shown]
+    missing = [r for r in rows if r.source == MEASURED and not r.task and r not in shown]
     return shown, missing
 
 

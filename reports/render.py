@@ -1,4 +1,5 @@
-"""The leaderboard as Markdown, CSV and a self-contained HTML page (the plot inlined)."""
+"""The leaderboard as Markdown, CSV and a self-contained HTML page (the plot inlined): GLUE and SQuAD rows in
+the paper's columns, rows of your own data in a table of their own (task, headline, metrics, seeds)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import csv
 import html
 import io
 
-from reports.leaderboard import FINE_TUNED, MEASURED, OWN_PREFIX, PUBLISHED, VALUE_COLUMNS, Row, ranked
+from reports.leaderboard import EVALUATED, FINE_TUNED, MEASURED, PUBLISHED, SEEDS, VALUE_COLUMNS, Row, ranked
+from reports.own_task import other_metrics
 from reports.published import GLUE_COLUMNS, SQUAD_COLUMNS
 
 TITLE = "ELECTRA harness leaderboard"
@@ -15,21 +17,28 @@ ABOUT = ("GLUE dev scores x100, median over fine-tuning seeds: CoLA MCC, STS-B S
          "accuracy, the rest accuracy; GLUE is their mean (WNLI left out, as in the paper), with the "
          "number of tasks when fewer than eight; [low, high]: 95% interval over fine-tuning seeds and dev "
          "examples (harness compare tests differences). SQuAD dev EM/F1. FLOPs in the ELECTRA paper's "
-         "convention; inference per 128-token example.")
+         "convention; inference per 128-token example. Your own data: a row per model, task and training "
+         "file (its sha256), its headline metric x100 with its interval and its other metrics' medians; "
+         "seeds: the fewest fine-tuning seeds a row's scores are over.")
 LEGEND = "? = not known (see notes); - = not run or not published."
 DEPARTING = "departing"  # measured rows whose run left ELECTRA's fine-tuning recipe
+OWN = "own"  # measured rows of your own data (harness run|eval text or tagging): their own columns
 HEADERS = {"num_params": "params", "pretrain_flops": "pre-train FLOPs", "inference_flops": "infer FLOPs",
            "glue_score": "GLUE", "squad11_em": "SQuAD1.1 EM", "squad11_f1": "SQuAD1.1 F1",
-           "squad20_em": "SQuAD2.0 EM", "squad20_f1": "SQuAD2.0 F1"}
+           "squad20_em": "SQuAD2.0 EM", "squad20_f1": "SQuAD2.0 F1", SEEDS: "seeds"}
 SECTIONS = ((MEASURED, "Measured (this harness)"),
             (DEPARTING, "Measured, departing from the ELECTRA recipe; not comparable with the paper"),
+            (OWN, "Measured on your own data: a row per model, task and training data"),
             (PUBLISHED, "Published (reference figures, not measured here)"))
 EMPTY = {MEASURED: "No rows yet: run `harness run glue` (or `harness report --runs RUN_DIR`).",
-         DEPARTING: None, PUBLISHED: "No rows yet."}  # None: the section is left out when empty
+         DEPARTING: None, OWN: None, PUBLISHED: "No rows yet."}  # None: the section is left out when empty
 # The measured section when every measured row departs from the recipe (a demo's subsampled runs)
 ALL_DEPART = "No row follows the ELECTRA recipe; every measured row departs from it (next section)."
+ONLY_OWN = "No GLUE or SQuAD row yet; the runs on your own data are below."
+OWN_HEADER = ("model", "task", "problem", "headline", "score", "seeds", "other metrics", "recipe", "notes")
 # Display columns: glue_tasks folds into the GLUE cell.
-SHOWN = ("num_params", "pretrain_flops", "inference_flops", *GLUE_COLUMNS, "glue_score", *SQUAD_COLUMNS)
+SHOWN = ("num_params", "pretrain_flops", "inference_flops", *GLUE_COLUMNS, "glue_score", *SQUAD_COLUMNS,
+         SEEDS)
 FLOPS_COLUMNS = ("pretrain_flops", "inference_flops")
 
 
@@ -56,6 +65,8 @@ def cell(row: Row, column: str) -> str:
         return format_count(value)
     if column in FLOPS_COLUMNS:
         return format_flops(value)
+    if column == SEEDS:
+        return f"{value:.0f}"
     text = f"{value:.1f}"
     if f"{column}_ci_low" in row.values:  # its 95% interval (seeds and dev examples)
         text += f" [{row.values[f'{column}_ci_low']:.1f}, {row.values[f'{column}_ci_high']:.1f}]"
@@ -73,7 +84,8 @@ def _sections(rows: list[Row]) -> list[tuple[str, list[Row], list[str]]]:
         mine = ranked([r for r in rows if _section(r) == section])
         if not mine and EMPTY[section] is None:
             continue
-        columns = [c for c in SHOWN if c == "glue_score" or any(c in r.values for r in mine)]
+        columns = [c for c in SHOWN
+                   if (c == "glue_score" and section != OWN) or any(c in r.values for r in mine)]
         if section != PUBLISHED:  # measured costs always show, '?' marking what is unknown
             columns = [c for c in SHOWN if c in (*FLOPS_COLUMNS, "num_params") or c in columns]
         found.append((section, title, mine, columns))
@@ -84,11 +96,52 @@ def _empty(section: str, rows: list[Row]) -> str:
     """What an empty section says: 'no rows yet' only when there are none, not when all depart."""
     if section == MEASURED and any(_section(r) == DEPARTING for r in rows):
         return ALL_DEPART
+    if section == MEASURED and any(_section(r) == OWN for r in rows):
+        return ONLY_OWN
     return EMPTY[section]
 
 
 def _section(row: Row) -> str:
-    return DEPARTING if row.departures else row.source
+    return OWN if row.task else DEPARTING if row.departures else row.source
+
+
+def headline(row: Row) -> tuple[str, str] | None:
+    """The row's headline as (its name, its column): the GLUE score, else SQuAD F1 (or EM), else your own
+    task's headline metric; None for a row with none of them."""
+    if row.task:
+        return (row.headline or "score", row.task) if row.task in row.values else None
+    if "glue_score" in row.values:
+        return "GLUE", "glue_score"
+    squad = [c for c in ("squad20_f1", "squad11_f1", "squad20_em", "squad11_em") if c in row.values]
+    return (HEADERS[squad[0]], squad[0]) if squad else None
+
+
+def own_cells(row: Row) -> list[tuple[str, float | None]]:
+    """A row of your own data in OWN_HEADER's columns: each cell's text and the number it sorts by."""
+    name = row.name + (f" ({EVALUATED})" if row.stage == EVALUATED else "")
+    found = headline(row)
+    score = row.values.get(row.task)
+    metrics = " · ".join(f"{metric} {value:.1f}"
+                         for metric, value in other_metrics(row.task, row.values).items())
+    return [(name, None), (row.task_set, None), (row.problem or "-", None),
+            (found[0] if found else "-", None),
+            (cell(row, row.task), score), (cell(row, SEEDS), row.values.get(SEEDS)), (metrics or "-", None),
+            (row.recipe, None), (row.notes, None)]
+
+
+def _cells(section: str, row: Row, columns: list[str]) -> list[tuple[str, float | None]]:
+    """A row's cells in its section's columns (see _headers), each with the number it sorts by."""
+    if section == OWN:
+        return own_cells(row)
+    cells = [(row.label, None), *([(row.reference, None)] if section == PUBLISHED else [])]
+    cells += [(cell(row, c), row.values.get(c)) for c in columns]
+    return [*cells, (row.notes, None)]
+
+
+def _headers(section: str, columns: list[str]) -> list[str]:
+    if section == OWN:
+        return list(OWN_HEADER)
+    return ["model", *(["source"] if section == PUBLISHED else []), *map(_header, columns), "notes"]
 
 
 def _header(column: str) -> str:
@@ -96,25 +149,17 @@ def _header(column: str) -> str:
 
 
 def title(row: Row) -> str:
-    """One line naming the row for what it is, the model first (the MLflow UI shows a name's first ~20
-    characters), then pre-training FLOPs, stage and task set, score:
-    'electra-tiny · 1e14 FLOPs · fine-tuned on sst2,stsb,rte · GLUE 40.7 [departs: max_train_examples=1500]',
-    'ELECTRA-Small · 1.4e18 FLOPs · published on GLUE (all 8) · GLUE 79.9 · ELECTRA paper Table 1'."""
+    """One line naming the row for what it is, model and task first (the MLflow UI shows a name's first ~20
+    characters), then headline and score, stage and pre-training FLOPs:
+    'electra-tiny · sst2,stsb,rte · GLUE 40.7 · fine-tuned · 1e14 FLOPs [departs: max_train_examples=1500]',
+    'tiny · intents (data e6ae98f7) · accuracy 33.3 · evaluated · FLOPs ?',
+    'ELECTRA-Small · GLUE (all 8) · GLUE 79.9 · published · 1.4e18 FLOPs · ELECTRA paper Table 1'."""
     flops = row.values.get("pretrain_flops")
-    stage = (row.stage or FINE_TUNED) if row.source == MEASURED else "published"
-    parts = [row.name, f"{format_flops(flops)} FLOPs" if flops is not None else "FLOPs ?",
-             f"{stage} on {row.task_set or 'no task'}"]
-    if "glue_score" in row.values:
-        parts.append(f"GLUE {row.values['glue_score']:.1f}")
-    else:
-        squad = [c for c in ("squad20_f1", "squad11_f1", "squad20_em", "squad11_em") if c in row.values]
-        own = [c for c in row.values if c.startswith(OWN_PREFIX) and not c.endswith(("_ci_low", "_ci_high"))]
-        if squad:
-            parts.append(f"{HEADERS[squad[0]]} {row.values[squad[0]]:.1f}")
-        elif own:  # your own task: its name, training data digest and headline median
-            parts.append(f"{own[0].removeprefix(OWN_PREFIX)} {row.values[own[0]]:.1f}")
-        else:
-            parts.append("no GLUE score")
+    found = headline(row)
+    parts = [row.name, row.task_set or "no task",
+             f"{found[0]} {row.values[found[1]]:.1f}" if found else "no score",
+             (row.stage or FINE_TUNED) if row.source == MEASURED else "published",
+             f"{format_flops(flops)} FLOPs" if flops is not None else "FLOPs ?"]
     if row.source != MEASURED:
         parts.append(row.reference)
     return " · ".join(parts) + (f" [{row.recipe}]" if row.departures else "")
@@ -128,7 +173,7 @@ def details(row: Row) -> str:
     pairs = [("model", row.label), ("source", where), *((("family", row.family),) if row.family else ()),
              *((("pre-training corpus", row.corpus),) if row.corpus else ()), ("recipe", row.recipe),
              ("task set", row.task_set or "-"), *((("stage", row.stage),) if row.stage else ()),
-             *((_header(c), cell(row, c)) for c in shown), ("notes", row.notes or "-"),
+             *((_header(c), cell(row, c)) for c in shown), *_own_pairs(row), ("notes", row.notes or "-"),
              ("model id", row.key), ("results files" if row.source == MEASURED else "reference",
                                      "; ".join(row.reference.splitlines()))]
     lines = [f"**{row.label}**: {where}. {ABOUT}", "", "| | |", "|---|---|"]
@@ -136,6 +181,14 @@ def details(row: Row) -> str:
     if row.departures:
         lines += ["", "Departs from the ELECTRA fine-tuning recipe: not comparable with the paper's figures."]
     return "\n".join(lines) + "\n"
+
+
+def _own_pairs(row: Row) -> list[tuple[str, str]]:
+    """Your own task's lines of a row's description: problem, headline and score, the other metrics."""
+    if not row.task:
+        return []
+    _, _, problem, name, score, _, metrics, _, _ = (text for text, _ in own_cells(row))
+    return [("problem", problem), (f"headline: {name}", score), ("other metrics", metrics)]
 
 
 def markdown(rows: list[Row]) -> str:
@@ -146,12 +199,10 @@ def markdown(rows: list[Row]) -> str:
         if not mine:
             lines.append(_empty(section, rows))
             continue
-        extra = ["source"] if section == PUBLISHED else []
-        header = ["model", *extra, *map(_header, columns), "notes"]
+        header = _headers(section, columns)
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for row in mine:
-            cells = [row.label, *([row.reference] if extra else []), *(cell(row, c) for c in columns),
-                     row.notes]
+            cells = [text for text, _ in _cells(section, row, columns)]
             lines.append("| " + " | ".join(map(_markdown_cell, cells)) + " |")
     return "\n".join(lines) + "\n"
 
@@ -160,17 +211,33 @@ def _markdown_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+# After the paper's columns: what any row has (its stage, task set, headline, seeds), and your own task's
+CSV_TAIL = ("stage", "task", "problem", "headline", "score", "score_ci_low", "score_ci_high", SEEDS,
+            "metrics")
+
+
 def to_csv(rows: list[Row]) -> str:
     """Every row and value column, full precision; an empty cell is a gap (see notes)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["model", "source", "recipe", "reference", *VALUE_COLUMNS, "notes", "key"])
+    writer.writerow(["model", "source", "recipe", "reference", *VALUE_COLUMNS, "notes", "key", *CSV_TAIL])
     for _, _, mine, _ in _sections(rows):
         for row in mine:
             values = [_number(row.values.get(column)) for column in VALUE_COLUMNS]
             writer.writerow([row.model, row.source, row.recipe, row.reference.replace("\n", "; "), *values,
-                             row.notes, row.key])
+                             row.notes, row.key, *_csv_tail(row)])
     return buffer.getvalue()
+
+
+def _csv_tail(row: Row) -> list[str]:
+    found = headline(row)
+    name, column = found or ("", "")
+    metrics = "; ".join(f"{metric}={_number(value)}"
+                        for metric, value in other_metrics(row.task, row.values).items())
+    return [row.stage or ("published" if row.source == PUBLISHED else ""), row.task_set, row.problem, name,
+            *(_number(row.values.get(key))
+              for key in (column, f"{column}_ci_low", f"{column}_ci_high", SEEDS)),
+            metrics if row.task else ""]
 
 
 def _number(value: float | None) -> str:
@@ -181,7 +248,7 @@ def _number(value: float | None) -> str:
 
 STYLE = """body{font:14px system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;margin:1em 0}th,td{padding:.3em .6em;border-bottom:1px solid #ddd}
-th{cursor:pointer;background:#f4f4f4;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{cursor:pointer;background:#f4f4f4;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr:hover td{background:#fafafa}.note{color:#666;font-size:12px}img{max-width:100%}"""
 # Click a header to sort by it; numbers sort numerically, gaps last.
 SORT_SCRIPT = """document.querySelectorAll('th').forEach((th,i)=>th.onclick=()=>{
@@ -205,17 +272,15 @@ def to_html(rows: list[Row], plot_png: bytes | None) -> str:
         if not mine:
             parts.append(f"<p>{esc(_empty(section, rows))}</p>")
             continue
-        extra = ["source"] if section == PUBLISHED else []
-        head = "".join(f"<th>{esc(h)}</th>" for h in ["model", *extra, *map(_header, columns), "notes"])
+        head = "".join(f"<th>{esc(h)}</th>" for h in _headers(section, columns))
         parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>")
         for row in mine:
-            cells = [f"<td title='{esc(row.key)}'>{esc(row.label)}</td>"]
-            cells += [f"<td>{esc(row.reference)}</td>"] if extra else []
-            for column in columns:
-                value = row.values.get(column)
-                sort_value = "" if value is None else f" data-v='{value!r}'"
-                cells.append(f"<td class='n'{sort_value}>{esc(cell(row, column))}</td>")
-            cells.append(f"<td class='note'>{esc(row.notes)}</td>")
+            (name, _), *middle, (notes, _) = _cells(section, row, columns)
+            cells = [f"<td title='{esc(row.key)}'>{esc(name)}</td>"]
+            for text, value in middle:
+                numeric = "" if value is None else f" class='n' data-v='{value!r}'"
+                cells.append(f"<td{numeric}>{esc(text)}</td>")
+            cells.append(f"<td class='note'>{esc(notes)}</td>")
             parts.append(f"<tr>{''.join(cells)}</tr>")
         parts.append("</tbody></table>")
     parts.append(f"<script>{SORT_SCRIPT}</script></body></html>")

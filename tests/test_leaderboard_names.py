@@ -53,8 +53,8 @@ def demo(tmp_path):
 def test_the_demo_rows_are_named_for_what_they_are(demo):
     trained, control = rows_from_results(list(demo))
     departs = " [departs: max_train_examples=1500]"
-    assert title(trained) == "electra-tiny · 1e14 FLOPs · fine-tuned on sst2,stsb,rte · GLUE 40.7" + departs
-    assert title(control) == "random-init · 0 FLOPs · fine-tuned on sst2,stsb,rte · GLUE 43.4" + departs
+    assert title(trained) == "electra-tiny · sst2,stsb,rte · GLUE 40.7 · fine-tuned · 1e14 FLOPs" + departs
+    assert title(control) == "random-init · sst2,stsb,rte · GLUE 43.4 · fine-tuned · 0 FLOPs" + departs
     # told apart by what the UI shows of a name; found together by their task set
     assert title(trained)[:NAME_COLUMN_CHARS] != title(control)[:NAME_COLUMN_CHARS]
     assert trained.task_set == control.task_set == "sst2,stsb,rte"
@@ -83,7 +83,7 @@ def test_other_objectives_hub_ids_and_evaluated_checkpoints_say_so(tmp_path):
     summary = {"rte": {"score": stats(0.6), "accuracy": stats(0.6)}}
     results_schema.write(evaluated / results_schema.FILE, body | {"flops": {}, "summary": summary})
     (row,) = rows_from_results([evaluated])
-    assert row.stage == EVALUATED and title(row) == "org/fine-tuned · FLOPs ? · evaluated on rte · GLUE 60.0"
+    assert row.stage == EVALUATED and title(row) == "org/fine-tuned · rte · GLUE 60.0 · evaluated · FLOPs ?"
     assert row.row_id.endswith("(evaluated)")
 
 
@@ -104,7 +104,7 @@ def test_rows_stored_before_names_are_renamed_with_their_numbers_kept(demo, tmp_
                                                        "GLUE 43.4 (3/8) · 0 FLOPs")
     mlflow_leaderboard.rename_measured(uri)
     renamed = client.get_run(old.info.run_id)
-    assert renamed.info.run_name == ("random-init · 0 FLOPs · fine-tuned on sst2,stsb,rte · GLUE 43.4 [departs: "
+    assert renamed.info.run_name == ("random-init · sst2,stsb,rte · GLUE 43.4 · fine-tuned · 0 FLOPs [departs: "
                                      "max_train_examples=1500]")
     assert renamed.data.tags["task_set"] == "sst2,stsb,rte" and renamed.data.metrics == old.data.metrics
 

@@ -135,7 +135,7 @@ def test_measured_row_uses_the_papers_metric_per_task(tmp_path):
     assert row.values == {"stsb": 75.0, "mrpc": 75.0, "mnli": 75.0, "squad11_em": 70.0, "squad11_f1": 80.0,
                           "squad20_em": 60.0, "squad20_f1": 65.0,
                           "glue_score": 75.0, "glue_tasks": 3.0, "num_params": 13548800.0,
-                          "pretrain_flops": 1.294e18, "inference_flops": 3.677e9}
+                          "pretrain_flops": 1.294e18, "inference_flops": 3.677e9, "seeds": 1.0}
     assert row.key == "/m/a" and row.source == MEASURED and row.notes == ""
 
 
@@ -194,17 +194,21 @@ def test_markdown_and_csv_exactly(two_runs):
     note_b = NO_FLOPS.format(path=b / "results.json")
     text = markdown(rows)
     assert text.split("## Measured (this harness)\n\n")[1] == (
-        "| model | params | pre-train FLOPs | infer FLOPs | cola | stsb | rte | GLUE | notes |\n"
-        "|---|---|---|---|---|---|---|---|---|\n"
-        "| runs/pretrain/a | 13.5M | 1.29e18 | 3.68e9 | 50.0 | 75.0 | 62.5 | 62.5 (3/8) |  |\n"
-        f"| electra-small | ? | ? | ? | - | - | 50.0 | 50.0 (1/8) | {note_b} |\n"
+        "| model | params | pre-train FLOPs | infer FLOPs | cola | stsb | rte | GLUE | seeds | notes |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
+        "| runs/pretrain/a | 13.5M | 1.29e18 | 3.68e9 | 50.0 | 75.0 | 62.5 | 62.5 (3/8) | 1 |  |\n"
+        f"| electra-small | ? | ? | ? | - | - | 50.0 | 50.0 (1/8) | 1 | {note_b} |\n"
         "\n## Published (reference figures, not measured here)\n\n"
         "| model | source | params | pre-train FLOPs | infer FLOPs | GLUE | notes |\n"
         "|---|---|---|---|---|---|---|\n"
         "| ELECTRA-Small | ELECTRA paper Table 1 | 14M | 1.4e18 | 3.7e9 | 79.9 | trained 4d on 1 V100 GPU; "
         "per-task scores not in Table 1; train FLOPs as printed: a 128-wide generator (official script: "
         "1.424e18); with its 64-wide default (our electra-small) 1.294e18 |\n")
-    assert to_csv(rows).splitlines() == [with_interval_columns(line) for line in [
+    # After notes and key: stage, task set, problem, headline, its score and interval, seeds, other metrics
+    tails = [",stage,task,problem,headline,score,score_ci_low,score_ci_high,seeds,metrics",
+             ',fine-tuned,"cola,stsb,rte",,GLUE,62.5,,,1,', ",fine-tuned,rte,,GLUE,50,,,1,",
+             ",published,GLUE (all 8),,GLUE,79.9,,,,"]
+    assert to_csv(rows).splitlines() == [with_interval_columns(line) + tail for line, tail in zip([
         "model,source,recipe,reference,num_params,pretrain_flops,inference_flops,cola,sst2,mrpc,stsb,qqp,mnli,qnli,"
         "rte,glue_score,glue_tasks,squad11_em,squad11_f1,squad20_em,squad20_f1,notes,key",
         f"runs/pretrain/a,measured,electra,{a / 'results.json'},13548800,1.294e+18,3677000000,50,,,75,,,,62.5,62.5,3,"
@@ -214,7 +218,7 @@ def test_markdown_and_csv_exactly(two_runs):
         "ELECTRA-Small,published,as published,ELECTRA paper Table 1,14000000,1.4e+18,3700000000,,,,,,,,,79.9,8,,,,,"
         "trained 4d on 1 V100 GPU; per-task scores not in Table 1; train FLOPs as printed: a 128-wide generator "
         "(official script: 1.424e18); with its 64-wide default (our electra-small) 1.294e18,"
-        "ELECTRA-Small @ ELECTRA paper Table 1"]]
+        "ELECTRA-Small @ ELECTRA paper Table 1"], tails, strict=True)]
 
 
 def with_interval_columns(line):
@@ -254,7 +258,7 @@ def test_report_updates_the_leaderboard_without_duplicates(two_runs, tmp_path, c
     capsys.readouterr()
     assert main(["report", "--output", str(out), "--tracking-uri", uri]) == 0
     assert "2 measured and 18 published rows" in capsys.readouterr().out
-    assert "| runs/pretrain/a | 13.5M | 1.29e18 | 3.68e9 | 50.0 | 75.0 | 75.0 | 66.7 (3/8) |  |" in (
+    assert "| runs/pretrain/a | 13.5M | 1.29e18 | 3.68e9 | 50.0 | 75.0 | 75.0 | 66.7 (3/8) | 1 |  |" in (
         out / "leaderboard.md").read_text()
     assert (out / "flops_vs_glue.png").read_bytes().startswith(PNG_MAGIC)
     page = (out / "leaderboard.html").read_text()
@@ -400,12 +404,12 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
     client, runs = leaderboard_runs(uri)
     by_name = {r.info.run_name: r for r in runs}
     # Named for what each row is, the model first (the path's folder name: no pretrain_meta.json at /m/a)
-    full = by_name["a · 1.29e18 FLOPs · fine-tuned on cola,stsb,rte · GLUE 62.5"]
+    full = by_name["a · cola,stsb,rte · GLUE 62.5 · fine-tuned · 1.29e18 FLOPs"]
     assert full.data.tags["recipe"] == "electra" and full.data.tags["task_set"] == "cola,stsb,rte"
     assert full.data.tags["stage"] == "fine-tuned" and full.data.tags["model_short"] == "a"
-    assert by_name["a · 1.29e18 FLOPs · fine-tuned on rte · GLUE 47.3 [departs: max_train_examples=100]"].data \
+    assert by_name["a · rte · GLUE 47.3 · fine-tuned · 1.29e18 FLOPs [departs: max_train_examples=100]"].data \
         .tags["recipe"] == "departs: max_train_examples=100"
-    table1 = by_name["ELECTRA-Small · 1.4e18 FLOPs · published on GLUE (all 8) · GLUE 79.9 · ELECTRA paper Table 1"]
+    table1 = by_name["ELECTRA-Small · GLUE (all 8) · GLUE 79.9 · published · 1.4e18 FLOPs · ELECTRA paper Table 1"]
     assert (table1.data.tags["task_set"], table1.data.tags["stage"]) == ("GLUE (all 8)", "published")
     note = full.data.tags["mlflow.note.content"]
     assert "| recipe | electra |" in note and "| GLUE | 62.5 (3/8) |" in note and "| pre-train FLOPs | 1.29e18 |" \
@@ -416,7 +420,7 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
     assert main(["report", "--runs", str(newer), "--output", str(out), "--tracking-uri", uri]) == 0
     _, runs = leaderboard_runs(uri)
     renamed = [r for r in runs if r.info.run_id == full.info.run_id][0]
-    assert renamed.info.run_name == "a · 1.29e18 FLOPs · fine-tuned on cola,sst2,stsb,rte · GLUE 65.6" and \
+    assert renamed.info.run_name == "a · cola,sst2,stsb,rte · GLUE 65.6 · fine-tuned · 1.29e18 FLOPs" and \
         len(runs) == 20 and renamed.data.tags["task_set"] == "cola,sst2,stsb,rte"
     experiment = client.get_experiment_by_name("leaderboard")
     assert experiment.tags["mlflow.note.content"] == mlflow_view.DESCRIPTION
@@ -430,7 +434,7 @@ def test_leaderboard_runs_describe_themselves_and_the_experiment_presets_its_vie
     # among the 15 eight-task rows, the newest first (the store's tie-break): the paper's in creation order
     starts = [r.info.start_time for r in shown if r.data.tags["task_set"] == "GLUE (all 8)"]
     assert starts == sorted(starts, reverse=True)
-    assert state["selectedColumns"] == ["metrics.`glue_score`", "metrics.`flops_1e18`", "tags.`task_set`",
+    assert state["selectedColumns"] == ["metrics.`score`", "metrics.`flops_1e18`", "tags.`task_set`",
                                         "tags.`recipe`"]
     # what the UI prints as stored: scores to 2 decimals (65.625), FLOPs / 1e18 without float noise
     assert renamed.data.metrics["glue_score"] == 65.62 and renamed.data.metrics["sst2"] == 75.0
@@ -453,7 +457,7 @@ def test_a_model_in_the_temp_dir_is_not_added_automatically(two_runs, tmp_path, 
     assert not (tmp_path / "mlflow.db").exists()
     request.getfixturevalue("temp_dir_elsewhere")  # as if the system temp dir were somewhere else
     (row,) = mlflow_leaderboard.record([one_off / "results.json"], uri)
-    assert row.key == "/m/a" and "leaderboard: scratch · 1.29e18 FLOPs · fine-tuned on cola,stsb,rte · GLUE 62.5\n" in capsys.readouterr().out
+    assert row.key == "/m/a" and "leaderboard: scratch · cola,stsb,rte · GLUE 62.5 · fine-tuned · 1.29e18 FLOPs\n" in capsys.readouterr().out
 
 
 def test_the_plot_leaves_out_untrained_controls_and_off_recipe_rows():

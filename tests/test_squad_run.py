@@ -72,7 +72,7 @@ def test_a_finished_run_adds_its_row_to_the_leaderboard(tiny_model, tmp_path, ca
     assert "num_epochs=1" in row.data.tags["recipe"] and "holdout_fraction=0.2" in row.data.tags["recipe"]
     # named for what it is: the model's folder, FLOPs unknown (no pre-training record), stage, task set
     assert row.data.tags["task_set"] == "squad11"
-    assert f"leaderboard: tiny · FLOPs ? · fine-tuned on squad11 · SQuAD1.1 F1 {f1:.1f} [departs: " in out
+    assert f"leaderboard: tiny · squad11 · SQuAD1.1 F1 {f1:.1f} · fine-tuned · FLOPs ? [departs: " in out
 
 
 @pytest.mark.slow

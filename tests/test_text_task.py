@@ -411,7 +411,7 @@ def test_a_text_runs_leaderboard_row_names_its_task_and_data():
     row = leaderboard.measured_row(Path("/x/out/results.json"), results)
     assert row.values["own.intents.abababab"] == 50.0
     assert row.values["own.intents.abababab_ci_low"] == pytest.approx(41.0)
-    assert "intents.abababab 50.0" in render.title(row) and "GLUE" not in render.title(row)
+    assert render.title(row) == "tiny · intents (data abababab) · accuracy 50.0 · fine-tuned · FLOPs ?"
 
 
 def test_the_collator_pads_tag_ids_per_token_but_not_multilabel_targets(tiny_model):

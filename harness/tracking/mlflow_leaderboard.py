@@ -4,12 +4,15 @@ in place.
 Each row is a run tagged `leaderboard_key` (a hash of the model identity and the row's departures
 from the recipe, safe in a filter string), `source` (measured or published), `recipe`, `model`,
 `model_id`, `model_short`, `stage` (fine-tuned, evaluated or published), `task_set` (what it was
-scored on: rows to compare share it), `reference` and `notes`; its numbers are metrics, so the MLflow
-UI can sort by them. Published rows are re-asserted on every update and never merged with measured ones.
+scored on: rows to compare share it), `reference` and `notes`, and on your own data `task` (its column),
+`headline` (its headline metric) and `problem`; its numbers are metrics, so the MLflow UI can sort by them,
+with `score`, the row's headline (GLUE score, SQuAD F1 or your own task's headline metric), for every
+kind. Published rows are re-asserted on every update and never merged with measured ones.
 
-Readable without configuring the UI: a run's name says what the row is, the model first (preset, Hub
-id or random-init, never a path the narrow name column cuts), then pre-training FLOPs, stage and task
-set, GLUE score (renamed when they change); its description (`mlflow.note.content`) holds the whole
+Readable without configuring the UI: a run's name says what the row is, model and task set first (preset,
+Hub id or random-init, never a path the narrow name column cuts; your own task with its data's digest),
+then headline and score, stage and pre-training FLOPs (renamed when they change); its description
+(`mlflow.note.content`) holds the whole
 row, and the experiment has a description and a saved view of the runs table, grouped by task set
 (mlflow_view.py).
 """
@@ -31,6 +34,7 @@ from reports.leaderboard import (
     MEASURED,
     OWN_PREFIX,
     PUBLISHED,
+    SEEDS,
     VALUE_COLUMNS,
     Row,
     load_results,
@@ -40,12 +44,14 @@ from reports.leaderboard import (
     published_rows,
     short_name,
 )
+from reports.own_task import stored_column
 
 EXPERIMENT = mlflow_runs.LEADERBOARD_EXPERIMENT
 KEY_TAG = "leaderboard_key"
 NOTE_TAG, RUN_NAME_TAG = "mlflow.note.content", "mlflow.runName"
 # Rows compared together share a task set: the saved view sorts by this tag (mlflow_view.py).
 TASK_SET_TAG, SHORT_NAME_TAG, STAGE_TAG = mlflow_view.TASK_SET_TAG, "model_short", "stage"
+OWN_TAGS = ("task", "headline", "problem")  # a row of your own data: Row's fields of the same names
 SCORE_COLUMNS = frozenset(c for c in VALUE_COLUMNS if c not in ("num_params", "pretrain_flops",
                                                                 "inference_flops", "glue_tasks"))
 SCORE_DECIMALS = 2
@@ -82,7 +88,8 @@ def key_hash(key: str) -> str:
 
 def _row_of(run) -> Row:
     tags = run.data.tags
-    values = {k: v for k, v in run.data.metrics.items() if k in VALUE_COLUMNS or k.startswith(OWN_PREFIX)}
+    values = {k: v for k, v in run.data.metrics.items()
+              if k in VALUE_COLUMNS or k == SEEDS or k.startswith(OWN_PREFIX)}
     recipe = tags.get("recipe", "")
     measured = tags.get("source", MEASURED) != PUBLISHED
     short, stage = tags.get(SHORT_NAME_TAG, ""), tags.get(STAGE_TAG, "") if measured else ""
@@ -91,7 +98,10 @@ def _row_of(run) -> Row:
     return Row(tags.get("model_id", run.info.run_id), tags.get("model", run.info.run_name or ""),
                tags.get("source", "measured"), tags.get("reference", ""), values, tags.get("notes", ""),
                recipe.removeprefix(DEPARTS) if recipe.startswith(DEPARTS) else "", tags.get("family", ""),
-               tags.get("pretrain_corpus", ""), short, stage)
+               tags.get("pretrain_corpus", ""), short, stage,
+               # a row stored before rows of your own data were tagged: its task from its one own column
+               tags.get("task") or (stored_column(values) if measured else ""), tags.get("headline", ""),
+               tags.get("problem", ""))
 
 
 def _stored(client, experiment_id: str) -> dict[str, object]:
@@ -113,6 +123,7 @@ def _tags(row: Row) -> dict[str, str]:
             "reference": row.reference, "notes": row.notes, "family": row.family,
             "pretrain_corpus": row.corpus, TASK_SET_TAG: row.task_set, SHORT_NAME_TAG: row.short_name,
             STAGE_TAG: row.stage or ("published" if row.source == PUBLISHED else ""),
+            **({name: getattr(row, name) for name in OWN_TAGS} if row.task else {}),
             RUN_NAME_TAG: render.title(row),
             NOTE_TAG: render.details(row)}
     return {name: value[-MAX_TAG_CHARS:] for name, value in text.items()}
@@ -128,9 +139,13 @@ def _write(client, run_id: str, row: Row, stored_values: Mapping[str, float],
     # Scores (x100) to 2 decimals and the view's FLOPs to 4 significant digits: the UI prints a metric
     # as stored, so 43.4226618... and 0.000100000... filled its narrow columns. results.json keeps
     # the exact figures, and pretrain_flops stays exact.
-    values = {k: round(v, SCORE_DECIMALS) if k in SCORE_COLUMNS else v for k, v in row.values.items()}
+    values = {k: round(v, SCORE_DECIMALS) if k in SCORE_COLUMNS or k.startswith(OWN_PREFIX) else v
+              for k, v in row.values.items()}
     if "pretrain_flops" in values:  # for the saved view's narrow column (mlflow_view.py)
         values[mlflow_view.SCALED_FLOPS] = float(f"{values['pretrain_flops'] / 1e18:.4g}")
+    found = render.headline(row)
+    if found:  # the saved view's one score column, whatever the kind (mlflow_view.py)
+        values[mlflow_view.SCORE] = values[found[1]]
     metrics = [Metric(k, float(v), now, 0) for k, v in values.items() if stored_values.get(k) != v]
     tags = [RunTag(k, v) for k, v in _tags(row).items() if stored_tags.get(k) != v]
     if metrics or tags:
