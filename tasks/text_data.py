@@ -23,7 +23,7 @@ from typing import Any
 from datasets import Dataset
 
 from foundation.infra.errors import UserError
-from tasks.task_files import decode_utf8
+from tasks.task_files import decode_utf8, require_file
 from tasks.text_task import FORMATS, MAX_LENGTH, NUM_EPOCHS, PROBLEM_METRICS, TextDescription, TextTask
 
 csv.field_size_limit(sys.maxsize)
@@ -128,8 +128,7 @@ def _path(value: str, base: Path | None) -> Path:
 
 
 def _read_file(split: str, path: Path) -> Source:
-    if not path.is_file():
-        raise UserError(f"{split} file {str(path)!r} does not exist; check the path")
+    require_file(split, path, " (or a folder datasets saved as --dataset)")
     file_format = FORMATS.get(path.suffix.lower())
     if file_format is None:
         raise UserError(f"{path}: unknown format {path.suffix!r}; use .csv, .tsv, .jsonl or .parquet")

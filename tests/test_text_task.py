@@ -150,6 +150,7 @@ def _bad_cases(tmp: Path) -> dict:
     (tmp / "bad.jsonl").write_text('{"s": "a", "y": "x"}\n{"s": "b", "y": \n')
     return {
         "missing file": ({"train": str(tmp / "nope.csv")}, "nope.csv' does not exist"),
+        "a directory": ({"train": str(tmp)}, f"train file {str(tmp)!r} is a directory; pass a data file"),
         "missing column lists the columns": ({"train": str(_csv(tmp / "c.csv", "s,y", good)), "text": ("txt",)},
                                              "no column 'txt'; its columns are s, y"),
         "empty split": ({"train": str(_csv(tmp / "t.csv", "s,y", good)),
@@ -196,7 +197,7 @@ def bad_cases(tmp_path_factory):
     return _bad_cases(tmp_path_factory.mktemp("bad"))
 
 
-BAD = ["missing file", "missing column lists the columns", "empty split", "dev label never trained on",
+BAD = ["missing file", "a directory", "missing column lists the columns", "empty split", "dev label never trained on",
        "mixed label types", "empty text cell", "a number where text belongs", "bytes that are not UTF-8",
        "duplicate column names", "a JSON line that does not parse", "a Parquet file that does not parse",
        "a regression label that is not a number", "a nan among integer labels", "an inf among integer labels",
