@@ -63,13 +63,13 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def _read(**described):
+def _read(checkpoint=None, **described):
     from tasks import text_data
     from tasks.text_task import TextDescription
 
     if "text" in described and isinstance(described["text"], str):
         described["text"] = tuple(described["text"].split(","))
-    return text_data.read(TextDescription(**described))
+    return text_data.read(TextDescription(**described), checkpoint=checkpoint)
 
 
 def test_string_labels_are_classes_with_their_names_sorted(tmp_path):
@@ -216,6 +216,25 @@ def test_bad_data_is_one_line_naming_where_and_the_fix(case, bad_cases):
     text = str(caught.value)
     assert message in text and "\n" not in text
     assert ";" in text  # the fix follows the problem
+
+
+def test_eval_reads_a_dev_file_alone_with_the_checkpoints_labels(tmp_path):
+    from foundation.infra.errors import UserError
+    from tasks.text_data import CheckpointLabels
+
+    dev = str(_csv(tmp_path / "dev.csv", "s,y", ["a,y", "b,x", "c,y"]))
+    checkpoint = CheckpointLabels("classification", ("z", "y", "x"))
+    data = _read(dev=dev, text="s", label="y", checkpoint=checkpoint)
+    assert data.task.label_names == ("z", "y", "x") and data.task.name == "dev"
+    assert data.splits["validation"]["label"] == [1, 2, 1] and len(data.splits["train"]) == 0
+    assert "train" not in data.record["files"]
+    with pytest.raises(UserError, match=r"names no labels \(only LABEL_0, LABEL_1, ...\), so its classes' order "
+                                        r"is unknown; pass the --train file it was fine-tuned on"):
+        _read(dev=dev, text="s", label="y", checkpoint=CheckpointLabels("classification", ()))
+    with pytest.raises(UserError, match="label 'y' never occurs in training"):
+        _read(dev=dev, text="s", label="y", checkpoint=CheckpointLabels(None, ("x", "w")))
+    with pytest.raises(UserError, match="pass --train FILE"):  # a run still needs its training file
+        _read(dev=dev, text="s", label="y")
 
 
 def test_bad_data_through_the_cli_exits_2_and_writes_nothing(tmp_path, capsys, tiny_model):

@@ -68,7 +68,8 @@ def resolve_source(task_name: str, run_dir: Path | None, model_dir: str | Path |
 def _require_run(run_dir: Path) -> None:
     """Refuse a --run that is no run folder before asking which task it holds."""
     if not run_dir.is_dir():
-        raise UserError(f"run folder {str(run_dir)!r} does not exist; pass the --output-dir of a `harness run`")
+        raise UserError(f"run folder {str(run_dir)!r} does not exist; pass the --output-dir of a "
+                        "`harness run`")
     if not (run_dir / results_schema.FILE).is_file():
         raise UserError(f"{str(run_dir)!r} has no results.json; pass the --output-dir of a `harness run`")
 
