@@ -100,7 +100,8 @@ def read(config: TextDescription, base: Path | None = None,
                     NUM_EPOCHS, MAX_LENGTH)
     splits = {split: _harness_rows(source, text_columns, raw.get(split), problem, names)
               for split, source in sources.items()}
-    splits.setdefault("train", splits["validation"].select([]))  # harness eval without --train trains nothing
+    if "train" not in splits:  # harness eval without --train: it trains nothing
+        splits["train"] = splits["validation"].select([])
     record: dict[str, Any] = {"task": task.record(), "description": _description(config, base), "files": {
         split: {"source": source.where, "sha256": source.digest, "rows": len(source.rows)}
         for split, source in sources.items()}}
