@@ -9,6 +9,7 @@ stopped by a signal (foundation/training/stop.py) into one line saying how to re
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import shlex
 import sys
@@ -39,8 +40,25 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     if extra and hasattr(args, "overrides") and all("=" in word and word[0] != "-" for word in extra):
         args.overrides = [*args.overrides, *extra]
     elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        parser.error(f"unrecognized arguments: {' '.join(extra)}{_did_you_mean(parser, args, extra)}")
     return args
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> str:
+    """The flag of the chosen (sub)command closest to the first unknown one, as argparse adds from 3.12."""
+    chosen = parser
+    while True:  # down the subcommands the command line chose (harness run text: run, then text)
+        found = [action for action in chosen._actions if isinstance(action, argparse._SubParsersAction)]
+        name = getattr(args, found[0].dest, None) if found else None
+        if name not in (found[0].choices if found else {}):
+            break
+        chosen = found[0].choices[name]
+    flags = [flag for action in chosen._actions for flag in action.option_strings if flag.startswith("--")]
+    for word in (w.partition("=")[0] for w in extra if w.startswith("--")):
+        close = difflib.get_close_matches(word, flags, n=1)
+        if close:
+            return f" (did you mean {close[0]}?)"
+    return ""
 
 
 def main(argv: list[str] | None = None) -> int:

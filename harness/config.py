@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import math
 import sys
 import textwrap
@@ -43,7 +44,7 @@ def load_config(cls: type[C], config_file: str | Path | None = None, overrides: 
     hints = typing.get_type_hints(cls)
     for key, value in values.items():
         if key not in fields:
-            errors.append(f"unknown setting {key!r} (known: {', '.join(sorted(fields))})")
+            errors.append(unknown_setting(key, sorted(fields)))
             continue
         try:
             typed[key] = _coerce(value, hints[key])
@@ -75,6 +76,13 @@ def _current(cls: type, values: dict[str, Any], errors: list[str]) -> dict[str, 
             warn_renamed(f"setting {key}", name)
         found[name] = value
     return found
+
+
+def unknown_setting(key: str, known: Sequence[str]) -> str:
+    """One error naming an unknown key, the known setting it was likely meant to be, and the rest."""
+    close = difflib.get_close_matches(key, known, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown setting {key!r} ({guess}known: {', '.join(known)})"
 
 
 def warn_renamed(old: str, new: str) -> None:
@@ -286,7 +294,7 @@ def load_settings(classes: Sequence[type], config_file: str | None, overrides: S
     owners |= {old: cls for cls in classes for old in settings.former_names(cls)}
     keys = [item.partition("=")[0].strip() for item in items]
     # Unknown keys are reported here, against every config; malformed items are load_config's to report.
-    errors = [f"unknown setting {key!r} (known: {', '.join(known)})"
+    errors = [unknown_setting(key, known)
               for key, item in zip(keys, items, strict=True) if "=" in item and key not in owners]
     configs = []
     for cls in classes:

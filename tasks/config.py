@@ -126,7 +126,7 @@ class FinetuneConfig:
             "learning_rate", "num_epochs", "batch_size", "eval_batch_size", "max_length",
             "max_train_examples", "gradient_accumulation_steps")
             if getattr(self, name) is not None and getattr(self, name) <= 0]
-        if self.gradient_accumulation_steps > self.batch_size:
+        if 0 < self.batch_size < self.gradient_accumulation_steps:  # a batch of 0 is refused above already
             problems.append(f"gradient_accumulation_steps={self.gradient_accumulation_steps} would slice a "
                             f"batch of {self.batch_size} into empty slices; choose at most batch_size")
         if self.reinit_layers < 0:

@@ -22,7 +22,7 @@ from foundation.infra.errors import UserError
 from tasks import tagging_metrics
 from tasks.registry import TAGGING_CORPORA
 from tasks.tagging_task import JSON_SUFFIXES, MODEL_SCHEME, NUM_EPOCHS, TaggingDescription, TaggingTask
-from tasks.task_files import decode_utf8
+from tasks.task_files import decode_utf8, require_file
 
 PREFIXES = ("B", "I", "E", "S")
 DOCSTART = "-DOCSTART-"
@@ -138,8 +138,7 @@ def _path(value: str, base: Path | None) -> Path:
 
 def read_file(split: str, path: Path, tag_column: int = -1, labelled: bool = True) -> Split:
     """One file's sentences; CoNLL columns unless it ends in .jsonl/.json."""
-    if not path.is_file():
-        raise UserError(f"{split} file {str(path)!r} does not exist; check the path")
+    require_file(split, path)
     data = path.read_bytes()
     text = decode_utf8(path, data)
     reader = _json_sentences if path.suffix.lower() in JSON_SUFFIXES else _conll_sentences

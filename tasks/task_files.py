@@ -7,6 +7,14 @@ from pathlib import Path
 from foundation.infra.errors import UserError
 
 
+def require_file(split: str, path: Path, folder_hint: str = "") -> None:
+    """Refuse a data file that is missing or a directory, in one line naming it and the fix."""
+    if path.is_dir():
+        raise UserError(f"{split} file {str(path)!r} is a directory; pass a data file inside it{folder_hint}")
+    if not path.is_file():
+        raise UserError(f"{split} file {str(path)!r} does not exist; check the path")
+
+
 def decode_utf8(path: Path, data: bytes) -> str:
     """A data file's text, or one line naming the line of its first byte that is not UTF-8."""
     try:

@@ -23,7 +23,7 @@ from typing import Any
 from datasets import Dataset
 
 from foundation.infra.errors import UserError
-from tasks.task_files import decode_utf8
+from tasks.task_files import decode_utf8, require_file
 from tasks.text_task import FORMATS, MAX_LENGTH, NUM_EPOCHS, PROBLEM_METRICS, TextDescription, TextTask
 
 csv.field_size_limit(sys.maxsize)
@@ -57,17 +57,32 @@ class TextData:
     record: dict = field(default_factory=dict)
 
 
-def read(config: TextDescription, base: Path | None = None) -> TextData:
-    """Read and validate the described data; `base`: the folder a task file's relative paths start from."""
-    sources = _sources(config, base)
+@dataclass(frozen=True)
+class CheckpointLabels:
+    """What a fine-tuned checkpoint says of its labels (harness eval): they stand in for a training file's."""
+
+    problem: str | None  # classification, regression, multilabel; None: its config does not say
+    names: tuple[str, ...]  # config.id2label in id order; empty where it holds only LABEL_0, LABEL_1, ...
+
+
+def read(config: TextDescription, base: Path | None = None,
+         checkpoint: CheckpointLabels | None = None) -> TextData:
+    """Read and validate the described data; `base`: the folder a task file's relative paths start from;
+    `checkpoint` (harness eval): the fine-tuned model's labels, which name the classes where no --train is
+    given."""
+    sources = _sources(config, base, checkpoint is not None)
+    first = next(iter(sources.values()))
     text_columns = config.text
     if not text_columns:
-        raise UserError(f"name the text column with --text (columns of {sources['train'].where}: "
-                        f"{', '.join(sources['train'].rows.column_names)})")
+        raise UserError(f"name the text column with --text (columns of {first.where}: "
+                        f"{', '.join(first.rows.column_names)})")
     for source in sources.values():
         _check_columns(source, text_columns, config.label, labelled=source.split != "test")
-    problem, raw = _labels(sources, config)
-    names = _label_names(problem, raw["train"], sources["train"])
+    problem, raw = _labels(sources, config, checkpoint)
+    if "train" in raw:
+        names = _label_names(problem, raw["train"], sources["train"])
+    else:
+        names = _checkpoint_names(problem, checkpoint)
     for split in ("validation", "test"):
         if split in raw and problem != "regression":
             _check_seen(sources[split], raw[split], names, problem)
@@ -85,6 +100,8 @@ def read(config: TextDescription, base: Path | None = None) -> TextData:
                     NUM_EPOCHS, MAX_LENGTH)
     splits = {split: _harness_rows(source, text_columns, raw.get(split), problem, names)
               for split, source in sources.items()}
+    if "train" not in splits:  # harness eval without --train: it trains nothing
+        splits["train"] = splits["validation"].select([])
     record: dict[str, Any] = {"task": task.record(), "description": _description(config, base), "files": {
         split: {"source": source.where, "sha256": source.digest, "rows": len(source.rows)}
         for split, source in sources.items()}}
@@ -111,12 +128,14 @@ def _check_scored(dev: Dataset, sources: dict[str, Source], config: TextDescript
 # ---- sources -------------------------------------------------------------------------------------
 
 
-def _sources(config: TextDescription, base: Path | None) -> dict[str, Source]:
+def _sources(config: TextDescription, base: Path | None, evaluating: bool = False) -> dict[str, Source]:
     if config.dataset and (config.train or config.dev):
         raise UserError("pass either --dataset or --train/--dev files, not both")
     if config.dataset:
         return _hub_sources(config)
-    if not config.train:
+    if evaluating and not (config.train or config.dev):
+        raise UserError("pass --dev FILE (with --text and --label) to score on, or --dataset ORG/NAME")
+    if not (config.train or evaluating):
         raise UserError("pass --train FILE (with --text and --label), or --dataset ORG/NAME")
     files = {"train": config.train, "validation": config.dev, "test": config.test}
     return {split: _read_file(split, _path(value, base)) for split, value in files.items() if value}
@@ -128,8 +147,7 @@ def _path(value: str, base: Path | None) -> Path:
 
 
 def _read_file(split: str, path: Path) -> Source:
-    if not path.is_file():
-        raise UserError(f"{split} file {str(path)!r} does not exist; check the path")
+    require_file(split, path, " (or a folder datasets saved as --dataset)")
     file_format = FORMATS.get(path.suffix.lower())
     if file_format is None:
         raise UserError(f"{path}: unknown format {path.suffix!r}; use .csv, .tsv, .jsonl or .parquet")
@@ -262,7 +280,8 @@ def _column(source: Source, name: str) -> list:
     return source.rows[name][:]
 
 
-def _labels(sources: dict[str, Source], config: TextDescription) -> tuple[str, dict[str, list]]:
+def _labels(sources: dict[str, Source], config: TextDescription,
+            checkpoint: CheckpointLabels | None = None) -> tuple[str, dict[str, list]]:
     """The task's problem and each labelled split's labels as Python values (names, floats, or name lists)."""
     raw = {split: _column(source, config.label) for split, source in sources.items()
            if config.label in source.rows.column_names}
@@ -272,10 +291,12 @@ def _labels(sources: dict[str, Source], config: TextDescription) -> tuple[str, d
                     (isinstance(value, float) and math.isnan(value)):
                 raise UserError(f"{sources[split].at(row)}: empty label in column {config.label!r}; label "
                                 "the row or drop it")
-    train = raw["train"]
+    first = "train" if "train" in raw else "validation"
     problem = config.problem
+    if problem == "auto" and first != "train" and checkpoint is not None and checkpoint.problem:
+        problem = checkpoint.problem
     if problem == "auto":
-        problem = _infer_problem(train, config, sources["train"])
+        problem = _infer_problem(raw[first], config, sources[first])
     return problem, {split: _typed(values, problem, config, sources[split]) for split, values in raw.items()}
 
 
@@ -371,6 +392,16 @@ def _label_names(problem: str, train: list, source: Source) -> tuple[str, ...] |
     return tuple(sorted(names, key=int) if integral else sorted(names))
 
 
+def _checkpoint_names(problem: str, checkpoint: CheckpointLabels) -> tuple[str, ...] | None:
+    """The classes of a checkpoint scored without its training file: its own label names, in its order."""
+    if problem == "regression":
+        return None
+    if not checkpoint.names:
+        raise UserError("the checkpoint's config.json names no labels (only LABEL_0, LABEL_1, ...), so its "
+                        "classes' order is unknown; pass the --train file it was fine-tuned on")
+    return checkpoint.names
+
+
 def _check_seen(source: Source, values: list, names: tuple[str, ...], problem: str) -> None:
     known = set(names)
     for row, value in enumerate(values):
@@ -444,4 +475,4 @@ def description_of(record: dict) -> TextDescription:
 def _default_name(config: TextDescription) -> str:
     if config.dataset:
         return config.dataset.rstrip("/").split("/")[-1]
-    return Path(config.train).stem
+    return Path(config.train or config.dev).stem

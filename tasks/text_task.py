@@ -38,14 +38,20 @@ RUN_EPILOG = """examples:
 
 The task is described once, by flags or a TOML --task-file with the same keys (train, dev, test, text,
 label, problem, metric, ...; a task file's paths are relative to it; flags win over it). results.json
-records it with each file's sha256: a resume refuses a changed file, `harness compare` runs on other
-data. Without a dev file, dev_fraction of train is drawn with dev_seed, and recorded.
+records it with each file's sha256: a resume refuses a changed file, and `harness compare` refuses runs on
+other data. Without a dev file, dev_fraction of train is drawn with dev_seed, and recorded.
 """
 SEARCH_EPILOG = """examples:
   harness search text --model M --train train.csv --dev dev.csv --text question --label coarse_label \\
       --trials 20
   harness run text --model M --train train.csv --dev dev.csv --text question --label coarse_label \\
       --params-from runs/search/text-train-M/best_params.json --seeds 5
+"""
+EVAL_EPILOG = """Your own text: --dev alone is enough where the checkpoint names its labels (config.json's
+id2label, as `harness run text` saves them); its classes are then the checkpoint's, and a dev label it
+does not know is refused. Pass --train as well where id2label holds only LABEL_0, LABEL_1, ..., or where
+`harness compare` should pair this evaluation with the run that trained on that file (compare pairs runs
+on the same files).
 """
 COMMANDS = {
     "run": CommandText(
@@ -57,7 +63,18 @@ COMMANDS = {
          "size):",)),
     "eval": CommandText(
         "your own labelled files",
-        "Score a fine-tuned checkpoint on your own data, described as for harness run text."),
+        "Score a fine-tuned checkpoint on your own labelled dev file, described as for harness run text.",
+        EVAL_EPILOG,
+        flags={"train": {"help": "optional: the file the checkpoint was fine-tuned on; its labels name the "
+                                 "classes (without it: the checkpoint's config.json id2label)"},
+               "dev": {"help": "the labelled file to score (with no --train and no --dev: pass --dataset)"},
+               "test": {"help": "unlabelled (or labelled) file to predict with the checkpoint"},
+               "train_split": {"help": "with --dataset: the split whose labels name the classes"},
+               "dev_split": {"help": "with --dataset: the split to score (none: drawn as the run drew it)"},
+               "name": {"help": "the task's name in results and bundles; default: the --train file's stem, "
+                                "else the --dev file's, or the data set's name"},
+               "dev_fraction": {"help": "with --train and no --dev: the share of it drawn as the dev split "
+                                        "to score, as the run drew it"}}),
     "search": CommandText(
         "search your own data's hyperparameters (its headline metric)",
         "Run trials of an Optuna study on your own labelled files, described as for harness run text; each "

@@ -29,7 +29,8 @@ def test_type_and_range_errors_reported_together(tmp_path):
     with pytest.raises(UserError) as caught:
         load_config(FinetuneConfig, None, ["batch_size=many", "warmup_fraction=2", "lerning_rate=1"])
     assert str(caught.value) == ("setting batch_size='many': expected a finite number (int); unknown setting "
-                                 "'lerning_rate' (known: " + ", ".join(sorted(FinetuneConfig.__dataclass_fields__))
+                                 "'lerning_rate' (did you mean 'learning_rate'? known: "
+                                 + ", ".join(sorted(FinetuneConfig.__dataclass_fields__))
                                  + "); warmup_fraction must be between 0 and 1 (got 2.0)")
     path = tmp_path / "c.toml"
     path.write_text('mask_prob = "lots"\nwarmup_fraction = 2\n')

@@ -121,6 +121,15 @@ def test_an_evaluated_text_checkpoint_and_its_card(glue_run, tmp_path, capsys):
     trained = next(r for r in glue["runs"] if r["task"] == "rte")["metrics"]["validation"]["accuracy"]
     assert results["runs"][0]["metrics"]["validation"]["accuracy"] == pytest.approx(trained, abs=1e-9)
     assert not (tmp_path / "ev" / "models").exists()  # an evaluated checkpoint is not saved again
+    # --dev alone: the checkpoint's id2label names the classes, and the score is the same
+    code, _, err = run_cli(["eval", "text", "--model", glue_run / "out" / "models" / "rte-seed0", "--dev",
+                            rte / "dev.tsv", "--text", "sentence1,sentence2", "--label", "label", "--name",
+                            "rte-own", "--output-dir", tmp_path / "dev-only", "--tracking-uri",
+                            f"sqlite:///{tmp_path / 'mlflow.db'}", "precision=fp32"], capsys)
+    assert code == 0, err
+    alone = json.loads((tmp_path / "dev-only" / "results.json").read_text())
+    assert alone["runs"][0]["metrics"]["validation"]["accuracy"] == pytest.approx(trained, abs=1e-9)
+    assert "train" not in alone["data"]["files"]
 
 
 @pytest.mark.slow

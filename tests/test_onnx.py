@@ -382,6 +382,14 @@ def test_export_bad_arguments(work, tmp_path, capsys):
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (extra, err)
 
 
+def test_an_export_of_a_missing_run_folder_says_so_before_asking_for_a_task(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    for run, message in [(tmp_path / "no" / "such", f"run folder {str(tmp_path / 'no' / 'such')!r} does not exist"),
+                         (tmp_path / "empty", "empty' has no results.json")]:
+        code, _, err = run_cli(["export", "onnx", "--run", run], capsys)
+        assert code == 2 and message in err and "--task" not in err and err.count("\n") == 1, err
+
+
 def test_an_export_into_a_busy_output_is_refused_in_one_line(work, tmp_path, capsys):
     """While another process writes a bundle to --output (it holds the lock beside it), a second
     export is refused with one line and leaves the folder alone."""

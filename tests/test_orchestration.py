@@ -102,6 +102,23 @@ def test_a_diverged_seed_is_recorded_and_the_next_seed_runs(benchmark, tmp_path,
     assert code == 2 and err.splitlines()[-1] == message
 
 
+def test_a_run_whose_every_seed_diverged_adds_nothing_to_the_leaderboard(tiny_model, tmp_path, capsys,
+                                                                        monkeypatch):
+    import harness.finetuning.orchestration
+    from harness.tracking.mlflow_runs import LEADERBOARD_EXPERIMENT
+
+    def diverges(*a, **k):
+        raise FloatingPointError("training loss became nan by step 1; lower learning_rate")
+
+    monkeypatch.setattr(harness.finetuning.orchestration, "finetune", diverges)
+    data = write_glue_dir(tmp_path / "glue_data")
+    code, out, err = run_cli(glue_args(tiny_model, data, tmp_path, "--tasks", "rte", "num_epochs=1",
+                                       "learning_rate=1e9", "save_models=false"), capsys)
+    assert code == 2 and "re-run with a lower learning_rate" in err.splitlines()[-1]
+    assert "leaderboard: not added, every seed diverged" in out
+    assert mlflow_store.runs(tmp_path / "mlflow.db", experiment=LEADERBOARD_EXPERIMENT) == []
+
+
 def test_a_rerun_keeps_finished_seeds_and_refuses_other_settings(benchmark, tmp_path, capsys, monkeypatch):
     import harness.finetuning.orchestration
 

@@ -201,7 +201,8 @@ def test_params_from_file_and_study_with_overrides_winning(tmp, mlflow_db, capsy
 
 BAD_SEARCH = {
     "unknown space parameter": ("space", "lerning_rate = [1e-4, 1e-3]\n",
-                                "search space '{space}': unknown setting 'lerning_rate' (known: batch_size"),
+                                "search space '{space}': unknown setting 'lerning_rate' (did you mean "
+                                "'learning_rate'? known: batch_size"),
     "bad space range": ("space", "learning_rate = [1e-3, 1e-4]\n",
                         "learning_rate must be [low, high] with low"),
     "searched fixed setting": ("args", ["batch_size=8"], "batch_size cannot be a fixed setting: the search "

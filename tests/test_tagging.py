@@ -140,6 +140,13 @@ def test_bad_input_is_one_line_naming_file_and_line(tmp_path, name, text, column
     assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
+def test_a_directory_is_named_a_directory_not_a_missing_file(tmp_path):
+    from tasks.tagging_data import read_file
+
+    with pytest.raises(UserError, match=r"train file '.+' is a directory; pass a data file inside it"):
+        read_file("train", tmp_path)
+
+
 def test_non_utf8_bytes_name_their_line(tmp_path):
     from tasks.tagging_data import read_file
 

@@ -63,13 +63,13 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def _read(**described):
+def _read(checkpoint=None, **described):
     from tasks import text_data
     from tasks.text_task import TextDescription
 
     if "text" in described and isinstance(described["text"], str):
         described["text"] = tuple(described["text"].split(","))
-    return text_data.read(TextDescription(**described))
+    return text_data.read(TextDescription(**described), checkpoint=checkpoint)
 
 
 def test_string_labels_are_classes_with_their_names_sorted(tmp_path):
@@ -150,6 +150,7 @@ def _bad_cases(tmp: Path) -> dict:
     (tmp / "bad.jsonl").write_text('{"s": "a", "y": "x"}\n{"s": "b", "y": \n')
     return {
         "missing file": ({"train": str(tmp / "nope.csv")}, "nope.csv' does not exist"),
+        "a directory": ({"train": str(tmp)}, f"train file {str(tmp)!r} is a directory; pass a data file"),
         "missing column lists the columns": ({"train": str(_csv(tmp / "c.csv", "s,y", good)), "text": ("txt",)},
                                              "no column 'txt'; its columns are s, y"),
         "empty split": ({"train": str(_csv(tmp / "t.csv", "s,y", good)),
@@ -196,7 +197,7 @@ def bad_cases(tmp_path_factory):
     return _bad_cases(tmp_path_factory.mktemp("bad"))
 
 
-BAD = ["missing file", "missing column lists the columns", "empty split", "dev label never trained on",
+BAD = ["missing file", "a directory", "missing column lists the columns", "empty split", "dev label never trained on",
        "mixed label types", "empty text cell", "a number where text belongs", "bytes that are not UTF-8",
        "duplicate column names", "a JSON line that does not parse", "a Parquet file that does not parse",
        "a regression label that is not a number", "a nan among integer labels", "an inf among integer labels",
@@ -215,6 +216,25 @@ def test_bad_data_is_one_line_naming_where_and_the_fix(case, bad_cases):
     text = str(caught.value)
     assert message in text and "\n" not in text
     assert ";" in text  # the fix follows the problem
+
+
+def test_eval_reads_a_dev_file_alone_with_the_checkpoints_labels(tmp_path):
+    from foundation.infra.errors import UserError
+    from tasks.text_data import CheckpointLabels
+
+    dev = str(_csv(tmp_path / "dev.csv", "s,y", ["a,y", "b,x", "c,y"]))
+    checkpoint = CheckpointLabels("classification", ("z", "y", "x"))
+    data = _read(dev=dev, text="s", label="y", checkpoint=checkpoint)
+    assert data.task.label_names == ("z", "y", "x") and data.task.name == "dev"
+    assert data.splits["validation"]["label"] == [1, 2, 1] and len(data.splits["train"]) == 0
+    assert "train" not in data.record["files"]
+    with pytest.raises(UserError, match=r"names no labels \(only LABEL_0, LABEL_1, ...\), so its classes' order "
+                                        r"is unknown; pass the --train file it was fine-tuned on"):
+        _read(dev=dev, text="s", label="y", checkpoint=CheckpointLabels("classification", ()))
+    with pytest.raises(UserError, match="label 'y' never occurs in training"):
+        _read(dev=dev, text="s", label="y", checkpoint=CheckpointLabels(None, ("x", "w")))
+    with pytest.raises(UserError, match="pass --train FILE"):  # a run still needs its training file
+        _read(dev=dev, text="s", label="y")
 
 
 def test_bad_data_through_the_cli_exits_2_and_writes_nothing(tmp_path, capsys, tiny_model):

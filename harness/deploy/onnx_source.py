@@ -54,6 +54,7 @@ def resolve_source(task_name: str, run_dir: Path | None, model_dir: str | Path |
     if (run_dir is None) == (model_dir is None):
         raise UserError("pass exactly one of --run RUN_DIR (a `harness run` output) or --model DIR")
     if run_dir is not None:
+        _require_run(run_dir)
         return _from_run(run_dir, *(_own_task(run_dir, task_name) or get_task(task_name)), seed)
     if seed is not None:
         raise UserError("--seed picks a model of a --run directory; with --model the directory is the model")
@@ -64,13 +65,19 @@ def resolve_source(task_name: str, run_dir: Path | None, model_dir: str | Path |
     return _source(checkpoint, *get_task(task_name), str(model_dir))
 
 
+def _require_run(run_dir: Path) -> None:
+    """Refuse a --run that is no run folder before asking which task it holds."""
+    if not run_dir.is_dir():
+        raise UserError(f"run folder {str(run_dir)!r} does not exist; pass the --output-dir of a "
+                        "`harness run`")
+    if not (run_dir / results_schema.FILE).is_file():
+        raise UserError(f"{str(run_dir)!r} has no results.json; pass the --output-dir of a `harness run`")
+
+
 def _own_task(run_dir: Path, task_name: str) -> tuple[Exporter, Any] | None:
     """The task of a run folder whose results.json describes it (your own text, tagging), and its kind's
     exporter; None for kinds whose tasks --task names."""
-    path = run_dir / results_schema.FILE
-    if not path.is_file():
-        return None
-    results = results_schema.load(path)
+    results = results_schema.load(run_dir / results_schema.FILE)
     found = RESULTS_FORMAT.match(str(results.get("format", "")))
     if found is None or found[1] not in KINDS:
         return None
@@ -80,11 +87,7 @@ def _own_task(run_dir: Path, task_name: str) -> tuple[Exporter, Any] | None:
 
 
 def _from_run(run_dir: Path, exporter: Exporter, task: Any, seed: int | None) -> Source:
-    path = run_dir / results_schema.FILE
-    if not path.is_file():
-        raise UserError(f"{str(run_dir)!r} has no results.json; pass the --output-dir of `harness run glue` "
-                        "or `harness run squad`")
-    results = results_schema.load(path)
+    results = results_schema.load(run_dir / results_schema.FILE)
     mine = [r for r in results.get("runs", []) if r.get("task") == task.name]
     if not mine:
         done = sorted({r.get("task") for r in results.get("runs", [])})

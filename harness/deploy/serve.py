@@ -161,7 +161,8 @@ def parse_body(body: bytes, max_items: int) -> tuple[list, bool]:
     try:  # strict JSON: Python's json also reads NaN, Infinity and 1e999 (inf), which no answer can echo
         value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_integer)
     except json.JSONDecodeError as error:
-        raise Rejected(400, f"request body is not valid JSON ({error.msg} at line {error.lineno} column "
+        what = error.msg.removesuffix(" at")  # json's "Invalid control character at" names no place itself
+        raise Rejected(400, f"request body is not valid JSON ({what} at line {error.lineno} column "
                             f"{error.colno}); send one object or a list of objects") from None
     except RecursionError:
         raise Rejected(400, "request body nests JSON too deeply; send one object or a list of "

@@ -31,7 +31,9 @@ class Exporter(ClassificationExporter):
     def dev_examples(self, task: TextTask, data_dir: str | None, data: dict | None) -> Dataset:
         from tasks import text_data
 
-        read = text_data.read(text_data.description_of(data))
+        # the run's classes, where an eval run read no training file
+        recorded = text_data.CheckpointLabels(task.problem, task.label_names or ())
+        read = text_data.read(text_data.description_of(data), checkpoint=recorded)
         changed = [split for split, info in data["files"].items()
                    if read.record["files"].get(split, {}).get("sha256") != info["sha256"]]
         if changed:

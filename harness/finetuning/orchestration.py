@@ -149,7 +149,9 @@ def run_finetuning(invocation: Invocation, finetuning: Finetuning[Any],
             results["flops"] = accounting.run_flops(setup.identity, results["runs"])
             mlflow_leaderboard.log_flops(results["flops"])
             finetuning.summarize(results)
-    if finetuning.leaderboard:
+    if finetuning.leaderboard and not results["runs"]:  # every seed diverged: no score to rank
+        print("leaderboard: not added, every seed diverged")
+    elif finetuning.leaderboard:
         mlflow_leaderboard.record([invocation.output_dir / results_schema.FILE], invocation.tracking_uri)
     return results
 

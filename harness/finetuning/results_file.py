@@ -21,6 +21,7 @@ from foundation.infra import settings
 from foundation.infra.errors import UserError
 from reports.results_schema import FILE, RECORDS, ResultsBody, read, write
 from tasks.config import FinetuneConfig, SquadConfig, head_for
+from tasks.task_files import SPLIT_FILES
 
 
 class ResultsFile:
@@ -104,13 +105,14 @@ def setting_differences(previous: ResultsBody, fresh: ResultsBody, same: Sequenc
     return shown(pairs)
 
 
-def shown(pairs: list[tuple]) -> list[str]:
-    """'key: old -> new' of each (key, old, new) that differs."""
-    return [f"{key}: {_shown(old)} -> {_shown(new)}" for key, old, new in pairs if old != new]
+def shown(pairs: list[tuple | str]) -> list[str]:
+    """'key: old -> new' of each (key, old, new) that differs; a sentence as it is."""
+    return [pair if isinstance(pair, str) else f"{pair[0]}: {_shown(pair[1])} -> {_shown(pair[2])}"
+            for pair in pairs if isinstance(pair, str) or pair[1] != pair[2]]
 
 
 def block_differences(block: str, old: dict, new: dict, old_family: str | None = None,
-                      new_family: str | None = None) -> list[tuple]:
+                      new_family: str | None = None) -> list[tuple | str]:
     """(key, old, new) of a block's differing keys; a config block's (CONFIGS) settings by the one resume
     rule (head=auto as the head it stands for on each side's model family), then any key only one side's
     version knows; keys of other blocks named `block.key`."""
@@ -120,10 +122,45 @@ def block_differences(block: str, old: dict, new: dict, old_family: str | None =
     if cls:
         pairs = [(key, a, b) for key, a, b in settings.differences(cls, old, new)
                  if key != "head" or head_for(a, old_family) != head_for(b, new_family)]
-    prefix = "" if cls else f"{block}."
-    pairs += [(prefix + key, old.get(key, _ABSENT), new.get(key, _ABSENT))
+    if not cls:
+        return _nested(f"{block}.", old, new)
+    pairs += [(key, old.get(key, _ABSENT), new.get(key, _ABSENT))
               for key in [*new, *(key for key in old if key not in new)] if key not in known]
     return pairs
+
+
+def _nested(prefix: str, old: dict, new: dict) -> list[tuple | str]:
+    """(key, old, new) of each differing leaf of two nested blocks, named `block.key.key`; a data block's
+    files (text, tagging: data.files) as one sentence each, rather than two dicts of digests."""
+    pairs: list[tuple | str] = []
+    for key in [*new, *(key for key in old if key not in new)]:
+        a, b = old.get(key, _ABSENT), new.get(key, _ABSENT)
+        if prefix == "data." and key == "files" and isinstance(a, dict) and isinstance(b, dict):
+            pairs += _file_changes(a, b)
+        elif isinstance(a, dict) and isinstance(b, dict):
+            pairs += _nested(f"{prefix}{key}.", a, b)
+        else:
+            pairs.append((prefix + key, a, b))
+    return pairs
+
+
+def _file_changes(old: dict, new: dict) -> list[tuple | str]:
+    """'the dev file 'dev.csv' changed (sha256 abc… -> def…)' for each split whose file differs."""
+    changes: list[tuple | str] = []
+    for split in [*new, *(split for split in old if split not in new)]:
+        a, b = old.get(split), new.get(split)
+        if a == b:
+            continue
+        label = SPLIT_FILES.get(split, f"{split} file")
+        if not (isinstance(a, dict) and isinstance(b, dict)):
+            what = "added" if a is None else "dropped" if b is None else "recorded otherwise"
+            changes.append(f"the {label} {(b or a or {}).get('source', '')!r} was {what}")
+        elif a.get("sha256") != b.get("sha256"):
+            before, after = str(a.get("sha256"))[:12], str(b.get("sha256"))[:12]
+            changes.append(f"the {label} {b.get('source', '')!r} changed (sha256 {before}… -> {after}…)")
+        else:
+            changes += _nested(f"data.files.{split}.", a, b)
+    return changes
 
 
 def _family(results: ResultsBody) -> str | None:

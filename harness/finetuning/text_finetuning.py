@@ -74,7 +74,8 @@ class TextFinetuning:
 
     def prepare(self, setup: ModelSetup) -> TextPlan:
         model_setup.require(setup, transformers.AutoModelForSequenceClassification, "a text task")
-        data = text_data.read(self.invocation.description, self.invocation.task_file_dir)
+        trained = _checkpoint_labels(setup.model_config) if self.invocation.evaluate_only else None
+        data = text_data.read(self.invocation.description, self.invocation.task_file_dir, trained)
         task = data.task
         # the recipe's length, or fewer where the model has fewer positions
         config = model_setup.fitted(self.invocation.config, setup, task.num_epochs, task.max_length,
@@ -126,6 +127,16 @@ class TextFinetuning:
         results["summary"] = seed_summary.summarize(results["runs"], {task["name"]: task["metrics"]},
                                                     results.get("diverged", ()))
         seed_summary.add_intervals(self.invocation.output_dir, results)
+
+
+def _checkpoint_labels(model_config) -> text_data.CheckpointLabels:
+    """A fine-tuned checkpoint's problem and label names (placeholder LABEL_k names are none)."""
+    problems = {"single_label_classification": "classification", "regression": "regression",
+                "multi_label_classification": "multilabel"}
+    names = tuple(str(name) for _, name in sorted((getattr(model_config, "id2label", None) or {}).items()))
+    placeholder = all(name == f"LABEL_{i}" for i, name in enumerate(names))
+    return text_data.CheckpointLabels(problems.get(getattr(model_config, "problem_type", None) or ""),
+                                      () if placeholder else names)
 
 
 class TextRunner:
