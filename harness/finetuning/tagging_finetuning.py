@@ -19,29 +19,12 @@ from reports import dev_outputs, results_schema, seed_summary
 from tasks import tagging, tagging_data, tagging_metrics
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
-from tasks.tagging_task import TaggingDescription
 
 RESULTS_FORMAT = results_schema.TAGGING_FORMAT
 PREDICTIONS = "{split}.jsonl"
 
 
-@dataclass(frozen=True)
-class TaggingInvocation:
-    """One `harness run tagging`: which model, data and seeds, where the outputs live."""
-
-    model: str
-    description: TaggingDescription  # the task as described (flags or --task-file)
-    output_dir: Path
-    config: FinetuneConfig = FinetuneConfig()
-    seeds: int = 1
-    task_file_dir: Path | None = None  # a --task-file's folder: its relative paths start there
-    tracking_uri: str | None = None
-    leaderboard: bool = True
-    search: dict | None = None
-    evaluate_only: bool = False
-
-
-def run_tagging(invocation: TaggingInvocation, progress: bool | None = None) -> results_schema.ResultsBody:
+def run_tagging(invocation: Job, progress: bool | None = None) -> results_schema.ResultsBody:
     """Fine-tune and evaluate; resumes seeds already in output_dir/results.json (on the same data)."""
     return run_finetuning(invocation, TaggingFinetuning(invocation), progress)
 
@@ -67,7 +50,7 @@ class TaggingFinetuning:
     same = ("format", "config", "data")  # `data` holds each file's sha256: a changed file is refused
     leaderboard = True
 
-    def __init__(self, invocation: TaggingInvocation):
+    def __init__(self, invocation: Job):
         self.invocation = invocation
         self.leaderboard = invocation.leaderboard
 
@@ -126,7 +109,7 @@ class TaggingRunner:
     """Tagging for the commands (harness/finetuning/kind_runner.py): its invocation, its table."""
 
     def run(self, job: Job) -> results_schema.ResultsBody:
-        return run_tagging(_invocation(job), job.progress)
+        return run_tagging(job, job.progress)
 
     def summary(self, results: results_schema.ResultsBody) -> str:
         """conlleval's figures over seeds (x100), F1 first, with intervals; what was scored."""
@@ -138,18 +121,12 @@ class TaggingRunner:
     def search(self, job: Job) -> Searched:
         described = job.description
         return Searched(described.name or described.task or Path(described.train).stem,
-                        TaggingFinetuning(_invocation(job)))
+                        TaggingFinetuning(job))
 
     def check_data(self, job: Job) -> None:
         """The described files, read and validated as TaggingFinetuning.prepare reads them."""
         tagging_data.read(job.description, job.task_file_dir)
 
-
-def _invocation(job: Job) -> TaggingInvocation:
-    return TaggingInvocation(model=job.model, description=job.description, output_dir=job.output_dir,
-                             config=job.config, seeds=job.seeds, task_file_dir=job.task_file_dir,
-                             tracking_uri=job.tracking_uri, leaderboard=job.leaderboard, search=job.search,
-                             evaluate_only=job.evaluate_only)
 
 
 KIND_RUNNER = TaggingRunner()

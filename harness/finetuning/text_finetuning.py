@@ -21,29 +21,12 @@ from reports import dev_outputs, results_schema, seed_summary
 from tasks import glue_head, text, text_data
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
-from tasks.text_task import TextDescription
 
 RESULTS_FORMAT = results_schema.TEXT_FORMAT
 PREDICTIONS = "{split}.jsonl"
 
 
-@dataclass(frozen=True)
-class TextInvocation:
-    """One `harness run text`: which model, data and seeds, where the outputs live."""
-
-    model: str
-    description: TextDescription  # the task as described (flags or --task-file)
-    output_dir: Path
-    config: FinetuneConfig = FinetuneConfig()
-    seeds: int = 1
-    task_file_dir: Path | None = None  # a --task-file's folder: its relative paths start there
-    tracking_uri: str | None = None
-    leaderboard: bool = True
-    search: dict | None = None
-    evaluate_only: bool = False  # harness eval: score the fine-tuned checkpoint, train nothing
-
-
-def run_text(invocation: TextInvocation, progress: bool | None = None) -> results_schema.ResultsBody:
+def run_text(invocation: Job, progress: bool | None = None) -> results_schema.ResultsBody:
     """Fine-tune and evaluate; resumes seeds already in output_dir/results.json (on the same data)."""
     return run_finetuning(invocation, TextFinetuning(invocation), progress)
 
@@ -68,7 +51,7 @@ class TextFinetuning:
     same = ("format", "config", "data")  # `data` holds each file's sha256: a changed file is refused
     leaderboard = True
 
-    def __init__(self, invocation: TextInvocation):
+    def __init__(self, invocation: Job):
         self.invocation = invocation
         self.leaderboard = invocation.leaderboard
 
@@ -143,7 +126,7 @@ class TextRunner:
     """Your own text for the commands (harness/finetuning/kind_runner.py): its invocation, its table."""
 
     def run(self, job: Job) -> results_schema.ResultsBody:
-        return run_text(_invocation(job), job.progress)
+        return run_text(job, job.progress)
 
     def summary(self, results: results_schema.ResultsBody) -> str:
         from harness.finetuning.table import read_task_table
@@ -153,18 +136,12 @@ class TextRunner:
     def search(self, job: Job) -> Searched:
         described = job.description
         return Searched(described.name or Path(described.train or described.dataset).stem,
-                        TextFinetuning(_invocation(job)))
+                        TextFinetuning(job))
 
     def check_data(self, job: Job) -> None:
         """The described files (or dataset), read and validated as TextFinetuning.prepare reads them."""
         text_data.read(job.description, job.task_file_dir)
 
-
-def _invocation(job: Job) -> TextInvocation:
-    return TextInvocation(model=job.model, description=job.description, output_dir=job.output_dir,
-                          config=job.config, seeds=job.seeds, task_file_dir=job.task_file_dir,
-                          tracking_uri=job.tracking_uri, leaderboard=job.leaderboard, search=job.search,
-                          evaluate_only=job.evaluate_only)
 
 
 KIND_RUNNER = TextRunner()
