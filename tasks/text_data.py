@@ -55,6 +55,7 @@ class TextData:
     task: TextTask
     splits: dict[str, Dataset]  # train, validation, [test]
     record: dict = field(default_factory=dict)
+    labelled: frozenset[str] = frozenset({"train", "validation"})  # the splits with gold labels
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def read(config: TextDescription, base: Path | None = None,
     if "validation" not in splits:
         splits, record["dev"] = _draw_dev(splits, config, sources["train"], raw["train"], problem, names)
     _check_scored(splits["validation"], sources, config)
-    return TextData(task, splits, record)
+    return TextData(task, splits, record, frozenset(raw) | {"validation"})
 
 
 def _check_scored(dev: Dataset, sources: dict[str, Source], config: TextDescription) -> None:

@@ -143,6 +143,34 @@ def test_a_pair_from_parquet_and_a_drawn_dev_split_recorded(tmp_path):
     assert first.splits["train"].column_names == ["text_a", "text_b", "label", "idx"]
 
 
+def test_prediction_lines_carry_the_row_text_and_gold_label_by_name(tmp_path):
+    from harness.finetuning import text_predictions
+
+    rows = {"premise": [f"p {i}" for i in range(20)], "id": [f"h {i}" for i in range(20)],
+            "gold": ["yes", "no"] * 10}
+    train = _jsonl(tmp_path / "pairs.jsonl", [dict(zip(rows, values)) for values in zip(*rows.values())])
+    test = _jsonl(tmp_path / "test.jsonl", [{"premise": "p x", "id": "h x"}])
+    read = _read(train=str(train), test=str(test), text="premise,id", label="gold", dev_fraction=0.25)
+    dev = read.splits["validation"]
+    lines = text_predictions.lines(read.task, dev, ["yes"] * len(dev), "validation" in read.labelled)
+    first = dev["idx"][0]  # a drawn dev row: its row in the training file
+    assert lines[0] == {"id": first, "row": first, "premise": f"p {first}", "input_id": f"h {first}",
+                        "label": rows["gold"][first], "prediction": "yes"}
+    assert "test" not in read.labelled  # an unlabelled test file: no gold label on its lines
+    assert text_predictions.lines(read.task, read.splits["test"], ["no"], False) == [
+        {"id": 0, "row": 0, "premise": "p x", "input_id": "h x", "prediction": "no"}]
+    scores = _jsonl(tmp_path / "r.jsonl", [{"s": f"t {i}", "stars": i / 3} for i in range(20)])
+    read = _read(train=str(scores), text="s", label="stars")
+    dev = read.splits["validation"]
+    line = text_predictions.lines(read.task, dev, [2.5] * len(dev), True)[0]
+    assert line["stars"] == line["prediction"] == 2.5 and line["label"] == dev["label"][0]
+    tags = _jsonl(tmp_path / "m.jsonl", [{"s": f"t {i}", "tags": ["b", "a"] if i % 2 else ["c"]}
+                                         for i in range(20)])
+    read = _read(train=str(tags), text="s", label="tags")
+    gold = text_predictions.lines(read.task, read.splits["validation"], [[]] * 2, True)[0]["label"]
+    assert gold in (["a", "b"], ["c"])
+
+
 def _bad_cases(tmp: Path) -> dict:
     good = ["a b,x", "c d,y", "e f,x"]
     (tmp / "latin1.csv").write_bytes("s,y\nok,x\ncaf\xe9,y\n".encode("latin-1"))
@@ -312,6 +340,9 @@ def test_a_csv_task_keeps_its_names_and_its_data_digest(classified, own_data):
     assert config["id2label"] == {"0": "animal", "1": "grief", "2": "joy"}
     lines = (classified / "a" / "predictions" / "intents-seed0" / "validation.jsonl").read_text().splitlines()
     assert len(lines) == 18 and {json.loads(line)["prediction"] for line in lines} <= {"animal", "grief", "joy"}
+    dev = (own_data / "dev.csv").read_text().splitlines()[1:]
+    assert json.loads(lines[3]) | {"prediction": None} == {"id": 3, "row": 3, "utterance": dev[3].split('"')[1],
+                                                         "label": dev[3].rsplit(",", 1)[1], "prediction": None}
     scored = json.loads((classified / "a" / "predictions" / "intents-seed0" / "dev_outputs.json").read_text())
     block = scored["splits"]["validation"]
     from tasks import metrics

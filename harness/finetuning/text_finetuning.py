@@ -13,7 +13,7 @@ from datasets import Dataset
 
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
-from harness.finetuning import evaluation, model_setup
+from harness.finetuning import evaluation, model_setup, text_predictions
 from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import FinetuningPlan, run_finetuning
@@ -88,11 +88,13 @@ class TextFinetuning:
 
     def write_predictions(self, plan: TextPlan, built: text.TextAdapter, config: FinetuneConfig,
                           result: FinetuneResult, stem: Path) -> dict:
-        """Per split, one JSON line per row: its row number and prediction by name; and the dev outputs."""
+        """Per split, one JSON line per row (text_predictions.lines: its row, text, gold label and prediction
+        by name); and the dev outputs."""
         for split, outputs in result.outputs.items():
-            lines = [json.dumps({"id": index, "prediction": named}) for index, named in
-                     zip(built.indices[split], built.named(outputs), strict=True)]
-            atomic.write_text(stem / PREDICTIONS.format(split=split), "\n".join(lines) + "\n")
+            rows = text_predictions.lines(built.task, plan.data.splits[split], built.named(outputs),
+                                          split in plan.data.labelled)
+            atomic.write_text(stem / PREDICTIONS.format(split=split),
+                              "".join(json.dumps(line) + "\n" for line in rows))
         task = built.task
         atomic.write_json(stem / dev_outputs.FILE, dev_outputs.record(task.name, config.seed, {
             split: dev_outputs.text_split(built.indices[split], built.references[split],
