@@ -536,3 +536,28 @@ def test_squad_bundle_answers_like_the_pytorch_postprocessing(version, joint, wo
     assert code == 0 and set(json.loads(out)) >= {"answer", "start", "end", "score"}
     code, _, err = run_cli(["predict", "--bundle", tmp_path / "bundle", "who ?"], capsys)
     assert code == 2 and "a SQuAD bundle needs two texts" in err
+
+
+def _sequence_predictor(**manifest):
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+
+    from harness.deploy.sequence_classification import Predictor
+
+    tokenizer = Tokenizer(WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    return Predictor({"task": "reviews", "max_length": 8, "pair": False} | manifest, tokenizer, tokenizer)
+
+
+def test_a_regression_answer_names_the_label_column_its_bundle_records():
+    from harness.deploy.pipeline import Request
+    from harness.deploy.text_export import Exporter
+    from tasks.text_task import TextTask
+
+    task = TextTask("reviews", ("body",), "stars", "regression", None, ("spearman", "pearson"), "spearman")
+    fields = Exporter().own_fields(task)
+    assert fields["label_column"] == "stars"
+    logits = {"logits": [np.array([3.25], dtype=np.float32)]}
+    answer = _sequence_predictor(labels=None, **fields).decode(Request("great"), 0, None, [0], logits)
+    assert answer == {"stars": 3.25, "score": 3.25}
+    glue = _sequence_predictor(labels=None).decode(Request("great"), 0, None, [0], logits)
+    assert glue == {"score": 3.25}  # GLUE's STS-B bundle names no column: its answers stay as they were

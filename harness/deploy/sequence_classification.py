@@ -1,6 +1,7 @@
 """The sequence-classification bundle at run time (GLUE, your own text): one model row per text (or pair),
 truncated longest first past max_length as at fine-tuning, answered as a label with probabilities, a
-score (regression) or labels over 0.5 (multi-label). Torch-free."""
+score (regression; your own task's also under its label column's name) or labels over 0.5 (multi-label).
+Torch-free."""
 
 from __future__ import annotations
 
@@ -56,8 +57,10 @@ class Predictor(Pipeline):
 
     def decode(self, request, index, encoded, mine, outputs) -> dict:
         logits = outputs["logits"][mine[0]]
-        if self.labels is None:  # regression (STS-B): the one output is the score
-            return {"score": float(logits[0])}
+        if self.labels is None:  # regression: the one output is the score, named as the label column too
+            score = float(logits[0])
+            column = self.manifest.get("label_column")  # your own task's; GLUE's STS-B answers "score" alone
+            return ({column: score} if column else {}) | {"score": score}
         if self.multilabel:  # one sigmoid per label; a label is predicted above 0.5, as in training
             probabilities = 1 / (1 + np.exp(-logits.astype(np.float64)))
             return {"labels": [name for name, p in zip(self.labels, probabilities, strict=True) if p > 0.5],
