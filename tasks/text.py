@@ -42,7 +42,7 @@ class TextAdapter:
         if self.task.is_regression:
             return stacked[:, 0]
         if self.task.is_multilabel:
-            return (stacked > 0).astype(np.int64)
+            return (stacked > np.log(self.task.threshold / (1 - self.task.threshold))).astype(np.int64)
         return stacked.argmax(axis=-1)
 
     def score(self, split: str, outputs: list[np.ndarray]) -> dict[str, float]:

@@ -24,7 +24,15 @@ from datasets import Dataset
 
 from foundation.infra.errors import UserError
 from tasks.task_files import decode_utf8, require_file
-from tasks.text_task import FORMATS, MAX_LENGTH, NUM_EPOCHS, PROBLEM_METRICS, TextDescription, TextTask
+from tasks.text_task import (
+    FORMATS,
+    MAX_LENGTH,
+    NUM_EPOCHS,
+    PROBLEM_METRICS,
+    THRESHOLD,
+    TextDescription,
+    TextTask,
+)
 
 csv.field_size_limit(sys.maxsize)
 # results.json's description keeps each setting's first key: the problem is "kind" there
@@ -98,7 +106,7 @@ def read(config: TextDescription, base: Path | None = None,
     if name in GLUE_TASKS or name in {t.name for t in SQUAD_TASKS.values()}:
         raise UserError(f"task name {name!r} is a named task's; pass --name with another name")
     task = TextTask(name, tuple(text_columns), config.label, problem, names, metrics, headline,
-                    NUM_EPOCHS, MAX_LENGTH)
+                    NUM_EPOCHS, MAX_LENGTH, threshold=config.threshold)
     splits = {split: _harness_rows(source, text_columns, raw.get(split), problem, names)
               for split, source in sources.items()}
     if "train" not in splits:  # harness eval without --train: it trains nothing
@@ -460,6 +468,8 @@ def _description(config: TextDescription, base: Path | None) -> dict:
         if described[key]:
             described[key] = str(_path(described[key], base).resolve())
     described["text"] = list(described["text"])
+    if described["threshold"] == THRESHOLD:  # recorded where it departs: older results hold none
+        del described["threshold"]
     return {RECORDED.get(key, key): value for key, value in described.items()}
 
 

@@ -28,6 +28,7 @@ PROBLEM_METRICS: dict[str, tuple[str, ...]] = {
 }
 NUM_EPOCHS = 3  # ELECTRA's GLUE recipe (configure_finetuning.py: num_train_epochs)
 MAX_LENGTH = 128  # ELECTRA's GLUE max_seq_length
+THRESHOLD = 0.5  # multi-label: HF's run_classification.py predicts a label where its logit is above 0
 FORMATS = {".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 RUN_EPILOG = """examples:
@@ -119,6 +120,11 @@ class TextDescription:
         "without a dev file: the share of train drawn as dev"))
     dev_seed: int = setting(0, role="recipe", flag=Flag("--dev-seed", "N"), help=(
         "without a dev file: which rows are drawn"))
+    # Here, not in FinetuneConfig: it reads this task's outputs (multi-label only, no effect on training),
+    # so it is described with the data, like the metric; a bundle keeps it and answers with it.
+    threshold: float = setting(THRESHOLD, role="recipe", flag=Flag("--threshold", "P"), help=(
+        "multilabel: a label is predicted where its sigmoid is above P (0.5: its logit above 0); kept in "
+        "results.json where it departs from 0.5, in the bundle, and shown by serve's /health"))
 
     percent_scores: ClassVar[bool] = False
     pipeline_tag: ClassVar[str] = "text-classification"  # the Hub's task for all three, regression too
@@ -128,6 +134,8 @@ class TextDescription:
         problems = []
         if not 0 < self.dev_fraction < 1:
             problems.append(f"dev_fraction must be between 0 and 1, e.g. 0.1 (got {self.dev_fraction})")
+        if not 0 < self.threshold < 1:
+            problems.append(f"threshold must be between 0 and 1, e.g. 0.5 (got {self.threshold})")
         if len(self.text) > 2:
             problems.append(f"text names {len(self.text)} columns ({', '.join(self.text)}); name one, or "
                             "two for a sentence pair")
@@ -179,6 +187,7 @@ class TextTask(ReadTask):
     target_scale: float = 1.0
     double_unordered: bool = False
     predicted_by: None = None
+    threshold: float = THRESHOLD  # multi-label: the sigmoid above which a label is predicted
 
     @property
     def is_regression(self) -> bool:
@@ -200,12 +209,14 @@ class TextTask(ReadTask):
 
     def record(self) -> dict:
         """results.json's and the bundle's description of the task (its problem under the key "kind")."""
+        departs = {"threshold": self.threshold} if self.threshold != THRESHOLD else {}  # older runs: 0.5
         return {"name": self.name, "kind": self.problem, "text_columns": list(self.text_columns),
                 "label_column": self.label_column, "label_names": list(self.label_names or []) or None,
-                "metrics": list(self.metrics), "headline": self.headline}
+                "metrics": list(self.metrics), "headline": self.headline} | departs
 
     @classmethod
     def from_record(cls, record: dict) -> TextTask:
         names = record.get("label_names")
         return cls(record["name"], tuple(record["text_columns"]), record["label_column"], record["kind"],
-                   tuple(names) if names else None, tuple(record["metrics"]), record["headline"])
+                   tuple(names) if names else None, tuple(record["metrics"]), record["headline"],
+                   threshold=record.get("threshold", THRESHOLD))

@@ -561,3 +561,19 @@ def test_a_regression_answer_names_the_label_column_its_bundle_records():
     assert answer == {"stars": 3.25, "score": 3.25}
     glue = _sequence_predictor(labels=None).decode(Request("great"), 0, None, [0], logits)
     assert glue == {"score": 3.25}  # GLUE's STS-B bundle names no column: its answers stay as they were
+
+
+def test_a_multilabel_bundle_predicts_above_the_runs_threshold_and_keeps_it():
+    from harness.deploy.pipeline import Request
+    from harness.deploy.text_export import Exporter
+    from tasks.text_task import TextTask
+
+    task = TextTask("topics", ("body",), "tags", "multilabel", ("a", "b"), ("micro_f1",), "micro_f1",
+                    threshold=0.3)
+    fields = Exporter().own_fields(task)
+    assert fields["threshold"] == 0.3
+    logits = {"logits": [np.array([-0.5, -1.0], dtype=np.float32)]}  # sigmoids 0.38 and 0.27
+    answer = _sequence_predictor(labels=["a", "b"], **fields).decode(Request("x"), 0, None, [0], logits)
+    assert answer["labels"] == ["a"]
+    older = _sequence_predictor(labels=["a", "b"], multilabel=True).decode(Request("x"), 0, None, [0], logits)
+    assert older["labels"] == []  # a bundle that records no threshold: 0.5, as its run trained

@@ -504,3 +504,20 @@ def test_shutdown_waits_timeout_graceful_shutdown_then_cancels(bundle, tmp_path)
         assert waiting.result() == (503, {"error": "server shutting down (timeout_graceful_shutdown passed); "
                                                    "retry shortly"})
     assert "Cancel 1 running task(s), timeout graceful shutdown exceeded" in server.log_path.read_text()
+
+
+def test_health_shows_a_multilabel_bundles_threshold():
+    from types import SimpleNamespace
+
+    from harness.deploy.serve import create_app
+    from harness.deploy.serve_config import ServeConfig
+
+    def health(manifest):
+        predictor = SimpleNamespace(manifest=manifest, precision="fp32", labels=["a", "b"], max_length=8,
+                                    predict=None, pipeline=SimpleNamespace(name="sequence-classification",
+                                                                          request_keys=("text", "text_pair")))
+        route = next(r for r in create_app(predictor, ServeConfig()).routes if r.path == "/health")
+        return json.loads(asyncio.run(route.endpoint(None)).body)
+
+    assert health({"task": "topics", "multilabel": True, "threshold": 0.3})["threshold"] == 0.3
+    assert "threshold" not in health({"task": "rte"})

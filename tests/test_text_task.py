@@ -148,7 +148,8 @@ def test_prediction_lines_carry_the_row_text_and_gold_label_by_name(tmp_path):
 
     rows = {"premise": [f"p {i}" for i in range(20)], "id": [f"h {i}" for i in range(20)],
             "gold": ["yes", "no"] * 10}
-    train = _jsonl(tmp_path / "pairs.jsonl", [dict(zip(rows, values)) for values in zip(*rows.values())])
+    train = _jsonl(tmp_path / "pairs.jsonl", [dict(zip(rows, values, strict=True))
+                                                    for values in zip(*rows.values(), strict=True)])
     test = _jsonl(tmp_path / "test.jsonl", [{"premise": "p x", "id": "h x"}])
     read = _read(train=str(train), test=str(test), text="premise,id", label="gold", dev_fraction=0.25)
     dev = read.splits["validation"]
@@ -169,6 +170,26 @@ def test_prediction_lines_carry_the_row_text_and_gold_label_by_name(tmp_path):
     read = _read(train=str(tags), text="s", label="tags")
     gold = text_predictions.lines(read.task, read.splits["validation"], [[]] * 2, True)[0]["label"]
     assert gold in (["a", "b"], ["c"])
+
+
+def test_the_multilabel_threshold_is_a_setting_recorded_where_it_departs(tmp_path):
+    from tasks.text import TextAdapter
+
+    rows = [{"body": f"text {i}", "tags": ["b", "a"] if i % 2 else ["c"]} for i in range(20)]
+    train = str(_jsonl(tmp_path / "t.jsonl", rows))
+    default, low = _read(train=train, text="body", label="tags"), _read(train=train, text="body", label="tags",
+                                                                      threshold=0.3)
+    assert "threshold" not in default.record["task"] and "threshold" not in default.record["description"]
+    assert low.record["task"]["threshold"] == low.record["description"]["threshold"] == 0.3
+    logits = [np.array([-0.5, -1.0, 2.0])]  # sigmoids 0.38, 0.27, 0.88
+    for read, expected in ((default, [0, 0, 1]), (low, [1, 0, 1])):
+        adapter = TextAdapter(read.task, read.splits["train"], {}, {}, {})
+        assert adapter.predictions(logits).tolist() == [expected]
+    from tasks.text_task import TextTask
+
+    assert TextTask.from_record(low.record["task"]).threshold == 0.3
+    with pytest.raises(ValueError, match=r"threshold must be between 0 and 1, e.g. 0.5 \(got 1.5\)"):
+        _read(train=train, text="body", label="tags", threshold=1.5)
 
 
 def _bad_cases(tmp: Path) -> dict:

@@ -1,6 +1,7 @@
 """The sequence-classification bundle at run time (GLUE, your own text): one model row per text (or pair),
 truncated longest first past max_length as at fine-tuning, answered as a label with probabilities, a
-score (regression; your own task's also under its label column's name) or labels over 0.5 (multi-label).
+score (regression; your own task's also under its label column's name) or the labels over the run's
+threshold (multi-label, default 0.5).
 Torch-free."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class Predictor(Pipeline):
         task = GLUE_TASKS.get(manifest["task"])  # None for your own, whose manifest says
         self.pair = manifest.get("pair") if task is None else len(task.hub_columns) == 2
         self.multilabel = bool(manifest.get("multilabel"))
+        self.threshold = float(manifest.get("threshold", 0.5))  # bundles of older runs: 0.5, as trained
         self.truncating.enable_truncation(self.max_length, strategy="longest_first")
 
     def encode(self, requests: Sequence[Request]) -> Encoded:
@@ -61,9 +63,10 @@ class Predictor(Pipeline):
             score = float(logits[0])
             column = self.manifest.get("label_column")  # your own task's; GLUE's STS-B answers "score" alone
             return ({column: score} if column else {}) | {"score": score}
-        if self.multilabel:  # one sigmoid per label; a label is predicted above 0.5, as in training
+        if self.multilabel:  # one sigmoid per label; a label is predicted above the run's threshold
             probabilities = 1 / (1 + np.exp(-logits.astype(np.float64)))
-            return {"labels": [name for name, p in zip(self.labels, probabilities, strict=True) if p > 0.5],
+            return {"labels": [name for name, p in zip(self.labels, probabilities, strict=True)
+                               if p > self.threshold],
                     "scores": {name: float(p) for name, p in zip(self.labels, probabilities, strict=True)}}
         probabilities = np.exp(logits - logits.max())
         probabilities /= probabilities.sum()

@@ -70,6 +70,7 @@ def create_app(predictor: Predictor, config: ServeConfig) -> Starlette:
                              "precision": predictor.precision, "labels": predictor.labels,
                              "max_length": predictor.max_length,
                              "input_keys": predictor.pipeline.request_keys,
+                             **({"threshold": manifest["threshold"]} if "threshold" in manifest else {}),
                              "batches": vars(batcher.stats), "pending_rows": batcher.pending})
 
     async def predict(request: HttpRequest) -> Response:

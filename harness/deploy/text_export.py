@@ -26,8 +26,9 @@ class Exporter(ClassificationExporter):
         return own_task(TextTask, results, task_name, run_dir)
 
     def own_fields(self, task: TextTask) -> dict:
+        threshold = {"threshold": task.threshold} if task.is_multilabel else {}
         return {"pair": len(task.text_columns) == 2, "multilabel": task.is_multilabel,
-                "label_column": task.label_column}
+                "label_column": task.label_column} | threshold
 
     def dev_examples(self, task: TextTask, data_dir: str | None, data: dict | None) -> Dataset:
         from tasks import text_data

@@ -15,7 +15,7 @@ def lines(task: TextTask, rows: Dataset, predicted: list, labelled: bool) -> lis
     name, `label` the gold label where the split has one, `prediction`; a regression's prediction also under
     the label column's name (unless it is one of FIXED)."""
     texts = [("input_" + name if name in FIXED else name, column)
-             for name, column in zip(task.text_columns, ("text_a", "text_b"))]
+             for name, column in zip(task.text_columns, ("text_a", "text_b"), strict=False)]
     golds = [_gold(task, value) for value in rows["label"]] if labelled else [None] * len(rows)
     written = []
     for row, gold, prediction in zip(rows, golds, predicted, strict=True):
