@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from datasets import Dataset
 
-from tasks.text_task import TextTask
-
+# `task`: a tasks.text_task.TextTask (not imported: only the text kind's own modules import it)
 FIXED = ("id", "row", "label", "prediction")  # a text column of one of these names is written input_NAME
 
 
-def lines(task: TextTask, rows: Dataset, predicted: list, labelled: bool) -> list[dict]:
+def lines(task, rows: Dataset, predicted: list, labelled: bool) -> list[dict]:
     """One dict per row of `rows` (text_a, [text_b], label, idx: tasks/text_data.py) in order: `id` and `row`
     its 0-based row in the file it was read from (a drawn dev split: the training file), the text columns by
     name, `label` the gold label where the split has one, `prediction`; a regression's prediction also under
@@ -29,7 +28,7 @@ def lines(task: TextTask, rows: Dataset, predicted: list, labelled: bool) -> lis
     return written
 
 
-def _gold(task: TextTask, value):
+def _gold(task, value):
     """A gold label as the file had it: a name, a number (regression) or a list of names (multi-label)."""
     if task.is_regression:
         return float(value)
