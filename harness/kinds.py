@@ -69,6 +69,7 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in [
          description="tasks.text_task:TextDescription",
          runner="harness.finetuning.text_finetuning:KIND_RUNNER",
          modules=("tasks.text", "tasks.text_data", "tasks.text_task", "harness.finetuning.text_finetuning",
+                 "harness.finetuning.text_predictions",
                  "harness.deploy.text_export"),
          predictor="harness.deploy.sequence_classification:Predictor",
          exporter="harness.deploy.text_export:Exporter"),
