@@ -56,7 +56,8 @@ def explicit(value: str) -> dict[str, float]:
     return weights
 
 
-def weights_for(value: str, names: Sequence[str], labels: Sequence, multilabel: bool) -> tuple[float, ...] | None:
+def weights_for(value: str, names: Sequence[str], labels: Sequence,
+                multilabel: bool) -> tuple[float, ...] | None:
     """Each label's weight, in label order, for training labels `labels` (class ids, or 0/1 rows for
     multi-label); None for `none`."""
     if value == NONE:
