@@ -1,10 +1,8 @@
-"""Class weights for an imbalanced classification or multi-label task: the setting's forms, the weights a
-training set gets, and the weighted loss the loop trains on in place of the head's own.
+"""Class weights for an imbalanced classification or multi-label task: the setting's forms and the weights
+a training set gets (the weighted loss is the task adapter's, tasks/text.py).
 
 `class_weights` (tasks/config.py) is `none` (ELECTRA's unweighted loss), `balanced`, or LABEL=WEIGHT,...
-by label name. Classification: each example's cross-entropy times its class's weight, averaged over the
-batch's examples (not torch's weight-normalised mean), so loss_reduction=sum trains on the sum of
-weighted losses. Multi-label: the weights are BCEWithLogitsLoss's pos_weight, one per label.
+by label name. Torch-free: tasks/config.py checks the setting's form for the CLI.
 """
 
 from __future__ import annotations
@@ -15,9 +13,8 @@ from typing import TYPE_CHECKING
 
 from foundation.infra.errors import UserError
 
-if TYPE_CHECKING:  # torch- and numpy-free at import: tasks/config.py checks the setting's form for the CLI
+if TYPE_CHECKING:  # numpy-free at import too
     import numpy as np
-    import torch
 
 NONE, BALANCED = "none", "balanced"
 EXAMPLE = "e.g. neg=1,pos=19"
@@ -100,18 +97,4 @@ def _require_rows(names: Sequence[str], counts: np.ndarray) -> None:
     if missing:
         raise UserError(f"class_weights=balanced: label {missing[0]!r} has no training row (after "
                         "max_train_examples); raise max_train_examples or give weights by label name")
-
-
-def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: Sequence[float],
-                  multilabel: bool) -> torch.Tensor:
-    """The batch's mean loss with each class's (multi-label: each label's positive) loss weighted."""
-    import torch
-
-    weight = torch.tensor(weights, dtype=torch.float32, device=logits.device)
-    if multilabel:
-        return torch.nn.functional.binary_cross_entropy_with_logits(
-            logits.float(), labels.float(), pos_weight=weight)
-    flat = labels.view(-1)
-    losses = torch.nn.functional.cross_entropy(logits.float().view(-1, len(weights)), flat, reduction="none")
-    return (losses * weight[flat]).mean()
 

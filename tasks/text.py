@@ -17,7 +17,7 @@ from transformers import AutoModelForSequenceClassification, PreTrainedTokenizer
 
 from foundation.infra.errors import UserError
 from tasks import glue_head, metrics
-from tasks.class_weights import weighted_loss, weights_for
+from tasks.class_weights import weights_for
 from tasks.loading import from_pretrained_quietly
 from tasks.sequence_features import tokenize
 from tasks.text_task import TextTask
@@ -67,6 +67,20 @@ class TextAdapter:
         if self.task.is_multilabel:
             return [[names[k] for k in np.flatnonzero(row)] for row in values]
         return [names[int(v)] for v in values]
+
+
+def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: tuple[float, ...],
+                  multilabel: bool) -> torch.Tensor:
+    """The batch's mean loss with each class's weight: classification, each example's cross-entropy times
+    its class's weight, averaged over the examples (not torch's weight-normalised mean), so
+    loss_reduction=sum trains on the sum of weighted losses; multi-label, BCEWithLogitsLoss's pos_weight."""
+    weight = torch.tensor(weights, dtype=torch.float32, device=logits.device)
+    if multilabel:
+        return torch.nn.functional.binary_cross_entropy_with_logits(logits.float(), labels.float(),
+                                                                    pos_weight=weight)
+    flat = labels.view(-1)
+    losses = torch.nn.functional.cross_entropy(logits.float().view(-1, len(weights)), flat, reduction="none")
+    return (losses * weight[flat]).mean()
 
 
 def training_rows(train: Dataset, max_train_examples: int | None) -> Dataset:

@@ -43,7 +43,7 @@ def test_explicit_weights_by_label_name_and_their_one_line_refusals():
 def test_the_weighted_loss_is_the_heads_own_with_unit_weights_and_scales_each_class():
     import torch
 
-    from tasks.class_weights import weighted_loss
+    from tasks.text import weighted_loss
 
     logits, labels = torch.tensor([[2.0, -1.0], [0.5, 0.3], [-1.0, 1.0]]), torch.tensor([0, 1, 1])
     each = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
