@@ -174,6 +174,7 @@ class ResultsBody(TypedDict, total=False):
     config: dict[str, Any]  # the invocation's FinetuneConfig, head=auto as the head it stands for
     settings: dict[str, Any]  # SQuAD: its SquadConfig, resolved for the version
     data: SquadData  # SQuAD
+    class_weights: dict[str, dict[str, float]]  # with class_weights set: per task, each label's loss weight
     search: SearchOrigin  # with --params-from
     tasks: list[str]  # every invocation's tasks (GLUE: AX rides with MNLI)
     seeds: int  # seeds per task, from config's seed

@@ -12,6 +12,7 @@ from typing import Literal
 from foundation.infra.errors import UserError
 from foundation.infra.settings import setting
 from foundation.training.optimizer_settings import Optimizer, optimizer_errors, optimizer_setting
+from tasks.class_weights import parse_errors as class_weight_errors
 from tasks.registry import SquadTask
 
 DOC_STRIDE = 128  # SQuAD: tokens between the starts of consecutive windows of a long context (ELECTRA's)
@@ -87,6 +88,11 @@ class FinetuneConfig:
         "re-initialise the top N encoder layers before fine-tuning (Zhang et al. 2021, \"Revisiting "
         "Few-sample BERT Fine-tuning\"): a remedy for a pre-trained encoder whose top layers collapsed; "
         "not ELECTRA's recipe, so off"))
+    class_weights: str = setting("none", role="recipe", before="none", help=(
+        "your own text, classification and multi-label: none (ELECTRA's unweighted loss); balanced (each "
+        "class weighs rows / (classes * its rows), scikit-learn's compute_class_weight; multi-label: each "
+        "label's BCE pos_weight = its negatives / positives); or LABEL=WEIGHT,... by label name, e.g. "
+        "neg=1,pos=19 (an unlisted label weighs 1). results.json records the weights used"))
     batch_size: int = setting(32, role="recipe", help='examples an optimiser step')
     gradient_accumulation_steps: int = setting(1, role="runtime", help=(
         "split each batch into this many slices, forward and backward one at a time, then step: the "
@@ -135,7 +141,7 @@ class FinetuneConfig:
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 1:
                 problems.append(f"{name} must be between 0 and 1 (got {value})")
-        problems += optimizer_errors(self)
+        problems += optimizer_errors(self) + class_weight_errors(self.class_weights)
         if problems:
             raise ValueError("; ".join(problems))
 

@@ -37,6 +37,20 @@ class TaskAdapter(Protocol):
     def score(self, split: str, outputs: list[np.ndarray]) -> dict[str, float]:
         """Metrics of a dev split from its outputs, in dataset order."""
 
+    # Optional: an adapter whose `class_weights` is set has `loss(logits, labels)`, which the loop trains on
+    # in place of the head's own loss (tasks/text.py); one without trains on the head's.
+
+
+def _class_weighted(task: TaskAdapter, config: FinetuneConfig) -> Callable | None:
+    """The adapter's weighted loss where class_weights is set; a task without one refuses the setting."""
+    if getattr(task, "class_weights", None) is not None:
+        return task.loss
+    if config.class_weights != "none":
+        raise UserError(f"class_weights={config.class_weights} weighs the loss of your own text's "
+                        "classification and multi-label tasks (harness run text) only; leave "
+                        "class_weights=none for this task")
+    return None
+
 
 @dataclass
 class FinetuneResult:
@@ -128,6 +142,7 @@ class _SeedLoop:
                                          config.optimizer)
         self.schedule = build_schedule(self.optimizer, self.num_steps, config.warmup_fraction,
                                        config.optimizer)
+        self.loss = _class_weighted(task, config)  # None: the head's own loss
         self.state = io.state or finetune_state.SeedState(None)
         # what a seed's state keeps besides the RNGs and the point: fp16's loss scale too, where it is on
         self.parts = {"model": model, "optimizer": self.optimizer, "schedule": self.schedule} | \
@@ -160,7 +175,7 @@ class _SeedLoop:
             batch = {key: value.to(self.device, non_blocking=True) for key, value in batch.items()}
             # forward and backward, the batch in config.gradient_accumulation_steps slices
             loss = _forward_backward(self.step_model, self.step_model is not self.model, batch, config,
-                                     self.autocast, scaler)
+                                     self.autocast, scaler, self.loss)
             # clip, step
             scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.max_grad_norm)
@@ -210,18 +225,24 @@ class _SeedLoop:
 
 
 def _forward_backward(step_model: torch.nn.Module, compiled: bool, batch: dict[str, torch.Tensor],
-                      config: FinetuneConfig, autocast, scaler) -> torch.Tensor:
+                      config: FinetuneConfig, autocast, scaler,
+                      task_loss: Callable | None = None) -> torch.Tensor:
     """The batch's loss (detached), its gradient accumulated over gradient_accumulation_steps slices of
     the batch: less memory for the same batch, so the same optimiser step. HF heads compute the task
-    loss from labels / start and end positions; the official recipe backpropagates the batch's sum
-    (config.py), and `mean` weighs each slice's mean by its share of the batch."""
+    loss from labels / start and end positions, or `task_loss(logits, labels)` does (class weights); the
+    official recipe backpropagates the batch's sum (config.py), and `mean` weighs each slice's mean by
+    its share of the batch."""
     slices = placement.batch_slices(batch, config.gradient_accumulation_steps)  # a short last batch: fewer
     losses = []
     for share, part in slices:
         if compiled:
             placement.mark_step()
         with autocast:
-            loss = step_model(**part).loss
+            if task_loss is None:
+                loss = step_model(**part).loss
+            else:
+                inputs = {key: value for key, value in part.items() if key != "labels"}
+                loss = task_loss(step_model(**inputs).logits, part["labels"])
         weight = len(part["input_ids"]) if config.loss_reduction == "sum" else share
         scaler.scale(loss * weight if weight != 1 else loss).backward()
         losses.append((loss.detach(), share))

@@ -2,7 +2,8 @@
 
 Classification and regression as GLUE's (tasks/glue.py: the same tokenisation and heads); multi-label
 with one sigmoid per label (transformers' multi_label_classification loss), a label predicted where its
-logit is above 0 (probability 0.5), as HF's run_classification.py does.
+logit is above 0 (probability 0.5), as HF's run_classification.py does. With class weights
+(tasks/class_weights.py) the loop trains on the adapter's weighted `loss` instead of the head's own.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import torch
 from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, PreTrainedTokenizerBase
 
+from foundation.infra.errors import UserError
 from tasks import glue_head, metrics
+from tasks.class_weights import weights_for
 from tasks.loading import from_pretrained_quietly
 from tasks.sequence_features import tokenize
 from tasks.text_task import TextTask
@@ -32,6 +35,11 @@ class TextAdapter:
     double_unordered: bool = False
     target_scale: float = 1.0
     pad_to_multiple_of: int | None = 8  # as its recorded figures ran (tagging's None is faster on a CPU)
+    class_weights: tuple[float, ...] | None = None  # each label's loss weight; None: the head's own loss
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The batch's class-weighted loss (only where class_weights is set)."""
+        return weighted_loss(logits, labels, self.class_weights, self.task.is_multilabel)
 
     def example_outputs(self, output, batch) -> list[np.ndarray]:
         return list(output.logits.float().cpu().numpy())
@@ -61,19 +69,47 @@ class TextAdapter:
         return [names[int(v)] for v in values]
 
 
-def build_task(task: TextTask, splits: dict[str, Dataset], tokenizer: PreTrainedTokenizerBase,
-               max_length: int, max_train_examples: int | None = None) -> TextAdapter:
-    """Tokenise the splits (text_a, [text_b], label, idx; tasks/text_data.py)."""
-    train = splits["train"]
+def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: tuple[float, ...],
+                  multilabel: bool) -> torch.Tensor:
+    """The batch's mean loss with each class's weight: classification, each example's cross-entropy times
+    its class's weight, averaged over the examples (not torch's weight-normalised mean), so
+    loss_reduction=sum trains on the sum of weighted losses; multi-label, BCEWithLogitsLoss's pos_weight."""
+    weight = torch.tensor(weights, dtype=torch.float32, device=logits.device)
+    if multilabel:
+        return torch.nn.functional.binary_cross_entropy_with_logits(logits.float(), labels.float(),
+                                                                    pos_weight=weight)
+    flat = labels.view(-1)
+    losses = torch.nn.functional.cross_entropy(logits.float().view(-1, len(weights)), flat, reduction="none")
+    return (losses * weight[flat]).mean()
+
+
+def training_rows(train: Dataset, max_train_examples: int | None) -> Dataset:
+    """The training rows trained on: a seeded subsample where max_train_examples asks for fewer."""
     if max_train_examples is not None and max_train_examples < len(train):
-        train = train.shuffle(seed=0).select(range(max_train_examples))
+        return train.shuffle(seed=0).select(range(max_train_examples))
+    return train
+
+
+def loss_weights(task: TextTask, train: Dataset, setting: str) -> tuple[float, ...] | None:
+    """Each label's loss weight for the class_weights setting on these training rows; None: unweighted."""
+    if setting != "none" and task.is_regression:
+        raise UserError(f"class_weights={setting} weighs classes, and task {task.name!r} is a regression; "
+                        "leave class_weights=none")
+    return weights_for(setting, task.label_names or (), train["label"], task.is_multilabel)
+
+
+def build_task(task: TextTask, splits: dict[str, Dataset], tokenizer: PreTrainedTokenizerBase,
+               max_length: int, max_train_examples: int | None = None,
+               weights: tuple[float, ...] | None = None) -> TextAdapter:
+    """Tokenise the splits (text_a, [text_b], label, idx; tasks/text_data.py); `weights`: loss_weights'."""
+    train = training_rows(splits["train"], max_train_examples)
     evals = {split: data for split, data in splits.items() if split != "train"}
     return TextAdapter(
         task=task, train=tokenize(train, tokenizer, max_length, keep_labels=True),
         evals={split: tokenize(data, tokenizer, max_length, keep_labels=False)
                for split, data in evals.items()},
         references={split: data["label"] for split, data in evals.items() if split.startswith("validation")},
-        indices={split: data["idx"] for split, data in evals.items()})
+        indices={split: data["idx"] for split, data in evals.items()}, class_weights=weights)
 
 
 def load_model(model_path: str, task: TextTask, head: str = "hf", **load_options) -> torch.nn.Module:

@@ -198,7 +198,7 @@ BAD_INPUTS = {
     "unknown version": (None, ["--version", "3.0"], "unknown SQuAD version '3.0'; choose one of 1.1, 2.0"),
     "unknown setting": (None, ["doc_strid=3", "batch_size=0"],
                         "unknown setting 'doc_strid' (did you mean 'doc_stride'? known: adam_epsilon, "
-                        "answerability_head, batch_size, compile, doc_stride"),
+                        "answerability_head, batch_size, class_weights, compile, doc_stride"),
     "two bad settings": (None, ["doc_strid=3", "batch_size=0"], "; batch_size must be positive (got 0)"),
     "bad setting": (None, ["holdout_fraction=1"], "holdout_fraction must be between 0 and 1"),
     "no room for context": (None, ["max_query_length=61"], "raise max_length or lower max_query_length"),

@@ -36,6 +36,7 @@ class TextPlan(FinetuningPlan):
     """The data read and validated, the task resolved from it."""
 
     data: text_data.TextData
+    weights: tuple[float, ...] | None = None  # each label's loss weight (class_weights); None: unweighted
 
 
 def load_model(built: text.TextAdapter, config: FinetuneConfig, setup: ModelSetup) -> torch.nn.Module:
@@ -72,16 +73,20 @@ class TextFinetuning:
             print(f"note: no dev file, so {drawn['dev_rows']} of the training rows are the dev split "
                   f"(dev_fraction={drawn['fraction']}, dev_seed={drawn['seed']}); results.json records it",
                   file=sys.stderr)
+        weights = text.loss_weights(task, text.training_rows(data.splits["train"], config.max_train_examples),
+                                    config.class_weights)
+        weighted = {"class_weights": {task.name: dict(zip(task.label_names, weights, strict=True))}} \
+            if weights else {}
         searched = {"search": self.invocation.search} if self.invocation.search else {}
         return TextPlan(task.name, (task.name,), {task.name: config},
-                        results={"data": data.record} | searched, data=data)
+                        results={"data": data.record} | weighted | searched, data=data, weights=weights)
 
     def build(self, plan: TextPlan, task: str, setup: ModelSetup) -> text.TextAdapter:
         config = plan.configs[task]
         splits: dict[str, Dataset] = {s: d for s, d in plan.data.splits.items()
                                       if config.predict_test or not s.startswith("test")}
         return text.build_task(plan.data.task, splits, setup.tokenizer, config.max_length,
-                               config.max_train_examples)
+                               config.max_train_examples, plan.weights)
 
     load_model = staticmethod(load_model)
     load_checkpoint = staticmethod(evaluation.classifier_checkpoint)
