@@ -6,7 +6,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import numpy as np
 import torch
@@ -46,10 +46,15 @@ def _class_weighted(task: TaskAdapter, config: FinetuneConfig) -> Callable | Non
     if getattr(task, "class_weights", None) is not None:
         return task.loss
     if config.class_weights != "none":
-        raise UserError(f"class_weights={config.class_weights} weighs the loss of your own text's "
-                        "classification and multi-label tasks (harness run text) only; leave "
-                        "class_weights=none for this task")
+        class_weights_refused(config)
     return None
+
+
+def class_weights_refused(config: FinetuneConfig) -> NoReturn:
+    """The one line for class_weights on a task whose loss takes none."""
+    raise UserError(f"class_weights={config.class_weights} weighs the loss of your own text's "
+                    "classification and multi-label tasks (harness run text) only; leave "
+                    "class_weights=none for this task")
 
 
 @dataclass

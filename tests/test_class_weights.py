@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from foundation.infra.errors import UserError
-from tests.conftest import run_cli
+from tests.conftest import glue_args, run_cli
 
 
 def test_balanced_weights_of_19_a_and_1_b_are_scikit_learns():
@@ -116,3 +116,12 @@ def test_balanced_weights_lift_macro_f1_above_the_majority_class_on_a_95_5_file(
     assert results["runs"][0]["metrics"]["validation"]["macro_f1"] > majority + 0.2
     row = leaderboard.measured_row(Path(out / "results.json"), results)
     assert "class_weights=balanced" in row.recipe and row.recipe.startswith(leaderboard.DEPARTS)
+
+
+def test_a_glue_run_with_class_weights_is_refused_before_anything_is_written(tiny_model, session_glue_data,
+                                                                             tmp_path, capsys):
+    """GLUE's loss takes no weights: one line and exit 2, before the model loads or results.json exists."""
+    code, _, err = run_cli(glue_args(tiny_model, session_glue_data, tmp_path, "class_weights=balanced"), capsys)
+    assert code == 2
+    assert "class_weights=balanced weighs the loss of your own text's" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "out").exists() and not list(tmp_path.rglob("results.json"))

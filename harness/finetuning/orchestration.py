@@ -29,7 +29,7 @@ from harness.tracking import mlflow_leaderboard, mlflow_runs
 from reports import accounting, results_schema
 from tasks import batching, finetune_state
 from tasks.config import FinetuneConfig
-from tasks.finetune import FinetuneResult, LoopIO, TaskAdapter, finetune
+from tasks.finetune import FinetuneResult, LoopIO, TaskAdapter, class_weights_refused, finetune
 
 
 class Invocation(Protocol):
@@ -100,6 +100,8 @@ def run_finetuning(invocation: Invocation, finetuning: Finetuning[Any],
     """Fine-tune and evaluate; resumes (task, seed) pairs already in output_dir/results.json."""
     if invocation.seeds < 1:
         raise UserError(f"--seeds must be at least 1 (got {invocation.seeds})")
+    if invocation.config.class_weights != "none" and not getattr(finetuning, "weighs_classes", False):
+        class_weights_refused(invocation.config)  # before anything is loaded or written
     started = time.perf_counter()
     setup = model_setup.load(invocation.model, invocation.config.precision,
                              invocation.config.trust_remote_code)

@@ -51,6 +51,7 @@ class TextFinetuning:
     results_format = RESULTS_FORMAT
     same = ("format", "config", "data")  # `data` holds each file's sha256: a changed file is refused
     leaderboard = True
+    weighs_classes = True  # class_weights: its adapters train on a class-weighted loss (tasks/text.py)
 
     def __init__(self, invocation: Job):
         self.invocation = invocation
