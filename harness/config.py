@@ -273,13 +273,6 @@ def as_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
-def load_squad_settings(config_file: str | None, overrides: Sequence[str]):
-    """(FinetuneConfig, SquadConfig) from one flat TOML file and key=value list (see load_settings)."""
-    from tasks.config import FinetuneConfig, SquadConfig
-
-    return load_settings((FinetuneConfig, SquadConfig), config_file, overrides)
-
-
 def load_settings(classes: Sequence[type], config_file: str | None, overrides: Sequence[str]) -> tuple:
     """One config of each class from one flat TOML file and key=value list; each key goes to the config that
     has it (items without `=` to the first, whose check reports them). Torch-free, so a command checks its
