@@ -515,9 +515,27 @@ def test_health_shows_a_multilabel_bundles_threshold():
     def health(manifest):
         predictor = SimpleNamespace(manifest=manifest, precision="fp32", labels=["a", "b"], max_length=8,
                                     predict=None, pipeline=SimpleNamespace(name="sequence-classification",
-                                                                          request_keys=("text", "text_pair")))
+                                                                          request_keys=("text", "text_pair"),
+                                                                          answer_labels=lambda: ["a", "b"]))
         route = next(r for r in create_app(predictor, ServeConfig()).routes if r.path == "/health")
         return json.loads(asyncio.run(route.endpoint(None)).body)
 
     assert health({"task": "topics", "multilabel": True, "threshold": 0.3})["threshold"] == 0.3
     assert "threshold" not in health({"task": "rte"})
+
+
+def test_a_tagging_bundles_health_lists_the_tags_its_answers_hold_in_the_files_scheme():
+    """The model's labels are BIOES (ELECTRA trains on them); answers come back in the file's scheme, and
+    /health lists that scheme's tags, worked by hand for IOB2 and BIOES over the types NP and VP."""
+    from harness.deploy.token_classification import Predictor
+
+    bioes_labels = ["B-NP", "B-VP", "E-NP", "E-VP", "I-NP", "I-VP", "O", "S-NP", "S-VP"]
+
+    def listed(scheme):
+        manifest = {"max_length": 16, "labels": bioes_labels, "types": ["NP", "VP"], "scheme": scheme,
+                    "word_splitter": "Whitespace"}
+        return Predictor(manifest, None, None).answer_labels()
+
+    assert listed("IOB2") == ["O", "B-NP", "I-NP", "B-VP", "I-VP"]
+    assert listed("IOB1") == ["O", "B-NP", "I-NP", "B-VP", "I-VP"]
+    assert listed("BIOES") == ["O", "B-NP", "I-NP", "E-NP", "S-NP", "B-VP", "I-VP", "E-VP", "S-VP"]

@@ -95,6 +95,11 @@ class Pipeline:
         """What one model row is, for the over-the-limit message (empty: one per request)."""
         return ""
 
+    def answer_labels(self) -> list[str] | None:
+        """The labels an answer can hold (what /health lists): the model's own, unless answers are written
+        in another form than the model's labels."""
+        return self.labels
+
 
 def check_texts(request: Request, keys: tuple[str, str], pair_required: str = "") -> None:
     """Raise UserError for a lone surrogate or an empty text; `pair_required`: the reason a pair must be

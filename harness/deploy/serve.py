@@ -67,7 +67,9 @@ def create_app(predictor: Predictor, config: ServeConfig) -> Starlette:
     async def health(request: HttpRequest) -> JSONResponse:
         manifest = predictor.manifest
         return JSONResponse({"status": "ok", "task": manifest["task"], "kind": predictor.pipeline.name,
-                             "precision": predictor.precision, "labels": predictor.labels,
+                             "precision": predictor.precision,
+                             "labels": predictor.pipeline.answer_labels(),
+                             **({"scheme": manifest["scheme"]} if "scheme" in manifest else {}),
                              "max_length": predictor.max_length,
                              "input_keys": predictor.pipeline.request_keys,
                              **({"threshold": manifest["threshold"]} if "threshold" in manifest else {}),

@@ -128,3 +128,13 @@ def result(text: str, words: Sequence[Word], model_tags: Sequence[str], scheme: 
         spans.append({"text": text[start:end], "type": entity_type, "start": start, "end": end})
     return {"tokens": [word for word, _ in words],
             "tags": tagging_metrics.tags_of(found, len(model_tags), scheme), "spans": spans}
+
+
+# The prefixes a scheme's tags take: what an answer's "tags" can hold (tagging_metrics.tags_of writes them)
+SCHEME_PREFIXES = {"IOB1": ("B", "I"), "IOB2": ("B", "I"), "BIOES": ("B", "I", "E", "S")}
+
+
+def scheme_tags(types: Sequence[str], scheme: str) -> list[str]:
+    """Every tag an answer in `scheme` can hold: O, then each type's prefixed tags (what /health lists;
+    the model's own labels are BIOES, as ELECTRA trains)."""
+    return ["O", *(f"{prefix}-{entity_type}" for entity_type in types for prefix in SCHEME_PREFIXES[scheme])]

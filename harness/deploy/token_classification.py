@@ -42,6 +42,10 @@ class Predictor(Pipeline):
                             "'text' (or send the raw sentence as 'text')")
         return " ".join(tokens), None, tokens
 
+    def answer_labels(self) -> list[str]:
+        """Tags in the file's own scheme (answers are written in it), not the model's BIOES labels."""
+        return tag_spans.scheme_tags(self.manifest["types"], self.manifest["scheme"])
+
     def row_unit(self) -> str:
         return f", a window of {self.max_length} tokens each"
 
