@@ -119,6 +119,27 @@ def test_clock_rescales_the_eta_by_the_finished_stages(monkeypatch, capsys):
         "first  (demo: 0:00 elapsed, about 16:40 left)", "second  (demo: 3:20 elapsed, about 30:00 left)"]
 
 
+def test_clock_takes_its_eta_from_pre_trainings_first_minute_not_the_plan(monkeypatch, capsys):
+    """A machine twice as slow as the plan's is told so a minute in, not after pre-training ends."""
+    now = [0.0]
+    monkeypatch.setattr(demo.time, "monotonic", lambda: now[0])
+    plan = dataclasses.replace(demo.CPU, stage_s=(100.0, 200.0, 300.0, 400.0))
+    clock = demo.Clock(plan)
+    clock("first")  # the plan's 1000 s
+    now[0] = 30.0
+    clock.pace(0.15, 30.0)  # under a minute: too early to tell, nothing said
+    now[0] = 60.0
+    clock.pace(0.3, 60.0)  # 30% of the budget in 60 s: 200 s for a stage planned at 100 (twice as slow)
+    clock.pace(0.6, 120.0)  # said once
+    # pre-training's other 70% at that pace: 140 s; the other stages at twice their 900 s: 1800 s
+    now[0] = 200.0
+    clock("second")  # from here the finished stage's own time rescales, as before
+    assert capsys.readouterr().out.splitlines() == [
+        "first  (demo: 0:00 elapsed, about 16:40 left)",
+        "demo: pre-training runs at 0.50x the plan's speed here; about 32:20 left in all (1:00 elapsed)",
+        "second  (demo: 3:20 elapsed, about 30:00 left)"]
+
+
 def test_clock_leaves_stages_kept_from_an_earlier_run_out_of_the_eta(monkeypatch, capsys):
     now = [0.0]
     monkeypatch.setattr(demo.time, "monotonic", lambda: now[0])

@@ -120,10 +120,23 @@ class Clock:
     fast the finished stages actually went (a busy machine stretches the rest alike)."""
 
     KEPT = 0.05  # a stage done in under 5% of its planned time was kept from an earlier run, not run
+    PACED_AFTER_S = 60.0  # a minute of pre-training is enough to tell this machine's speed from the plan's
 
     def __init__(self, plan: DemoPlan):
         self.plan, self.started, self.stage, self.stage_started = plan, time.monotonic(), -1, 0.0
         self.done_expected = self.done_actual = 0.0
+        self.paced: float | None = None  # the first stage's measured time over its planned time
+
+    def pace(self, fraction: float, elapsed_s: float) -> None:
+        """Pre-training's progress (the share of its budget spent, in elapsed_s): after its first minute,
+        say once how long the whole demo will take at the speed measured, not at the plan's."""
+        if self.paced is not None or elapsed_s < self.PACED_AFTER_S or not 0 < fraction < 1:
+            return
+        self.paced = elapsed_s / fraction / self.plan.stage_s[0]
+        left = elapsed_s * (1 - fraction) / fraction + self.paced * sum(self.plan.stage_s[1:])
+        now = time.monotonic() - self.started
+        print(f"demo: pre-training runs at {1 / self.paced:.2f}x the plan's speed here; about "
+              f"{_clock(left)} left in all ({_clock(now)} elapsed)", flush=True)
 
     def __call__(self, headline: str) -> None:
         now = time.monotonic() - self.started
@@ -134,7 +147,7 @@ class Clock:
                 self.done_actual += took
         self.stage = min(self.stage + 1, len(STAGES) - 1)
         self.stage_started = now
-        rate = self.done_actual / self.done_expected if self.done_expected else 1.0
+        rate = self.done_actual / self.done_expected if self.done_expected else (self.paced or 1.0)
         left = rate * sum(self.plan.stage_s[self.stage:])
         print(f"{headline}  (demo: {_clock(now)} elapsed, about {_clock(left)} left)", flush=True)
 
@@ -153,6 +166,7 @@ def run_demo(demo: Demo) -> dict:
         pretrain_settings=plan.pretrain_settings,
         finetune=plan.finetune(), data_dir=demo.data_dir,
         tracking_uri=demo.tracking_uri, command=f"harness demo --output {demo.output_dir}", announce=clock,
+        pace=clock.pace,
         later_stages=1)
     arms = run_efficiency(exp)
     diverged = diverged_error(arms)

@@ -62,6 +62,8 @@ class Efficiency:
     # prints each stage's headline; `harness demo` adds its elapsed time and ETA
     announce: Callable[[str], None] = print
     later_stages: int = 0  # stages a caller runs after these (the demo's compare/export/predict)
+    # pre-training's progress as (share of the budget spent, elapsed s): `harness demo`'s ETA from the pace
+    pace: Callable[[float, float], None] | None = None
 
 
 def stage_count(exp: Efficiency) -> int:
@@ -106,7 +108,7 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[Arm]:
         return f"[{next(numbers)}/{total}]"
 
     for (objective, budget), config in configs.items():
-        meta = _pretrained(config, stage(), exp.tracking_uri, exp.announce, progress)
+        meta = _pretrained(config, stage(), exp.tracking_uri, exp.announce, progress, exp.pace)
         if exp.control and not any(a.objective == CONTROL for a in arms):
             like = Path(config.output_dir) / DISCRIMINATOR_DIR
             arms.append(_control(exp, like, progress, stage()))
@@ -133,7 +135,8 @@ def diverged_error(arms: list[Arm]) -> UserError | None:
 
 
 def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
-                announce: Callable[[str], None], progress: bool | None) -> PretrainMeta:
+                announce: Callable[[str], None], progress: bool | None,
+                pace: Callable[[float, float], None] | None = None) -> PretrainMeta:
     """The finished run's meta: kept if OUT already holds it, else trained (or resumed) now."""
     from harness.pretraining.orchestration import run_pretrain, time_stop_note
     from pretrain.checkpoint import finished_meta
@@ -148,7 +151,7 @@ def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
             announce(note)
         return meta
     announce(f"{step} pre-train {config.objective} to {config.max_flops:g} FLOPs -> {out}")
-    return run_pretrain(config, tracking_uri=tracking_uri, progress=progress)
+    return run_pretrain(config, tracking_uri=tracking_uri, progress=progress, pace=pace)
 
 
 def _control(exp: Efficiency, like: Path, progress, stage: str) -> Arm:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -26,16 +26,19 @@ BAR_FORMAT = "{desc}: {percentage:3.0f}% of budget |{bar}| [{elapsed}<{remaining
 @quiet_libraries()  # the run's own bar or lines cover tokenising and saving
 @stop.handled()  # SIGTERM or Ctrl-C: a checkpoint at the next step, then Stopped (every process)
 def run_pretrain(config: PretrainConfig, experiment: str = "pretrain", tracking_uri: str | None = None,
-                 progress: bool | None = None, data_dir: str | None = None) -> PretrainMeta | None:
+                 progress: bool | None = None, data_dir: str | None = None,
+                 pace: Callable[[float, float], None] | None = None) -> PretrainMeta | None:
     """Pre-train with progress (console.progress_mode) and an MLflow run; pretrain_meta.json's dict
-    (None off rank 0). `data_dir`: the GLUE folder a `glue:` corpus is read from (task_corpus)."""
+    (None off rank 0). `data_dir`: the GLUE folder a `glue:` corpus is read from (task_corpus); `pace`
+    hears each logged step's share of the budget spent and the seconds elapsed (a caller's own ETA)."""
     corpus = corpus_source(config.corpus, data_dir, config.cache_dir)  # None: files and folders only
     inputs = planning.check(config, corpus)  # bad settings fail before the lock creates OUT
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports (and locks)
         train.train(planning.find_resume_point(inputs))
         return None
     with output_lock(config.output_dir):  # the plan is OUT as it stands while no other run can change it
-        return _run_pretrain(config, planning.find_resume_point(inputs), experiment, tracking_uri, progress)
+        return _run_pretrain(config, planning.find_resume_point(inputs), experiment, tracking_uri, progress,
+                             pace)
 
 
 @contextlib.contextmanager
@@ -55,7 +58,7 @@ def output_lock(output_dir: str | None) -> Iterator[None]:
 
 
 def _run_pretrain(config: PretrainConfig, plan: Plan, experiment: str, tracking_uri: str | None,
-                  progress: bool | None) -> dict:
+                  progress: bool | None, pace: Callable[[float, float], None] | None = None) -> dict:
     """`plan` trained under an MLflow run that records `config`, the settings as given."""
     for line in resume_lines(plan):
         print(line)
@@ -76,6 +79,8 @@ def _run_pretrain(config: PretrainConfig, plan: Plan, experiment: str, tracking_
             bar.set_postfix_str(summary(step, metrics) + _steps_per_s(step, metrics), refresh=False)
             if mode == "lines" and (clock.due() or metrics["progress"] >= 1.0):
                 console.line(f"pretrain {name}: {progress_line(step, metrics)}")
+            if pace is not None:
+                pace(metrics["progress"], metrics.get("elapsed_s", 0.0))
 
         meta = train.train(plan, on_log)
         mlflow_runs.log_metrics({f"final_{k}": v for k, v in meta["metrics"].items()}, step=meta["steps"])
