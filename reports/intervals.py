@@ -29,6 +29,7 @@ class Part:
     num_examples: int
     dev_set: str
     tokenization: str
+    bounds: stats.Bounds = None  # the range of the score (the mean of its metrics' ranges)
 
 
 def _mean_scorer(scores: np.ndarray, references: np.ndarray) -> np.ndarray:
@@ -51,7 +52,15 @@ def part(split: SplitOutputs, names: Sequence[str]) -> Part:
     statistics = [stats.seed_statistic(*piece) for piece in pieces]
     seed_scores = np.mean([scorer(pred, ref) for scorer, pred, ref in pieces], axis=0)
     return Part(seed_scores, lambda indices: np.mean([s(indices) for s in statistics], axis=0),
-                split.num_examples, split.dev_set, split.tokenization)
+                split.num_examples, split.dev_set, split.tokenization,
+                stats.mean_bounds([_range(split, name) for name in names]))
+
+
+def _range(split: SplitOutputs, name: str) -> stats.Bounds:
+    """A metric's range on the split's scale: SQuAD's per-question scores are percent."""
+    found = metrics.metric_range(name)
+    scale = 100.0 if split.scores and split.predictions is None and split.counts is None else 1.0
+    return None if found is None else (found[0] * scale, found[1] * scale)
 
 
 def estimate(parts: Sequence[Part], n_resamples: int = stats.N_RESAMPLES,
@@ -60,7 +69,8 @@ def estimate(parts: Sequence[Part], n_resamples: int = stats.N_RESAMPLES,
     k = len(parts)
     dev_var = sum(stats.dev_variance([p.per_seed], p.num_examples, n_resamples=n_resamples, seed=seed)
                   for p in parts) / k ** 2
-    return stats.interval(list(np.mean([p.seed_scores for p in parts], axis=0)), dev_var)
+    return stats.interval(list(np.mean([p.seed_scores for p in parts], axis=0)), dev_var,
+                          bounds=stats.mean_bounds([p.bounds for p in parts]))
 
 
 def metric_names(task: str, splits: Mapping[str, SplitOutputs]) -> tuple[str, ...]:

@@ -20,6 +20,14 @@ has two parts, estimated separately and added:
 The interval is value +- t * se with Welch-Satterthwaite degrees of freedom (S-1 for the seed part,
 infinite for the dev part): with three seeds and seed noise dominant, t is ~4.3, not 1.96. With one
 seed there is no seed part; the interval covers the dev set only, and `covers` says so.
+
+Where the metric's range is known (`bounds`: accuracy and F1 in [0, 1], correlations in [-1, 1], a
+difference of two such in [lo - hi, hi - lo]), the interval is cut to it: with two seeds t is 12.7
+and value +- t * se reached past 100% accuracy. The expected score lies in the range, so cutting the
+interval there never makes it miss the expected score more often (coverage is unchanged), and an
+interval inside the range is left exactly as it was; the t test and p-value are untouched. A transform
+(logit, Fisher z) would keep it inside too, but moves every interval and leans on the delta method at
+the two or three seeds runs have (reports/results/compare-calibration.md measures both).
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ DEV_ONLY = "dev examples only (1 seed)"
 Statistic = Callable[[np.ndarray], np.ndarray]
 # scorer(predictions (..., n), references (n,)) -> (...,): a batched task metric.
 Scorer = Callable[[np.ndarray, np.ndarray], np.ndarray]
+Bounds = tuple[float, float] | None  # the values a score can take (None: any)
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,7 @@ class Estimate:
     seeds: int  # seeds per run (the fewest, for a difference or a mean)
     covers: str
     per_seed_var: float = 0.0  # variance of one seed's score (summed over both runs of a difference)
+    bounds: Bounds = None  # the metric's range, which [low, high] is cut to
 
     def as_dict(self) -> dict:
         finite = lambda x: None if math.isinf(x) else x  # noqa: E731 (JSON has no infinity)
@@ -121,14 +131,33 @@ def quantile(probability: float, df: float) -> float:
 
 
 def _estimate(value: float, seed_parts: list[tuple[float, float]], dev_var: float, seeds: int,
-              covers: str, confidence: float, per_seed_var: float) -> Estimate:
+              covers: str, confidence: float, per_seed_var: float, bounds: Bounds = None) -> Estimate:
     seed_var = sum(v for v, _ in seed_parts)
     seed_df = satterthwaite(seed_parts)
     se = math.sqrt(seed_var + dev_var)
     df = satterthwaite([(seed_var, seed_df), (dev_var, math.inf)])
     half = quantile(0.5 + confidence / 2, df) * se
-    return Estimate(value, value - half, value + half, se, df, seed_var, seed_df, dev_var, seeds, covers,
-                    per_seed_var)
+    low, high = within(value - half, value + half, bounds)
+    return Estimate(value, low, high, se, df, seed_var, seed_df, dev_var, seeds, covers, per_seed_var, bounds)
+
+
+def within(low: float, high: float, bounds: Bounds) -> tuple[float, float]:
+    """[low, high] cut to the metric's range (module docstring); as it is without one."""
+    if bounds is None:
+        return low, high
+    return max(low, bounds[0]), min(high, bounds[1])
+
+
+def mean_bounds(all_bounds: Sequence[Bounds]) -> Bounds:
+    """The range of a mean of scores with these ranges (None if one has none)."""
+    if not all_bounds or any(b is None for b in all_bounds):
+        return None
+    return (float(np.mean([b[0] for b in all_bounds])), float(np.mean([b[1] for b in all_bounds])))
+
+
+def difference_bounds(a: Bounds, b: Bounds) -> Bounds:
+    """The range of A - B."""
+    return None if a is None or b is None else (a[0] - b[1], a[1] - b[0])
 
 
 def _seed_part(seed_scores: Sequence[float]) -> tuple[float, float]:
@@ -143,12 +172,13 @@ def _covers(seeds: int) -> str:
     return BOTH if seeds > 1 else DEV_ONLY
 
 
-def interval(seed_scores: Sequence[float], dev_var: float, confidence: float = CONFIDENCE) -> Estimate:
+def interval(seed_scores: Sequence[float], dev_var: float, confidence: float = CONFIDENCE,
+             bounds: Bounds = None) -> Estimate:
     """The seed-mean score with its interval, from per-seed scores and the dev-set variance."""
     seeds = len(seed_scores)
     part = _seed_part(seed_scores)
     return _estimate(float(np.mean(seed_scores)), [part], dev_var, seeds, _covers(seeds), confidence,
-                     part[0] * seeds)
+                     part[0] * seeds, bounds)
 
 
 def mean_of(estimates: Sequence[Estimate], confidence: float = CONFIDENCE) -> Estimate:
@@ -158,7 +188,8 @@ def mean_of(estimates: Sequence[Estimate], confidence: float = CONFIDENCE) -> Es
     return _estimate(float(np.mean([e.value for e in estimates])),
                      [(e.seed_var / k ** 2, e.seed_df) for e in estimates],
                      sum(e.dev_var for e in estimates) / k ** 2, seeds, _covers(seeds), confidence,
-                     sum(e.per_seed_var for e in estimates) / k ** 2)
+                     sum(e.per_seed_var for e in estimates) / k ** 2,
+                     mean_bounds([e.bounds for e in estimates]))
 
 
 @dataclass(frozen=True)
@@ -175,7 +206,7 @@ class Comparison:
 
 
 def paired_difference(scores_a: Sequence[float], scores_b: Sequence[float], dev_var: float,
-                      confidence: float = CONFIDENCE) -> Estimate:
+                      confidence: float = CONFIDENCE, bounds: Bounds = None) -> Estimate:
     """Seed-mean A minus seed-mean B; dev_var is the variance of the difference over shared resamples."""
     seeds = min(len(scores_a), len(scores_b))
     covers = BOTH if seeds > 1 else DEV_ONLY if max(len(scores_a), len(scores_b)) == 1 else \
@@ -183,14 +214,16 @@ def paired_difference(scores_a: Sequence[float], scores_b: Sequence[float], dev_
     value = float(np.mean(scores_a) - np.mean(scores_b))
     parts = [_seed_part(scores_a), _seed_part(scores_b)]
     return _estimate(value, parts, dev_var, seeds, covers, confidence,
-                     parts[0][0] * len(scores_a) + parts[1][0] * len(scores_b))
+                     parts[0][0] * len(scores_a) + parts[1][0] * len(scores_b),
+                     difference_bounds(bounds, bounds))
 
 
 def difference_of(a: Estimate, b: Estimate, dev_var: float, confidence: float = CONFIDENCE) -> Estimate:
     """a - b for estimates built by mean_of (GLUE averages); dev_var: of the paired difference."""
     seeds = min(a.seeds, b.seeds)
     return _estimate(a.value - b.value, [(a.seed_var, a.seed_df), (b.seed_var, b.seed_df)], dev_var, seeds,
-                     _covers(seeds), confidence, a.per_seed_var + b.per_seed_var)
+                     _covers(seeds), confidence, a.per_seed_var + b.per_seed_var,
+                     difference_bounds(a.bounds, b.bounds))
 
 
 def compare(difference: Estimate, confidence: float = CONFIDENCE, power: float = POWER) -> Comparison:

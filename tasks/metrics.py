@@ -13,6 +13,21 @@ from sklearn import metrics as skm
 
 from tasks.registry import GLUE_AVERAGE_TASKS, GLUE_TASKS
 
+CORRELATIONS = frozenset({"mcc", "pearson", "spearman"})  # in [-1, 1]
+# Shares of examples, tokens or chunks, in [0, 1] (SQuAD's exact and F1 too, x100); f1_TYPE: tagging's
+# per-type F1; HasAns_/NoAns_: SQuAD 2.0's halves.
+SHARES = frozenset({"accuracy", "f1", "macro_f1", "micro_f1", "precision", "recall", "exact", "exact_match"})
+
+
+def metric_range(name: str) -> tuple[float, float] | None:
+    """The values a metric can take, as a fraction; None for a metric this module does not know."""
+    base = name.removeprefix("HasAns_").removeprefix("NoAns_")
+    if base in CORRELATIONS:
+        return (-1.0, 1.0)
+    if base in SHARES or base.startswith("f1_"):
+        return (0.0, 1.0)
+    return None
+
 
 def accuracy(predictions: Sequence[int], references: Sequence[int]) -> float:
     return float(skm.accuracy_score(references, predictions))

@@ -213,3 +213,38 @@ def test_seeds_needed_and_the_detectable_difference():
     assert stats.seeds_needed(worked, 0.008) is None  # (0.008/2.8)^2 < 1e-5: no seed count will do
     found = stats.compare(stats.interval([0.5], 0.0001))
     assert found.detectable == pytest.approx((1.959964 + 0.841621) * 0.01, rel=1e-5)
+
+
+def test_an_interval_is_cut_to_its_metrics_range_and_left_alone_inside_it():
+    """Two seeds at 0 and 65% accuracy: mean 32.5%, se = sqrt(0.21125 / 2) = 0.325, t(1 df) = 12.706, so
+    value +- t * se is [-380%, 445%]; cut to [0, 1]. Spearman seeds -0.75 and -0.79: se 0.02, half-width
+    0.254: [-1.024, -0.516] is cut to [-1, -0.516]. Three seeds well inside [0, 1] keep their interval."""
+    wide = stats.interval([0.0, 0.65], 0.0, bounds=(0.0, 1.0))
+    assert (wide.value, wide.low, wide.high) == (0.325, 0.0, 1.0)
+    assert wide.se == pytest.approx(0.325)
+    raw = stats.interval([0.0, 0.65], 0.0)
+    assert raw.low == pytest.approx(0.325 - 12.7062 * 0.325, abs=1e-3) and raw.high > 4.4
+    spearman = stats.interval([-0.75, -0.79], 0.0, bounds=(-1.0, 1.0))
+    assert spearman.low == -1.0 and spearman.high == pytest.approx(-0.77 + 12.7062 * 0.02, abs=1e-4)
+    inside, free = (stats.interval([0.80, 0.82, 0.84], 1e-5, bounds=b) for b in ((0.0, 1.0), None))
+    assert (inside.low, inside.high) == (free.low, free.high)
+    # the t test is not touched: the same se and df, so the same p-value
+    assert (wide.se, wide.df) == (raw.se, raw.df)
+
+
+def test_a_difference_and_a_mean_of_ranged_scores_have_the_ranges_worked_by_hand():
+    """A - B of two accuracies lies in [-1, 1]; the mean of an accuracy and an MCC in [-0.5, 1]; an
+    accuracy less an MCC in [0 - 1, 1 - (-1)]."""
+    difference = stats.paired_difference([0.9, 0.1], [0.1, 0.9], 0.0, bounds=(0.0, 1.0))
+    assert difference.value == 0.0 and (difference.low, difference.high) == (-1.0, 1.0)
+    accuracy = stats.interval([0.5, 0.6], 0.0, bounds=(0.0, 1.0))
+    mcc = stats.interval([0.1, 0.2], 0.0, bounds=(-1.0, 1.0))
+    assert stats.mean_of([accuracy, mcc]).bounds == (-0.5, 1.0)
+    assert stats.difference_of(accuracy, mcc, 0.0).bounds == (0.0 - 1.0, 1.0 - -1.0)
+    assert stats.mean_of([accuracy, stats.interval([0.1, 0.2], 0.0)]).bounds is None
+
+
+def test_each_metric_has_its_range():
+    assert [metrics.metric_range(name) for name in ("accuracy", "mcc", "spearman", "HasAns_exact", "f1_NP",
+                                                    "micro_f1", "mse")] == [
+        (0.0, 1.0), (-1.0, 1.0), (-1.0, 1.0), (0.0, 1.0), (0.0, 1.0), (0.0, 1.0), None]

@@ -141,7 +141,8 @@ def compare(a: ResultsFolder, b: ResultsFolder, tasks: Sequence[str] | None = No
             part_a, part_b = intervals.part(split_a, [metric]), intervals.part(split_b, [metric])
             est_a, est_b = intervals.estimate([part_a]), intervals.estimate([part_b])
             dev_var = stats.dev_variance([part_a.per_seed, part_b.per_seed], part_a.num_examples, (1, -1))
-            difference = stats.paired_difference(part_a.seed_scores, part_b.seed_scores, dev_var)
+            difference = stats.paired_difference(part_a.seed_scores, part_b.seed_scores, dev_var,
+                                                 bounds=part_a.bounds)
             rows.append(_row(task, metric, est_a, est_b, difference, scale, target))
             if rows[-1]["detectable"] is None:
                 notes.append(f"{task} {metric}: A and B score the same on every seed and every resample of "

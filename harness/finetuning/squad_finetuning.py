@@ -18,6 +18,7 @@ from harness.finetuning import model_setup
 from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import FinetuningPlan, run_finetuning
+from harness.finetuning.table import interval_note
 from reports import dev_outputs, results_schema, seed_summary
 from tasks import squad, squad_metrics
 from tasks.config import FinetuneConfig, SquadConfig
@@ -187,9 +188,8 @@ def summary_table(results: results_schema.ResultsBody) -> str:
     thresholds = [f"seed {r['seed']}: best_exact_thresh {r['metrics'][SPLIT]['best_exact_thresh']:.3f}, "
                   f"best_f1_thresh {r['metrics'][SPLIT]['best_f1_thresh']:.3f}"
                   for r in results["runs"] if "best_f1_thresh" in r["metrics"][SPLIT]]
-    covers = sorted({found["ci_covers"] for summary in results["summary"].values()
-                     for found in summary.values() if isinstance(found, dict) and "ci_covers" in found})
-    notes = [f"95% CI of the seed mean, covering {' / '.join(covers)}"] if covers else []
+    note = interval_note(results)
+    notes = [note] if note else []
     notes += [f"seed {r['seed']}: diverged ({r['error']}), left out" for r in results.get("diverged", [])]
     return "\n".join(lines + thresholds + notes)
 

@@ -52,15 +52,21 @@ def notes(results: dict) -> list[str]:
              f"{glue.get('convention', GLUE_CONVENTION)}"]
     lines += [f"diverged: {r['task']} seed {r['seed']} ({r['error']}), left out of medians and GLUE"
               for r in results.get("diverged", [])]
-    covers = {found.get("ci_covers") for summary in results["summary"].values() for found in summary.values()
-              if isinstance(found, dict) and "ci_covers" in found}
-    if covers:
-        lines.append(f"95% CI: of the expected score (mean over fine-tuning seeds), covering "
-                     f"{' / '.join(sorted(covers))}; t quantiles with Satterthwaite df, "
-                     f"{stats.N_RESAMPLES} dev-set bootstrap resamples")
-    else:
-        lines.append(f"[{NO_INTERVAL}]: no interval (no per-seed dev outputs in this run directory)")
+    lines.append(interval_note(results) or
+                 f"[{NO_INTERVAL}]: no interval (no per-seed dev outputs in this run directory)")
     return lines
+
+
+def interval_note(results: dict) -> str | None:
+    """What the tables' intervals are, or None where the summary has none."""
+    covers = sorted({found["ci_covers"] for summary in results["summary"].values()
+                     for found in summary.values() if isinstance(found, dict) and "ci_covers" in found})
+    if not covers:
+        return None
+    what = ("of the expected score (mean over fine-tuning seeds)" if covers != [stats.DEV_ONLY] else
+            "of this seed's expected score on such dev sets, no seed variance in it (2+ seeds measure that)")
+    return (f"95% CI: {what}, covering {' / '.join(covers)}; t quantiles with Satterthwaite df, "
+            f"{stats.N_RESAMPLES} dev-set bootstrap resamples, cut to the metric's range")
 
 
 def _duration(seconds: float) -> str:
@@ -87,4 +93,5 @@ def read_task_table(results: dict) -> str:
              for row in (header, *rows)]
     lines.insert(1, "-+-".join("-" * width for width in widths))
     digests = ", ".join(f"{split} {info['sha256'][:12]}" for split, info in results["data"]["files"].items())
-    return "\n".join(lines + [f"data: {digests} (sha256); x100, 95% CI of the seed mean"])
+    note = interval_note(results)
+    return "\n".join(lines + [f"data: {digests} (sha256); x100"] + ([note] if note else []))
