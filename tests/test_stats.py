@@ -248,3 +248,19 @@ def test_each_metric_has_its_range():
     assert [metrics.metric_range(name) for name in ("accuracy", "mcc", "spearman", "HasAns_exact", "f1_NP",
                                                     "micro_f1", "mse")] == [
         (0.0, 1.0), (-1.0, 1.0), (-1.0, 1.0), (0.0, 1.0), (0.0, 1.0), (0.0, 1.0), None]
+
+
+def test_the_tables_footer_says_which_interval_it_is():
+    """Several seeds: the expected score over seeds; one seed: this seed's, the dev set only (the
+    footer once called a one-seed interval "of the seed mean")."""
+    from harness.finetuning.table import interval_note
+
+    def note(covers):
+        return interval_note({"summary": {"t": {"accuracy": {"mean": 0.5, "ci_covers": covers}}}})
+
+    assert note(stats.BOTH).startswith("95% CI: of the expected score (mean over fine-tuning seeds), "
+                                       "covering seeds and dev examples;")
+    one = note(stats.DEV_ONLY)
+    assert "no seed variance in it" in one and "covering dev examples only (1 seed)" in one
+    assert "seed mean" not in one and one.endswith("cut to the metric's range")
+    assert interval_note({"summary": {"t": {"accuracy": {"mean": 0.5}}}}) is None
