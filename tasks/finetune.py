@@ -39,6 +39,8 @@ class TaskAdapter(Protocol):
 
     # Optional: an adapter whose `class_weights` is set has `loss(logits, labels)`, which the loop trains on
     # in place of the head's own loss (tasks/text.py); one without trains on the head's.
+    # Optional: an adapter with `documents(split, outputs)` reads long texts as windows (long_text=windows):
+    # it turns the rows' outputs into each text's (the mean of its windows' logits) before anything scores.
 
 
 def _class_weighted(task: TaskAdapter, config: FinetuneConfig) -> Callable | None:
@@ -48,6 +50,13 @@ def _class_weighted(task: TaskAdapter, config: FinetuneConfig) -> Callable | Non
     if config.class_weights != "none":
         class_weights_refused(config)
     return None
+
+
+def long_text_refused(config: FinetuneConfig) -> NoReturn:
+    """The one line for long_text=windows on a task that cannot read a text as windows."""
+    raise UserError(f"long_text={config.long_text} reads long texts of your own one-text classification, "
+                    "regression and multi-label tasks (harness run text) as windows; leave "
+                    "long_text=truncate for this task")
 
 
 def class_weights_refused(config: FinetuneConfig) -> NoReturn:
@@ -148,6 +157,8 @@ class _SeedLoop:
         self.schedule = build_schedule(self.optimizer, self.num_steps, config.warmup_fraction,
                                        config.optimizer)
         self.loss = _class_weighted(task, config)  # None: the head's own loss
+        if config.long_text != "truncate" and not hasattr(task, "documents"):
+            long_text_refused(config)
         self.state = io.state or finetune_state.SeedState(None)
         # what a seed's state keeps besides the RNGs and the point: fp16's loss scale too, where it is on
         self.parts = {"model": model, "optimizer": self.optimizer, "schedule": self.schedule} | \
@@ -297,5 +308,5 @@ def predict(model: torch.nn.Module, task: TaskAdapter, datasets: dict[str, Datas
         restored = [None] * len(order)
         for position, index in enumerate(order):
             restored[index] = kept[position]
-        results[split] = restored
+        results[split] = task.documents(split, restored) if hasattr(task, "documents") else restored
     return results
