@@ -60,6 +60,7 @@ class SeedRecord(TypedDict, total=False):
     train_tokens_per_s: float
     double_unordered: bool  # GLUE's: symmetric pairs trained both ways round
     resumed: list[dict[str, int]]  # the points (epoch, step) a stopped seed went on from, when it was
+    chosen_epoch: int  # select_epoch=best: the epoch (from 1) whose metrics, predictions and model these are
     resolved_config: dict[str, Any]  # the seed's FinetuneConfig, every setting resolved
 
 

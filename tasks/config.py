@@ -102,6 +102,12 @@ class FinetuneConfig:
     window_overlap: int | None = setting(None, role="recipe", help=(
         "long_text=windows: tokens of a text that consecutive windows share (the tokenizer's stride); "
         "None: max_length // 2"))
+    select_epoch: Literal["last", "best"] = setting("last", role="recipe", before="last", help=(
+        "last: the last epoch's model and scores (ELECTRA's recipe); best (a departure from it): the epoch "
+        "with the highest dev score (each seed's own; a tie keeps the earlier), whose model is restored at "
+        "the end, so predictions, --test predictions and the saved model are that epoch's. Choosing on dev "
+        "inflates dev scores: tables, cards and the leaderboard say \"best epoch on dev\"; results.json "
+        "records each seed's chosen_epoch"))
     batch_size: int = setting(32, role="recipe", help='examples an optimiser step')
     gradient_accumulation_steps: int = setting(1, role="runtime", help=(
         "split each batch into this many slices, forward and backward one at a time, then step: the "

@@ -3,7 +3,7 @@ as the paper prints them)."""
 
 from __future__ import annotations
 
-from reports import stats
+from reports import recipe, stats
 from tasks.registry import GLUE_CONVENTION
 
 NO_INTERVAL = "–"  # an older results.json, or a run without dev outputs
@@ -52,6 +52,8 @@ def notes(results: dict) -> list[str]:
              f"{glue.get('convention', GLUE_CONVENTION)}"]
     lines += [f"diverged: {r['task']} seed {r['seed']} ({r['error']}), left out of medians and GLUE"
               for r in results.get("diverged", [])]
+    best = recipe.best_epoch_note(results)
+    lines += [best] if best else []
     covers = {found.get("ci_covers") for summary in results["summary"].values() for found in summary.values()
               if isinstance(found, dict) and "ci_covers" in found}
     if covers:
@@ -87,4 +89,6 @@ def read_task_table(results: dict) -> str:
              for row in (header, *rows)]
     lines.insert(1, "-+-".join("-" * width for width in widths))
     digests = ", ".join(f"{split} {info['sha256'][:12]}" for split, info in results["data"]["files"].items())
-    return "\n".join(lines + [f"data: {digests} (sha256); x100, 95% CI of the seed mean"])
+    lines.append(f"data: {digests} (sha256); x100, 95% CI of the seed mean")
+    best = recipe.best_epoch_note(results)
+    return "\n".join(lines + ([best] if best else []))
