@@ -21,6 +21,7 @@ from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 # a setting was written before it existed: it counts as the setting's `before` value.
 # SQuAD without a train file trains on some dev articles and scores the rest: never the paper's setup.
 HOLDOUT = ("holdout_fraction", "holdout_seed")
+BEST_EPOCH = "best epoch on dev"  # select_epoch=best, wherever its scores are shown
 SQUAD_BY_NAME = {task.name: task for task in SQUAD_TASKS.values()}
 
 
@@ -76,10 +77,29 @@ def _squad(settings: Mapping, task, holdout: Mapping | None) -> dict[str, object
     return found
 
 
+# Departures whose name alone would hide what they do to the scores beside them
+SAID = {("select_epoch", "best"): BEST_EPOCH}
+
+
 def describe(found: Mapping[str, object]) -> str:
     """'max_train_examples=100, num_epochs=1': key=value as on the command line, sorted by name so that
-    a row's identity does not depend on the order of the config's fields."""
-    return ", ".join(f"{name}={_text(found[name])}" for name in sorted(found))
+    a row's identity does not depend on the order of the config's fields; select_epoch=best says
+    "(best epoch on dev)" beside it."""
+    return ", ".join(f"{name}={_text(found[name])}" + (f" ({SAID[name, found[name]]})"
+                                                       if (name, found[name]) in SAID else "")
+                     for name in sorted(found))
+
+
+def best_epoch_note(results: Mapping) -> str | None:
+    """The run table's line for select_epoch=best: its scores are each seed's best epoch on dev, which
+    inflates them; None for ELECTRA's last epoch."""
+    chosen = [(r["task"], r["seed"], r["chosen_epoch"]) for r in results.get("runs", ())
+              if "chosen_epoch" in r]
+    if (results.get("config") or {}).get("select_epoch") != "best" or not chosen:
+        return None
+    epochs = ", ".join(f"{task} seed {seed}: {epoch}" for task, seed, epoch in chosen)
+    return (f"scores: {BEST_EPOCH} (select_epoch=best, a departure from ELECTRA's last epoch; choosing on "
+            f"dev inflates dev scores); epochs chosen: {epochs}")
 
 
 def _text(value: object) -> str:

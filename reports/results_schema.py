@@ -60,6 +60,7 @@ class SeedRecord(TypedDict, total=False):
     train_tokens_per_s: float
     double_unordered: bool  # GLUE's: symmetric pairs trained both ways round
     resumed: list[dict[str, int]]  # the points (epoch, step) a stopped seed went on from, when it was
+    chosen_epoch: int  # select_epoch=best: the epoch (from 1) whose metrics, predictions and model these are
     resolved_config: dict[str, Any]  # the seed's FinetuneConfig, every setting resolved
 
 
@@ -172,7 +173,9 @@ class ResultsBody(TypedDict, total=False):
     format: str  # GLUE_FORMAT, SQUAD_FORMAT, TEXT_FORMAT or TAGGING_FORMAT
     model: ModelBlock
     config: dict[str, Any]  # the invocation's FinetuneConfig, head=auto as the head it stands for
-    settings: dict[str, Any]  # SQuAD: its SquadConfig, resolved for the version
+    settings: dict[str, Any]  # SQuAD: its SquadConfig, resolved for the version; your own text with
+    # long_text=windows: long_text, window_overlap (tokens) and aggregate ("mean_logits": a text's logits are
+    # the mean of its windows')
     data: SquadData  # SQuAD
     class_weights: dict[str, dict[str, float]]  # with class_weights set: per task, each label's loss weight
     search: SearchOrigin  # with --params-from

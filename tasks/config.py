@@ -93,6 +93,21 @@ class FinetuneConfig:
         "class weighs rows / (classes * its rows), scikit-learn's compute_class_weight; multi-label: each "
         "label's BCE pos_weight = its negatives / positives); or LABEL=WEIGHT,... by label name, e.g. "
         "neg=1,pos=19 (an unlisted label weighs 1). results.json records the weights used"))
+    long_text: Literal["truncate", "windows"] = setting("truncate", role="recipe", before="truncate", help=(
+        "your own text, one text column: truncate (ELECTRA's recipe: a text is cut at max_length); windows "
+        "(a departure from it): a long text is read as windows of max_length tokens, window_overlap "
+        "tokens shared by neighbours (transformers' return_overflowing_tokens); each window trains on its "
+        "text's label, and a text's answer at evaluation, predict and serve is the mean of its windows' "
+        "logits, so dev metrics count texts, not windows"))
+    window_overlap: int | None = setting(None, role="recipe", help=(
+        "long_text=windows: tokens of a text that consecutive windows share (the tokenizer's stride); "
+        "None: max_length // 2"))
+    select_epoch: Literal["last", "best"] = setting("last", role="recipe", before="last", help=(
+        "last: the last epoch's model and scores (ELECTRA's recipe); best (a departure from it): the epoch "
+        "with the highest dev score (each seed's own; a tie keeps the earlier), whose model is restored at "
+        "the end, so predictions, --test predictions and the saved model are that epoch's. Choosing on dev "
+        "inflates dev scores: tables, cards and the leaderboard say \"best epoch on dev\"; results.json "
+        "records each seed's chosen_epoch"))
     batch_size: int = setting(32, role="recipe", help='examples an optimiser step')
     gradient_accumulation_steps: int = setting(1, role="runtime", help=(
         "split each batch into this many slices, forward and backward one at a time, then step: the "
@@ -130,7 +145,7 @@ class FinetuneConfig:
     def __post_init__(self):
         problems = [f"{name} must be positive (got {getattr(self, name)})" for name in (
             "learning_rate", "num_epochs", "batch_size", "eval_batch_size", "max_length",
-            "max_train_examples", "gradient_accumulation_steps")
+            "max_train_examples", "gradient_accumulation_steps", "window_overlap")
             if getattr(self, name) is not None and getattr(self, name) <= 0]
         if 0 < self.batch_size < self.gradient_accumulation_steps:  # a batch of 0 is refused above already
             problems.append(f"gradient_accumulation_steps={self.gradient_accumulation_steps} would slice a "
@@ -141,6 +156,9 @@ class FinetuneConfig:
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 1:
                 problems.append(f"{name} must be between 0 and 1 (got {value})")
+        if self.window_overlap is not None and self.long_text != "windows":
+            problems.append(f"window_overlap={self.window_overlap} applies to long_text=windows only; pass "
+                            "long_text=windows or leave window_overlap out")
         problems += optimizer_errors(self) + class_weight_errors(self.class_weights)
         if problems:
             raise ValueError("; ".join(problems))

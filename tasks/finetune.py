@@ -17,6 +17,7 @@ from foundation.infra.errors import UserError
 from foundation.training import console, placement, stop
 from foundation.training.optimization import build_schedule
 from tasks import batching, finetune_state
+from tasks.best_epoch import BestEpoch
 from tasks.config import FinetuneConfig
 from tasks.layers import encoder_layers, pretrained_part
 from tasks.optim import build_optimizer
@@ -39,6 +40,8 @@ class TaskAdapter(Protocol):
 
     # Optional: an adapter whose `class_weights` is set has `loss(logits, labels)`, which the loop trains on
     # in place of the head's own loss (tasks/text.py); one without trains on the head's.
+    # Optional: an adapter with `documents(split, outputs)` reads long texts as windows (long_text=windows):
+    # it turns the rows' outputs into each text's (the mean of its windows' logits) before anything scores.
 
 
 def _class_weighted(task: TaskAdapter, config: FinetuneConfig) -> Callable | None:
@@ -48,6 +51,13 @@ def _class_weighted(task: TaskAdapter, config: FinetuneConfig) -> Callable | Non
     if config.class_weights != "none":
         class_weights_refused(config)
     return None
+
+
+def long_text_refused(config: FinetuneConfig) -> NoReturn:
+    """The one line for long_text=windows on a task that cannot read a text as windows."""
+    raise UserError(f"long_text={config.long_text} reads long texts of your own one-text classification, "
+                    "regression and multi-label tasks (harness run text) as windows; leave "
+                    "long_text=truncate for this task")
 
 
 def class_weights_refused(config: FinetuneConfig) -> NoReturn:
@@ -67,6 +77,7 @@ class FinetuneResult:
     train_examples_per_s: float
     train_tokens_per_s: float
     train_examples_seen: int  # examples stepped over, all epochs: what fine-tuning FLOPs are charged for
+    chosen_epoch: int | None = None  # select_epoch=best: the epoch (from 1) whose metrics and model these are
 
 
 LOG_EVERY_STEPS = 20  # the progress loss, and the divergence check, read the device this often
@@ -148,10 +159,15 @@ class _SeedLoop:
         self.schedule = build_schedule(self.optimizer, self.num_steps, config.warmup_fraction,
                                        config.optimizer)
         self.loss = _class_weighted(task, config)  # None: the head's own loss
+        if config.long_text != "truncate" and not hasattr(task, "documents"):
+            long_text_refused(config)
         self.state = io.state or finetune_state.SeedState(None)
         # what a seed's state keeps besides the RNGs and the point: fp16's loss scale too, where it is on
         self.parts = {"model": model, "optimizer": self.optimizer, "schedule": self.schedule} | \
             ({"scaler": self.scaler} if self.scaler.is_enabled() else {})
+        self.best = BestEpoch() if config.select_epoch == "best" else None  # saved and resumed as a part
+        if self.best is not None:
+            self.parts["best"] = self.best
         self.at = at = self.state.start(self.parts)  # a resumed seed goes on
         self.history, self.metrics = at.history, at.metrics
         self.step, self.examples, self.tokens = at.step, at.examples, at.tokens
@@ -208,6 +224,8 @@ class _SeedLoop:
         dev = {split: data for split, data in self.task.evals.items() if split.startswith("validation")}
         self.outputs = predict(self.step_model, self.task, dev, self.config, self.collate, self.autocast)
         self.metrics = {split: self.task.score(split, self.outputs[split]) for split in dev}
+        if self.best is not None:
+            self.best.offer(epoch + 1, self.metrics, self.model)
         row = {"epoch": epoch + 1, "train_loss": train_loss}
         row |= {f"{split}_{name}": value
                 for split, values in self.metrics.items() for name, value in values.items()}
@@ -219,14 +237,20 @@ class _SeedLoop:
             self.state.save(self.parts, self.here(epoch + 1, 0, 0.0, self.train_time_s))
 
     def result(self) -> FinetuneResult:
-        """The last epoch's dev metrics and outputs, the other splits' outputs, and the counters."""
+        """The last (select_epoch=best: the best) epoch's dev metrics and outputs, the other splits' outputs
+        from that epoch's model, and the counters."""
         self.shown.bar.close()
+        if self.best is not None and self.best.restore(self.model, math.ceil(self.config.num_epochs)):
+            dev = {split: data for split, data in self.task.evals.items() if split.startswith("validation")}
+            self.outputs = predict(self.step_model, self.task, dev, self.config, self.collate, self.autocast)
+            self.metrics = {split: self.task.score(split, self.outputs[split]) for split in dev}
         rest = {split: data for split, data in self.task.evals.items() if not split.startswith("validation")}
         outputs = self.outputs | predict(self.step_model, self.task, rest, self.config, self.collate,
                                          self.autocast)
         time_s = max(self.train_time_s, 1e-9)
         return FinetuneResult(self.history, self.metrics, outputs, self.num_steps, self.train_time_s,
-                              self.examples / time_s, self.tokens / time_s, self.examples)
+                              self.examples / time_s, self.tokens / time_s, self.examples,
+                              self.best.epoch if self.best is not None else None)
 
 
 def _forward_backward(step_model: torch.nn.Module, compiled: bool, batch: dict[str, torch.Tensor],
@@ -297,5 +321,5 @@ def predict(model: torch.nn.Module, task: TaskAdapter, datasets: dict[str, Datas
         restored = [None] * len(order)
         for position, index in enumerate(order):
             restored[index] = kept[position]
-        results[split] = restored
+        results[split] = task.documents(split, restored) if hasattr(task, "documents") else restored
     return results

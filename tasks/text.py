@@ -8,7 +8,7 @@ logit is above 0 (probability 0.5), as HF's run_classification.py does. With cla
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ from foundation.infra.errors import UserError
 from tasks import glue_head, metrics
 from tasks.class_weights import weights_for
 from tasks.loading import from_pretrained_quietly
-from tasks.sequence_features import tokenize
+from tasks.sequence_features import tokenize, windows
 from tasks.text_task import TextTask
 
 
@@ -36,6 +36,8 @@ class TextAdapter:
     target_scale: float = 1.0
     pad_to_multiple_of: int | None = 8  # as its recorded figures ran (tagging's None is faster on a CPU)
     class_weights: tuple[float, ...] | None = None  # each label's loss weight; None: the head's own loss
+    # long_text=windows: per eval split, each row's text (evals hold windows); empty: a row is a text
+    windows_of: dict[str, list[int]] = field(default_factory=dict)
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """The batch's class-weighted loss (only where class_weights is set)."""
@@ -43,6 +45,14 @@ class TextAdapter:
 
     def example_outputs(self, output, batch) -> list[np.ndarray]:
         return list(output.logits.float().cpu().numpy())
+
+    def documents(self, split: str, outputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Each text's logits: the mean of its windows' (long_text=windows), else the rows as they are."""
+        owners = self.windows_of.get(split)
+        if owners is None or not outputs:
+            return outputs
+        stacked, owners = np.stack(outputs), np.asarray(owners)
+        return [stacked[owners == text].mean(axis=0) for text in range(int(owners.max()) + 1)]
 
     def predictions(self, outputs: list[np.ndarray]) -> np.ndarray:
         """Class ids, scores (regression), or 0/1 rows (multi-label: logit above 0)."""
@@ -98,18 +108,36 @@ def loss_weights(task: TextTask, train: Dataset, setting: str) -> tuple[float, .
     return weights_for(setting, task.label_names or (), train["label"], task.is_multilabel)
 
 
+def check_windows(task: TextTask) -> None:
+    """long_text=windows reads one text: a pair's second text would leave each window a varying room."""
+    if len(task.text_columns) != 1:
+        raise UserError(f"long_text=windows reads one text column, and task {task.name!r} pairs "
+                        f"{' and '.join(task.text_columns)}; leave long_text=truncate")
+
+
 def build_task(task: TextTask, splits: dict[str, Dataset], tokenizer: PreTrainedTokenizerBase,
                max_length: int, max_train_examples: int | None = None,
-               weights: tuple[float, ...] | None = None) -> TextAdapter:
-    """Tokenise the splits (text_a, [text_b], label, idx; tasks/text_data.py); `weights`: loss_weights'."""
+               weights: tuple[float, ...] | None = None, overlap: int | None = None) -> TextAdapter:
+    """Tokenise the splits (text_a, [text_b], label, idx; tasks/text_data.py); `weights`: loss_weights';
+    `overlap`: long_text=windows' window_overlap (None: each text cut at max_length)."""
     train = training_rows(splits["train"], max_train_examples)
     evals = {split: data for split, data in splits.items() if split != "train"}
+    windows_of = {}
+    if overlap is None:
+        train = tokenize(train, tokenizer, max_length, keep_labels=True)
+        encoded = {split: tokenize(data, tokenizer, max_length, keep_labels=False)
+                   for split, data in evals.items()}
+    else:
+        train = windows(train, tokenizer, max_length, overlap, keep_labels=True)[0]
+        encoded = {}
+        for split, data in evals.items():
+            encoded[split], windows_of[split] = windows(data, tokenizer, max_length, overlap,
+                                                        keep_labels=False)
     return TextAdapter(
-        task=task, train=tokenize(train, tokenizer, max_length, keep_labels=True),
-        evals={split: tokenize(data, tokenizer, max_length, keep_labels=False)
-               for split, data in evals.items()},
+        task=task, train=train, evals=encoded,
         references={split: data["label"] for split, data in evals.items() if split.startswith("validation")},
-        indices={split: data["idx"] for split, data in evals.items()}, class_weights=weights)
+        indices={split: data["idx"] for split, data in evals.items()}, class_weights=weights,
+        windows_of=windows_of)
 
 
 def load_model(model_path: str, task: TextTask, head: str = "hf", **load_options) -> torch.nn.Module:

@@ -482,3 +482,25 @@ def test_a_study_keeps_its_trial_seeds(tmp, mlflow_db):
     search(tmp, mlflow_db, 1)
     with pytest.raises(UserError, match=r"was created with trial_seeds \[0\], not \[0, 1\]; pass another "):
         search(tmp, mlflow_db, 2, space=dataclasses.replace(SPACE, trial_seeds=(0, 1)))
+
+
+def test_departures_are_searched_only_when_asked_and_recorded_as_such(tmp, mlflow_db):
+    """class_weights and select_epoch are drawn only where the space lists choices; the best trial's
+    departures from ELECTRA's recipe are named in best_params.json, and a run from it departs."""
+    assert "class_weights" not in SPACE.ranges() and SPACE.departures() == ()
+    assert str(pytest.raises(ValueError, SearchSpace, select_epoch=("last", "first")).value) == \
+        "select_epoch choice 'first': choose from last, best"
+    calls = []
+    space = dataclasses.replace(SPACE, batch_size=(16,), select_epoch=("last", "best"),
+                                class_weights=("none", "balanced"))
+    record = search(tmp, mlflow_db, 6, lambda: fake_target(calls), space=space)
+    assert {c.select_epoch for c in calls} == {"last", "best"}  # both drawn, into each trial's config
+    assert {c.class_weights for c in calls} == {"none", "balanced"}
+    assert load(tmp).user_attrs["space"]["select_epoch"] == ["last", "best"]
+    best = record["params"]
+    expected = {key: best[key] for key, recipe in (("class_weights", "none"), ("select_epoch", "last"))
+                if best[key] != recipe}
+    assert record.get("departures", {}) == expected
+    with pytest.raises(UserError, match=r"^select_epoch is both a fixed setting and searched"):
+        search(tmp, mlflow_db, 1, space=space, study_name="both",
+               config=FinetuneConfig(select_epoch="best"))

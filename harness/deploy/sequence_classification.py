@@ -1,11 +1,14 @@
 """The sequence-classification bundle at run time (GLUE, your own text): one model row per text (or pair),
 truncated longest first past max_length as at fine-tuning, answered as a label with probabilities, a
 score (regression; your own task's also under its label column's name) or the labels over the run's
-threshold (multi-label, default 0.5).
+threshold (multi-label, default 0.5). A run with long_text=windows (its manifest says) reads a long text
+as the same windows as at fine-tuning (the tokenizers library's overflowing encodings, window_overlap
+tokens shared), one model row each, and answers from the mean of its windows' logits.
 Torch-free."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -29,9 +32,14 @@ class Predictor(Pipeline):
         self.pair = manifest.get("pair") if task is None else len(task.hub_columns) == 2
         self.multilabel = bool(manifest.get("multilabel"))
         self.threshold = float(manifest.get("threshold", 0.5))  # bundles of older runs: 0.5, as trained
-        self.truncating.enable_truncation(self.max_length, strategy="longest_first")
+        self.windows = manifest.get("long_text") == "windows"
+        self.rows_are_one = not self.windows  # a long text is several windows, counted by the tokenizer
+        self.truncating.enable_truncation(self.max_length, strategy="longest_first",
+                                          stride=int(manifest["window_overlap"]) if self.windows else 0)
 
     def encode(self, requests: Sequence[Request]) -> Encoded:
+        if self.windows:
+            return self._windows(requests)
         inputs = [r.text if r.text_pair is None else (r.text, r.text_pair) for r in requests]
         encodings = self.tokenizer.encode_batch(inputs)
         notes = {}
@@ -44,8 +52,24 @@ class Predictor(Pipeline):
                 encodings[i] = encoding
         return Encoded(encodings, list(range(len(encodings))), notes)
 
+    def _windows(self, requests: Sequence[Request]) -> Encoded:
+        """Each text's windows (its truncated encoding and the overflowing ones), as fine-tuning made them."""
+        encodings, owners = [], []
+        for index, encoding in enumerate(self.truncating.encode_batch([r.text for r in requests])):
+            mine = [encoding, *encoding.overflowing]
+            encodings += mine
+            owners += [index] * len(mine)
+        return Encoded(encodings, owners)
+
     def rows(self, requests: Sequence[Request]) -> list[int]:
-        return [1] * len(requests)
+        if not self.windows:
+            return [1] * len(requests)
+        # the text tokens a window holds, and how far each next window starts
+        room = self.max_length - self.tokenizer.post_processor.num_special_tokens_to_add(False)
+        step = room - int(self.manifest["window_overlap"])
+        lengths = [len(e.ids) for e in self.tokenizer.encode_batch([r.text for r in requests],
+                                                                   add_special_tokens=False)]
+        return [1 + math.ceil(max(length - room, 0) / step) for length in lengths]
 
     def check(self, request: Request) -> None:
         super().check(request)
@@ -58,7 +82,8 @@ class Predictor(Pipeline):
                             "(drop text_pair)")
 
     def decode(self, request, index, encoded, mine, outputs) -> dict:
-        logits = outputs["logits"][mine[0]]
+        # windows: the mean of the text's windows' logits, as at fine-tuning (tasks/text.py); else its one row
+        logits = np.mean([outputs["logits"][row] for row in mine], axis=0)
         if self.labels is None:  # regression: the one output is the score, named as the label column too
             score = float(logits[0])
             column = self.manifest.get("label_column")  # your own task's; GLUE's STS-B answers "score" alone

@@ -30,6 +30,14 @@ class Exporter(ClassificationExporter):
         return {"pair": len(task.text_columns) == 2, "multilabel": task.is_multilabel,
                 "label_column": task.label_column} | threshold
 
+    def settings(self, task: TextTask, max_length: int, settings: dict | None, path: Path) -> dict:
+        """long_text=windows as the run read texts (results.json's settings block); else nothing: truncate."""
+        keys = ("long_text", "window_overlap", "aggregate")
+        return {key: settings[key] for key in keys} if settings and "long_text" in settings else {}
+
+    def runtime_fields(self, settings: dict) -> dict:
+        return dict(settings)
+
     def dev_examples(self, task: TextTask, data_dir: str | None, data: dict | None) -> Dataset:
         from tasks import text_data
 

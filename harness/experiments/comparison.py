@@ -17,7 +17,7 @@ from pathlib import Path
 
 from foundation.infra.errors import UserError
 from harness import kinds
-from reports import dev_outputs, intervals, stats
+from reports import dev_outputs, intervals, recipe, stats
 from reports.dev_outputs import SplitOutputs
 from reports.leaderboard import load_results
 from tasks.registry import GLUE_AVERAGE_TASKS, GLUE_CONVENTION, GLUE_TASKS
@@ -36,6 +36,7 @@ class ResultsFolder:
     # {"train file": ("sha256", digest), ...}
     data: dict[str, tuple[str, str]] = field(default_factory=dict)
     percent: bool = False  # its scores are percent already (SQuAD), not fractions
+    best_epoch: bool = False  # select_epoch=best: its scores are each seed's best epoch on dev
 
 
 def load_results_folder(path: Path) -> ResultsFolder:
@@ -55,7 +56,8 @@ def load_results_folder(path: Path) -> ResultsFolder:
                             "the same `harness run` in a fresh --output-dir")
         outputs[task] = found
     return ResultsFolder(file.parent, kind.name, outputs, described.fingerprint(results.get("data")),
-                         described.percent_scores)
+                         described.percent_scores,
+                         (results.get("config") or {}).get("select_epoch") == "best")
 
 
 def _metrics(task: str, splits: dict[str, SplitOutputs]) -> list[tuple[str, str]]:
@@ -132,6 +134,9 @@ def compare(a: ResultsFolder, b: ResultsFolder, tasks: Sequence[str] | None = No
         raise UserError(f"the runs are on different tasks ({lacking}); {hint}")
     scale = 1.0 if a.percent else 100.0
     rows, notes, glue_parts = [], [], []
+    notes += [f"{name}'s scores are its {recipe.BEST_EPOCH} (select_epoch=best): chosen on the dev set they "
+              "are scored on, so inflated, and not comparable with a last-epoch run's"
+              for name, folder in (("A", a), ("B", b)) if folder.best_epoch]
     for task in chosen:
         for split, metric in _metrics(task, a.outputs[task]):
             split_a, split_b = a.outputs[task][split], b.outputs[task].get(split)

@@ -29,7 +29,14 @@ from harness.tracking import mlflow_leaderboard, mlflow_runs
 from reports import accounting, results_schema
 from tasks import batching, finetune_state
 from tasks.config import FinetuneConfig
-from tasks.finetune import FinetuneResult, LoopIO, TaskAdapter, class_weights_refused, finetune
+from tasks.finetune import (
+    FinetuneResult,
+    LoopIO,
+    TaskAdapter,
+    class_weights_refused,
+    finetune,
+    long_text_refused,
+)
 
 
 class Invocation(Protocol):
@@ -102,6 +109,8 @@ def run_finetuning(invocation: Invocation, finetuning: Finetuning[Any],
         raise UserError(f"--seeds must be at least 1 (got {invocation.seeds})")
     if invocation.config.class_weights != "none" and not getattr(finetuning, "weighs_classes", False):
         class_weights_refused(invocation.config)  # before anything is loaded or written
+    if invocation.config.long_text != "truncate" and not getattr(finetuning, "reads_windows", False):
+        long_text_refused(invocation.config)
     started = time.perf_counter()
     setup = model_setup.load(invocation.model, invocation.config.precision,
                              invocation.config.trust_remote_code)

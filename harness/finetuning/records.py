@@ -71,7 +71,8 @@ def seed_record(task: str, config: FinetuneConfig, result: FinetuneResult, score
     return results_schema.seed_record(
         task, config.seed, result.metrics, score, result.history, result.num_train_steps, num_train_examples,
         result.train_time_s, result.train_examples_per_s, result.train_examples_seen,
-        result.train_tokens_per_s, as_dict(config), **extra)
+        result.train_tokens_per_s, as_dict(config),
+        **({"chosen_epoch": result.chosen_epoch} if result.chosen_epoch is not None else {}), **extra)
 
 
 def save_model(model: torch.nn.Module, tokenizer, directory: Path) -> None:

@@ -19,7 +19,7 @@ from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import FinetuningPlan, run_finetuning
 from harness.finetuning.table import interval_note
-from reports import dev_outputs, results_schema, seed_summary
+from reports import dev_outputs, recipe, results_schema, seed_summary
 from tasks import squad, squad_metrics
 from tasks.config import FinetuneConfig, SquadConfig
 from tasks.finetune import FinetuneResult
@@ -191,7 +191,8 @@ def summary_table(results: results_schema.ResultsBody) -> str:
     note = interval_note(results)
     notes = [note] if note else []
     notes += [f"seed {r['seed']}: diverged ({r['error']}), left out" for r in results.get("diverged", [])]
-    return "\n".join(lines + thresholds + notes)
+    best = recipe.best_epoch_note(results)
+    return "\n".join(lines + thresholds + notes + ([best] if best else []))
 
 
 class SquadRunner:

@@ -3,7 +3,7 @@ as the paper prints them)."""
 
 from __future__ import annotations
 
-from reports import stats
+from reports import recipe, stats
 from tasks.registry import GLUE_CONVENTION
 
 NO_INTERVAL = "–"  # an older results.json, or a run without dev outputs
@@ -52,6 +52,8 @@ def notes(results: dict) -> list[str]:
              f"{glue.get('convention', GLUE_CONVENTION)}"]
     lines += [f"diverged: {r['task']} seed {r['seed']} ({r['error']}), left out of medians and GLUE"
               for r in results.get("diverged", [])]
+    best = recipe.best_epoch_note(results)
+    lines += [best] if best else []
     lines.append(interval_note(results) or
                  f"[{NO_INTERVAL}]: no interval (no per-seed dev outputs in this run directory)")
     return lines
@@ -93,5 +95,5 @@ def read_task_table(results: dict) -> str:
              for row in (header, *rows)]
     lines.insert(1, "-+-".join("-" * width for width in widths))
     digests = ", ".join(f"{split} {info['sha256'][:12]}" for split, info in results["data"]["files"].items())
-    note = interval_note(results)
-    return "\n".join(lines + [f"data: {digests} (sha256); x100"] + ([note] if note else []))
+    note, best = interval_note(results), recipe.best_epoch_note(results)
+    return "\n".join(lines + [f"data: {digests} (sha256); x100"] + [n for n in (note, best) if n])

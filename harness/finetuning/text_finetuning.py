@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -18,12 +18,13 @@ from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import FinetuningPlan, run_finetuning
 from reports import dev_outputs, results_schema, seed_summary
-from tasks import glue_head, text, text_data
+from tasks import glue_head, sequence_features, text, text_data
 from tasks.config import FinetuneConfig
 from tasks.finetune import FinetuneResult
 
 RESULTS_FORMAT = results_schema.TEXT_FORMAT
 PREDICTIONS = "{split}.jsonl"
+AGGREGATE = "mean_logits"  # long_text=windows: a text's answer is the mean of its windows' logits
 
 
 def run_text(invocation: Job, progress: bool | None = None) -> results_schema.ResultsBody:
@@ -52,6 +53,7 @@ class TextFinetuning:
     same = ("format", "config", "data")  # `data` holds each file's sha256: a changed file is refused
     leaderboard = True
     weighs_classes = True  # class_weights: its adapters train on a class-weighted loss (tasks/text.py)
+    reads_windows = True  # long_text=windows: its adapters read a long text as windows (tasks/text.py)
 
     def __init__(self, invocation: Job):
         self.invocation = invocation
@@ -79,15 +81,17 @@ class TextFinetuning:
         weighted = {"class_weights": {task.name: dict(zip(task.label_names, weights, strict=True))}} \
             if weights else {}
         searched = {"search": self.invocation.search} if self.invocation.search else {}
+        config, windowed = _long_text(task, config, setup)
         return TextPlan(task.name, (task.name,), {task.name: config},
-                        results={"data": data.record} | weighted | searched, data=data, weights=weights)
+                        results={"data": data.record} | windowed | weighted | searched, data=data,
+                        weights=weights)
 
     def build(self, plan: TextPlan, task: str, setup: ModelSetup) -> text.TextAdapter:
         config = plan.configs[task]
         splits: dict[str, Dataset] = {s: d for s, d in plan.data.splits.items()
                                       if config.predict_test or not s.startswith("test")}
         return text.build_task(plan.data.task, splits, setup.tokenizer, config.max_length,
-                               config.max_train_examples, plan.weights)
+                               config.max_train_examples, plan.weights, config.window_overlap)
 
     load_model = staticmethod(load_model)
     load_checkpoint = staticmethod(evaluation.classifier_checkpoint)
@@ -118,6 +122,18 @@ class TextFinetuning:
         results["summary"] = seed_summary.summarize(results["runs"], {task["name"]: task["metrics"]},
                                                     results.get("diverged", ()))
         seed_summary.add_intervals(self.invocation.output_dir, results)
+
+
+def _long_text(task: text.TextTask, config: FinetuneConfig,
+               setup: ModelSetup) -> tuple[FinetuneConfig, dict]:
+    """long_text=windows: the config with its window_overlap resolved, and results.json's `settings` block
+    (which `harness export onnx` hands the bundle); truncate: as it is, no block."""
+    if config.long_text == "truncate":
+        return config, {}
+    text.check_windows(task)
+    overlap = sequence_features.window_overlap(config.window_overlap, config.max_length, setup.tokenizer)
+    return replace(config, window_overlap=overlap), {"settings": {
+        "long_text": "windows", "window_overlap": overlap, "aggregate": AGGREGATE}}
 
 
 def _checkpoint_labels(model_config) -> text_data.CheckpointLabels:

@@ -11,12 +11,13 @@ the luckiest seed of its configurations and carry it, and its optimistic score, 
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from foundation.infra.errors import UserError
-from foundation.infra.settings import Flag, setting
+from foundation.infra.settings import Flag, choices, setting
 from harness.config import load_config, read_toml
 from tasks.config import RECIPE, FinetuneConfig
 
@@ -43,6 +44,14 @@ class SearchSpace:
         "[low, high] of the share of steps warming up"))
     weight_decay: tuple[float, float] = setting((0.0, 0.1), role="recipe", help=(
         "[low, high] of the weight decay"))
+    # Departures from ELECTRA's recipe a trial may draw only where the space asks for them (empty: not
+    # searched, the recipe's value); a run from the best trial names them on the leaderboard and card.
+    class_weights: tuple[str, ...] = setting((), role="recipe", help=(
+        "the class_weights a trial chooses from, e.g. [\"none\", \"balanced\"] (a departure, your own text "
+        "only); empty: not searched"))
+    select_epoch: tuple[str, ...] = setting((), role="recipe", help=(
+        "the select_epoch a trial chooses from, e.g. [\"last\", \"best\"] (best: a departure, best epoch on "
+        "dev); empty: not searched"))
     trial_seeds: tuple[int, ...] = setting((0,), role="recipe", flag=Flag("--trial-seeds", "SEEDS"), help=(
         "the fine-tuning seeds every trial trains its configuration on, scored by their mean (the same for "
         "all trials; more for small dev sets, where seeds spread by points)"))
@@ -52,11 +61,14 @@ class SearchSpace:
         seeds = self.trial_seeds
         if not seeds or min(seeds) < 0 or len(set(seeds)) < len(seeds):
             problems.append(f"trial_seeds must list distinct seeds of 0 or more (got {list(seeds)})")
-        for name in SEARCHED:
+        for name in SEARCHED + DEPARTURES:
             value = getattr(self, name)
             if value is None:
                 continue
-            if name == "batch_size" and not value:
+            if name in DEPARTURES:
+                problems += [f"{name} choice {choice!r}: {refused}" for choice in value
+                             if (refused := _refused_choice(name, choice))][:1]
+            elif name == "batch_size" and not value:
                 problems.append(f"batch_size must list positive sizes (got {list(value)})")
             elif name != "batch_size" and (len(value) != 2 or value[0] > value[1]):
                 problems.append(f"{name} must be [low, high] with low <= high (got {list(value)})")
@@ -83,16 +95,32 @@ class SearchSpace:
             "batch_size": trial.suggest_categorical("batch_size", list(self.batch_size)),
             "warmup_fraction": trial.suggest_float("warmup_fraction", *self.warmup_fraction),
             "weight_decay": trial.suggest_float("weight_decay", *self.weight_decay),
-        }
+        } | {name: trial.suggest_categorical(name, list(getattr(self, name))) for name in self.departures()}
+
+    def departures(self) -> tuple[str, ...]:
+        """The departures this space searches (those it lists choices for)."""
+        return tuple(name for name in DEPARTURES if getattr(self, name))
 
     def ranges(self) -> dict[str, Any]:
         """The searched ranges alone (no trial_seeds), as JSON would hold them: a study's `space`."""
-        return {name: None if getattr(self, name) is None else list(getattr(self, name)) for name in SEARCHED}
+        # an unsearched departure is left out: a study made before they could be searched resumes
+        return {name: None if getattr(self, name) is None else list(getattr(self, name))
+                for name in SEARCHED + self.departures()}
 
 
-# What a trial draws, its Optuna parameters: the space's settings that FinetuneConfig has (not trial_seeds).
+# What every trial draws, its Optuna parameters: the space's settings that FinetuneConfig has (not
+# trial_seeds); DEPARTURES only where the space lists choices for them.
+DEPARTURES = ("class_weights", "select_epoch")
 SEARCHED = tuple(name for name in SearchSpace.__dataclass_fields__
-                 if name in FinetuneConfig.__dataclass_fields__)
+                 if name in FinetuneConfig.__dataclass_fields__ and name not in DEPARTURES)
+
+
+def _refused_choice(name: str, choice: str) -> str | None:
+    """Why FinetuneConfig's `name` cannot be `choice` (its declared choices, or its own checks), or None."""
+    allowed = choices(typing.get_type_hints(FinetuneConfig)[name])
+    if allowed and choice not in allowed:
+        return f"choose from {', '.join(allowed)}"
+    return _refused(name, (choice,))
 
 
 def _refused(name: str, values: tuple) -> str | None:

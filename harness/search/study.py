@@ -28,7 +28,9 @@ import optuna
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
 from foundation.infra.secrets import redact_uri
+from harness.search.space import DEPARTURES
 from reports.results_schema import SearchOrigin
+from tasks.config import FinetuneConfig
 
 DEFAULT_STORAGE = "sqlite:///runs/optuna.db"
 BEST_FORMAT = "electra-harness/best-params/2"  # /1: before trial_seeds, its params held a drawn seed
@@ -215,6 +217,10 @@ def best_record(study: optuna.Study, storage_url: str) -> dict[str, Any] | None:
               "trial_seeds": attrs.get("trial_seeds"), "search_seeds": attrs.get("trial_seeds"),
               "settings": attrs.get("settings", {}), "trials": count_states(study),
               "pruning": pruning_savings(study)}
+    # searched departures (space.DEPARTURES) the best trial chose off ELECTRA's recipe: a run from it departs
+    departs = {key: value for key, value in best.params.items()
+               if key in DEPARTURES and value != getattr(FinetuneConfig(), key)}
+    record |= {"departures": departs} if departs else {}
     if "seed" in best.params:
         drawn = {trial.params["seed"] for trial in study.get_trials(deepcopy=False) if "seed" in trial.params}
         record |= {"trial_seeds": [best.params["seed"]], "search_seeds": sorted(drawn),

@@ -88,6 +88,10 @@ def run_search(invocation: SearchInvocation, make_target: Callable[[], SearchTar
     The storage is opened before `make_target` loads the model and data, so a bad URL fails at once.
     """
     settings = fixed_settings(invocation.config)
+    both = [name for name in invocation.space.departures() if name in settings]
+    if both:
+        raise UserError(f"{both[0]} is both a fixed setting and searched; drop {both[0]}="
+                        f"{settings[both[0]]} or its choices in the --space file")
     name = invocation.study_name or default_study_name(invocation.kind, invocation.task,
                                                        invocation.model)
     storage = studies.open_storage(invocation.storage, invocation.heartbeat_s, on_stale=_close_stale_run)
