@@ -42,6 +42,16 @@ def local_rank() -> int:
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
+def launch_command() -> str | None:
+    """How a user starts this command again: `harness`, or torchrun's form for one machine; None in a
+    torchrun process but rank 0, which speaks for them all."""
+    if world_size() == 1:
+        return "harness"
+    if int(os.environ.get("RANK", "0")):
+        return None
+    return f"torchrun --nproc_per_node {os.environ.get('LOCAL_WORLD_SIZE', world_size())} -m harness.cli"
+
+
 def start(device_setting: str) -> Context:
     """Join the process group that `torchrun` describes in the environment, if any."""
     processes = world_size()
