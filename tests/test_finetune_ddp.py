@@ -5,6 +5,7 @@ gradient once DDP averages them, a batch_size that does not split is refused, an
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from tasks.data_parallel import Replicas
 from tests import mlflow_store
 from tests.conftest import REPO, glue_args, run_cli, write_glue_dir, write_tiny_model
 from tests.fixtures_processes import mlflow_store_copy
-from tests.processes import child_env, run_here
+from tests.processes import child_env, finish, run_here, start
 
 CPU = torch.device("cpu")
 
@@ -113,3 +114,35 @@ def test_torchrun_with_two_processes_fine_tunes_as_one_process(tmp_path, tmp_pat
     # rank 0 alone reported and logged: one summary, one parent run and one seed's run
     assert launched.stdout.count("results: ") == 1, launched.stdout
     assert len(mlflow_store.runs(tmp_path / "ddp" / "mlflow.db")) == 2
+
+
+# Release tier (three torchrun launches, ~4 min here): a SIGTERM to torchrun stops both processes at one
+# step, rank 0 saves the seed with both processes' generators, and the resumed run, dropout on, ends as
+# the unbroken one does, bit for bit.
+@pytest.mark.slow
+@pytest.mark.release
+def test_a_seed_stopped_under_torchrun_resumes_as_the_unbroken_run(tiny_model, tmp_path, tmp_path_factory):
+    data = write_glue_dir(tmp_path / "glue_data", n_train=64)
+    settings = ["--tasks", "rte", "precision=fp32", "batch_size=4", "num_epochs=4", "max_length=32",
+                "predict_test=false", "save_models=false"]
+    runs = {}
+    for name in ("stopped", "unbroken"):
+        mlflow_store_copy(tmp_path_factory, tmp_path / name / "mlflow.db")
+        runs[name] = ["--standalone", "--nproc_per_node=2", "-m", "harness.cli",
+                      *glue_args(tiny_model, data, tmp_path / name, *settings)]
+    process = start(runs["stopped"], REPO, module="torch.distributed.run")
+    seen = ""
+    for line in process.stdout:  # the end of the first epoch: its dev scores, printed by rank 0
+        seen += line
+        if "epoch 1/4" in line and "| dev" in line:
+            process.send_signal(signal.SIGTERM)
+            break
+    code, output = finish(process, seen)
+    assert code != 0 and (tmp_path / "stopped" / "out" / "checkpoints" / "rte-seed0.pt").is_file(), output
+    assert output.count("resume with: torchrun --nproc_per_node 2 -m harness.cli run glue") == 1, output
+    for name in runs:  # the resume, then the unbroken run
+        assert finish(start(runs[name], REPO, module="torch.distributed.run"))[0] == 0
+    stopped, unbroken = (json.loads((tmp_path / name / "out" / "results.json").read_text())["runs"][0]
+                         for name in runs)
+    assert stopped.pop("resumed")[0]["epoch"] >= 1 and "resumed" not in unbroken
+    assert stopped["history"] == unbroken["history"] and stopped["metrics"] == unbroken["metrics"]
