@@ -70,7 +70,8 @@ def ranges(draws: int) -> None:
     print("seeds | interval | coverage | outside [0, 1] | median width (points)")
     for seeds in (2, 3, 5):
         rng = np.random.default_rng(seeds)
-        found = {name: {"cover": 0, "outside": 0, "widths": []} for name in ("raw (before)", "cut (now)", "logit")}
+        found = {name: {"cover": 0, "outside": 0, "widths": []}
+                 for name in ("raw (before)", "cut (now)", "logit")}
         for _ in range(draws):
             expected = np.where(rng.random(seeds) < 0.5, COLLAPSED, LEARNED)
             scores = rng.binomial(DEV, expected) / DEV

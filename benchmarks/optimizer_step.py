@@ -23,9 +23,9 @@ from gpu_ceilings import timed  # this folder: on sys.path when run as a script
 from pretrain_step import StandInTokenizer
 
 from foundation.training import optimization
+from foundation.training.distributed import Context
 from foundation.training.placement import pick_device
 from pretrain.config import PretrainConfig, resolve
-from pretrain.distributed import Context
 from pretrain.prepare import build_setup
 
 

@@ -27,10 +27,10 @@ from gpu_ceilings import matmul_peak  # this folder: on sys.path when run as a s
 
 from foundation.models.presets import PRESETS
 from foundation.training import placement
+from foundation.training.distributed import Context
 from foundation.training.placement import pick_device, resolve_precision
 from pretrain.budget import step_flops
 from pretrain.config import PretrainConfig, resolve
-from pretrain.distributed import Context
 from pretrain.prepare import build_setup
 from pretrain.train import train_step
 

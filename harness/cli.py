@@ -74,9 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"harness: error: {error}", file=sys.stderr)
         return 2
     except Stopped as stopped:  # SIGTERM or Ctrl-C, the state saved: the same command goes on from it
+        from foundation.training.distributed import launch_command
+
         shown = redact_argv(argv)  # an echoed command line carries no password
         hidden = " (put the passwords shown as *** back)" if shown != list(argv) else ""
-        print(f"harness: {stopped}; resume with: harness {shlex.join(shown)}{hidden}", file=sys.stderr)
+        launch = launch_command()  # under torchrun rank 0 speaks for every process
+        if launch is not None:
+            print(f"harness: {stopped}; resume with: {launch} {shlex.join(shown)}{hidden}", file=sys.stderr)
         return stopped.exit_status
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)

@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from pretrain import distributed as dist
+from foundation.training import distributed as dist
 
 # (metric, numerator, denominator) for ratios of summed counts.
 RATIOS = (("generator_accuracy", "generator_correct", "masked_total"),

@@ -13,7 +13,7 @@ from foundation.models.presets import PRESETS
 from foundation.models.pretrain_meta import BudgetChange, Parameters, PretrainMeta
 from foundation.models.shapes import TransformerShape
 from foundation.training import console, optimization, placement
-from pretrain import distributed as dist
+from foundation.training import distributed as dist
 from pretrain.budget import schedule_fraction, stopped_by
 from pretrain.checkpoint import export_models
 from pretrain.config import PretrainConfig

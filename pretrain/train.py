@@ -19,9 +19,9 @@ import torch
 from foundation.models import pretrain_meta
 from foundation.models.layout import PRETRAIN_META
 from foundation.models.pretrain_meta import PretrainMeta
+from foundation.training import distributed as dist
 from foundation.training import placement, stop
 from pretrain import checkpoint as ckpt
-from pretrain import distributed as dist
 from pretrain import planning, probe
 from pretrain.budget import (
     BudgetCounters,

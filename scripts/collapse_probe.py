@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 import transformers
 
-from pretrain import distributed, probe
+from foundation.training import distributed
+from pretrain import probe
 from pretrain.config import PretrainConfig, resolve
 from pretrain.corpus_source import from_paths
 from pretrain.prepare import prepare_examples

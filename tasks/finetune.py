@@ -14,9 +14,9 @@ from datasets import Dataset
 from tqdm.auto import tqdm
 
 from foundation.infra.errors import UserError
-from foundation.training import console, placement, stop
+from foundation.training import console, placement
 from foundation.training.optimization import build_schedule
-from tasks import batching, finetune_state
+from tasks import batching, data_parallel, finetune_state
 from tasks.best_epoch import BestEpoch
 from tasks.config import FinetuneConfig
 from tasks.layers import encoder_layers, pretrained_part
@@ -148,6 +148,9 @@ class _SeedLoop:
         self.scaler = placement.grad_scaler(device, precision)  # fp16's; a pass-through otherwise
         self.step_model = placement.compiled(model, device) \
             if placement.resolve_compile(config.compile, device) else model
+        # under torchrun, one seed across processes (tasks/data_parallel.py): DDP trains, rank 0 evaluates
+        self.replicas = data_parallel.Replicas.current(device)
+        self.train_model = self.replicas.step_model(model, self.step_model)
         accelerator = device.type == "cuda"
         self.collate = batching.for_device(collate, config.max_length, accelerator)
         self.loader = batching.train_loader(task.train, config.batch_size, config.seed,
@@ -168,7 +171,8 @@ class _SeedLoop:
         self.best = BestEpoch() if config.select_epoch == "best" else None  # saved and resumed as a part
         if self.best is not None:
             self.parts["best"] = self.best
-        self.at = at = self.state.start(self.parts)  # a resumed seed goes on
+        self.replicas.seed_own_stream(config.seed)  # after the head is drawn: dropout's stream
+        self.at = at = self.state.start(self.parts, self.replicas.context)  # a resumed seed goes on
         self.history, self.metrics = at.history, at.metrics
         self.step, self.examples, self.tokens = at.step, at.examples, at.tokens
         self.train_time_s = at.train_time_s
@@ -193,10 +197,12 @@ class _SeedLoop:
                 break
             self.examples += len(batch["input_ids"])
             self.tokens += int(batch["attention_mask"].sum())  # on the host, before the copy
-            batch = {key: value.to(self.device, non_blocking=True) for key, value in batch.items()}
+            shard = self.replicas.shard(batch)  # this process's rows of the global batch
+            batch = {key: value.to(self.device, non_blocking=True) for key, value in shard.rows.items()}
             # forward and backward, the batch in config.gradient_accumulation_steps slices
-            loss = _forward_backward(self.step_model, self.step_model is not self.model, batch, config,
-                                     self.autocast, scaler, self.loss)
+            loss = _forward_backward(self.train_model, self.step_model is not self.model, batch, config,
+                                     self.autocast, scaler, self.loss, shard)
+            loss = self.replicas.global_loss(loss, shard)
             # clip, step
             scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.max_grad_norm)
@@ -212,7 +218,7 @@ class _SeedLoop:
             if self.step % LOG_EVERY_STEPS == 0:
                 self.shown.log(self.step, epoch + 1, _finite_mean(loss_sum, epoch_steps, self.step),
                                self.examples, self.train_time_s + time.perf_counter() - started)
-            if stop.requested():  # SIGTERM or Ctrl-C: this step's state saved, then stop.Stopped
+            if self.replicas.stop_requested():  # SIGTERM or Ctrl-C: this step's state saved, then Stopped
                 time_s = self.train_time_s + time.perf_counter() - started
                 self.state.stop(self.parts, self.here(epoch, epoch_steps, loss_sum, time_s))
         train_loss = _finite_mean(loss_sum, epoch_steps, self.step) if epoch_steps else math.nan
@@ -222,10 +228,11 @@ class _SeedLoop:
         """Score the dev splits, add the epoch's history row, and keep the state for a resume."""
         self.train_time_s += train_time_s
         dev = {split: data for split, data in self.task.evals.items() if split.startswith("validation")}
-        self.outputs = predict(self.step_model, self.task, dev, self.config, self.collate, self.autocast)
-        self.metrics = {split: self.task.score(split, self.outputs[split]) for split in dev}
-        if self.best is not None:
-            self.best.offer(epoch + 1, self.metrics, self.model)
+        if self.replicas.is_main:  # the others go on to the next step's all-reduce and wait there
+            self.outputs = predict(self.step_model, self.task, dev, self.config, self.collate, self.autocast)
+            self.metrics = {split: self.task.score(split, self.outputs[split]) for split in dev}
+            if self.best is not None:
+                self.best.offer(epoch + 1, self.metrics, self.model)
         row = {"epoch": epoch + 1, "train_loss": train_loss}
         row |= {f"{split}_{name}": value
                 for split, values in self.metrics.items() for name, value in values.items()}
@@ -240,11 +247,13 @@ class _SeedLoop:
         """The last (select_epoch=best: the best) epoch's dev metrics and outputs, the other splits' outputs
         from that epoch's model, and the counters."""
         self.shown.bar.close()
-        if self.best is not None and self.best.restore(self.model, math.ceil(self.config.num_epochs)):
+        if self.best is not None and self.replicas.is_main and \
+                self.best.restore(self.model, math.ceil(self.config.num_epochs)):
             dev = {split: data for split, data in self.task.evals.items() if split.startswith("validation")}
             self.outputs = predict(self.step_model, self.task, dev, self.config, self.collate, self.autocast)
             self.metrics = {split: self.task.score(split, self.outputs[split]) for split in dev}
-        rest = {split: data for split, data in self.task.evals.items() if not split.startswith("validation")}
+        rest = {split: data for split, data in self.task.evals.items()
+                if not split.startswith("validation") and self.replicas.is_main}
         outputs = self.outputs | predict(self.step_model, self.task, rest, self.config, self.collate,
                                          self.autocast)
         time_s = max(self.train_time_s, 1e-9)
@@ -254,26 +263,29 @@ class _SeedLoop:
 
 
 def _forward_backward(step_model: torch.nn.Module, compiled: bool, batch: dict[str, torch.Tensor],
-                      config: FinetuneConfig, autocast, scaler,
-                      task_loss: Callable | None = None) -> torch.Tensor:
+                      config: FinetuneConfig, autocast, scaler, task_loss: Callable | None = None,
+                      shard: data_parallel.Shard | None = None) -> torch.Tensor:
     """The batch's loss (detached), its gradient accumulated over gradient_accumulation_steps slices of
     the batch: less memory for the same batch, so the same optimiser step. HF heads compute the task
     loss from labels / start and end positions, or `task_loss(logits, labels)` does (class weights); the
     official recipe backpropagates the batch's sum (config.py), and `mean` weighs each slice's mean by
-    its share of the batch."""
+    its share of the batch. Under DDP `batch` is this process's `shard` of the global batch, whose
+    weights make DDP's average of the processes' gradients the global batch's (Shard.weight)."""
+    shard = shard or data_parallel.Shard(batch, 1.0)
     slices = placement.batch_slices(batch, config.gradient_accumulation_steps)  # a short last batch: fewer
     losses = []
-    for share, part in slices:
+    for index, (share, part) in enumerate(slices):
         if compiled:
             placement.mark_step()
-        with autocast:
-            if task_loss is None:
-                loss = step_model(**part).loss
-            else:
-                inputs = {key: value for key, value in part.items() if key != "labels"}
-                loss = task_loss(step_model(**inputs).logits, part["labels"])
-        weight = len(part["input_ids"]) if config.loss_reduction == "sum" else share
-        scaler.scale(loss * weight if weight != 1 else loss).backward()
+        with data_parallel.accumulating(step_model, last=index == len(slices) - 1):
+            with autocast:
+                if task_loss is None:
+                    loss = step_model(**part).loss
+                else:
+                    inputs = {key: value for key, value in part.items() if key != "labels"}
+                    loss = task_loss(step_model(**inputs).logits, part["labels"])
+            weight = shard.weight(len(part["input_ids"]), share, config.loss_reduction)
+            scaler.scale(loss * weight if weight != 1 else loss).backward()
         losses.append((loss.detach(), share))
     return losses[0][0] if len(slices) == 1 else sum(loss.float() * share for loss, share in losses)
 

@@ -2,7 +2,9 @@
 
 OUT/checkpoints/{task}-seed{seed}.pt holds what the loop needs to go on exactly as if it had never
 stopped: model, optimiser and schedule, every RNG, the sampler's state at the start of the epoch in
-progress and the steps taken in it, the counters, and the epochs' history. It is written (atomically,
+progress and the steps taken in it, the counters, and the epochs' history. A seed trained by several
+processes (tasks/data_parallel.py) is saved by rank 0, with every process's RNGs, and every process
+reads it to resume. It is written (atomically,
 replacing the last one) after each epoch but the last, and when a signal stops the seed
 (foundation/training/stop.py); the caller deletes it once the seed's record is in results.json, so a run
 directory keeps at most one per seed being trained.
@@ -22,7 +24,7 @@ from torch.utils.data import DataLoader
 
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
-from foundation.training import stop
+from foundation.training import distributed, stop
 from foundation.training.rng import restore_rng, rng_state
 
 STATE_FORMAT = 1
@@ -70,6 +72,7 @@ class SeedState:
         self.saved = _load(path, self.identity) if path is not None and path.is_file() else None
         self.point = LoopPoint(**self.saved["point"]) if self.saved else LoopPoint()
         self._generator: torch.Generator | None = None  # the sampler's, which draws each epoch's order
+        self._replicas = distributed.Context(0, 1, torch.device("cpu"))  # the processes training the seed
         self._epoch_order: torch.Tensor | None = None  # its state at the current epoch's start
 
     @property
@@ -79,11 +82,12 @@ class SeedState:
             return []
         return [*self.saved["resumes"], {"epoch": self.point.epoch, "step": self.point.step}]
 
-    def start(self, parts: Parts) -> LoopPoint:
+    def start(self, parts: Parts, replicas: distributed.Context | None = None) -> LoopPoint:
         """The saved state restored into the parts (the RNGs follow in `batches`), and the point to go on
         from (a fresh seed: LoopPoint()); from here a signal stops the seed at a step boundary, with its
         state saved. A part the state lacks (fp16's scaler, in a state saved before it was kept) starts
-        afresh."""
+        afresh. `replicas`: the processes training the seed under torchrun (one without)."""
+        self._replicas = replicas or self._replicas
         if self.path is not None:
             stop.arm()
         if self.saved is not None:
@@ -106,26 +110,43 @@ class SeedState:
         self._epoch_order = self._generator.get_state()
         before_iterator = resumed and not self.point.epoch_steps and not (loader.persistent_workers and epoch)
         if before_iterator:
-            restore_rng(self.saved["rng"])
+            self._restore_rng()
         iterator = iter(loader)
         if resumed:
             for _ in range(self.point.epoch_steps):  # collated and dropped: data only, no random draws
                 next(iterator)
             if not before_iterator:
-                restore_rng(self.saved["rng"])
+                self._restore_rng()
         yield from iterator
+
+    def _restore_rng(self) -> None:
+        """This process's saved generators: rank 0's are "rng", rank r's "rank_rngs"[r - 1]. A state saved
+        by another number of processes has none for rank r: it draws afresh from its own seeded stream
+        advanced by the step (dropout's masks then differ from an unbroken run's, as another seed's do)."""
+        rank = self._replicas.rank
+        others = self.saved.get("rank_rngs", [])
+        if not rank:
+            restore_rng(self.saved["rng"])
+        elif len(others) == self._replicas.world_size - 1:
+            restore_rng(others[rank - 1])
+        else:
+            torch.manual_seed(torch.initial_seed() + self.point.step)
 
     def save(self, parts: Parts, point: LoopPoint) -> None:
         """Write `point` (with the parts' states and the RNGs) over the seed's last state, atomically."""
         if self.path is None:
             return
-        # At an epoch's end the generator already stands at the next epoch's start.
-        order = self._epoch_order if point.epoch_steps else self._generator.get_state()
-        saved = {"format": STATE_FORMAT, "identity": self.identity, "resumes": self.resumes,
-                 "point": _plain(point), **{name: part.state_dict() for name, part in parts.items()},
-                 "rng": rng_state(), "epoch_order": order}
-        with atomic.staged_file(self.path) as temporary:
-            torch.save(saved, temporary)
+        rngs = distributed.gather(self._replicas, rng_state())  # every process calls save
+        if self._replicas.is_main:
+            # At an epoch's end the generator already stands at the next epoch's start.
+            order = self._epoch_order if point.epoch_steps else self._generator.get_state()
+            saved = {"format": STATE_FORMAT, "identity": self.identity, "resumes": self.resumes,
+                     "point": _plain(point), **{name: part.state_dict() for name, part in parts.items()},
+                     "rng": rngs[0], "epoch_order": order} | ({"rank_rngs": rngs[1:]} if rngs[1:] else {})
+            with atomic.staged_file(self.path) as temporary:
+                torch.save(saved, temporary)
+        # the others wait for the file: one that went on and exited (a stop) would make torchrun end rank 0
+        distributed.barrier(self._replicas)
 
     def stop(self, parts: Parts, point: LoopPoint) -> None:
         """A signal asked for a stop at this step boundary: save, then raise stop.Stopped."""
@@ -161,6 +182,7 @@ def _load(path: Path, identity: dict[str, Any]) -> dict:
     # of hours of training, written by another version); the message says how.
     parts = {"identity": dict, "point": dict, "resumes": list, "rng": dict, "epoch_order": torch.Tensor}
     lacking = [key for key, expected in parts.items() if not isinstance(saved.get(key), expected)]
+    lacking += [] if isinstance(saved.get("rank_rngs", []), list) else ["rank_rngs"]
     if not lacking:
         try:
             LoopPoint(**saved["point"])

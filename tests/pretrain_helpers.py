@@ -44,7 +44,7 @@ def micro_setup(**settings):
     """`build_setup` of the micro preset on the CPU, with a 60-word stand-in tokenizer (no corpus)."""
     from types import SimpleNamespace
 
-    from pretrain.distributed import Context
+    from foundation.training.distributed import Context
     from pretrain.prepare import build_setup
 
     class Tokenizer(SimpleNamespace):

@@ -44,6 +44,8 @@ def handle(args) -> int:
     results = runner.run(Job(model=args.model, description=description,
                              settings=evaluation_settings(settings), output_dir=output_dir,
                              task_file_dir=base, tracking_uri=args.tracking_uri, evaluate_only=True))
+    if results is None:  # a torchrun process but rank 0, which reports
+        return 0
     print(runner.summary(results))
     print(f"\nresults: {output_dir / 'results.json'}")
     return 0

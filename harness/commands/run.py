@@ -64,6 +64,8 @@ def handle(args) -> int:
     results = runner.run(Job(model=args.model, description=description, settings=settings,
                              output_dir=output_dir, seeds=args.seeds, task_file_dir=base,
                              tracking_uri=args.tracking_uri, search=origin))
+    if results is None:  # a torchrun process but rank 0, which reports
+        return 0
     print(runner.summary(results))
     _remeasured(results, origin)
     print(f"\nresults: {output_dir / 'results.json'}")

@@ -16,7 +16,7 @@ from foundation.models.hub import needs_remote_code
 from foundation.models.identity import ModelIdentity, identify
 from foundation.models.presets import size_of
 from foundation.models.resolve import resolve_model
-from foundation.training import placement
+from foundation.training import distributed, placement
 from tasks.config import FinetuneConfig, fit_max_length, head_for
 
 
@@ -67,7 +67,7 @@ def load(model: str, precision: str, trust_remote_code: bool = False) -> ModelSe
     tokenizer = _tokenizer(model_path, trust_remote_code)
     check_checkpoint(model_path, model_config, tokenizer)  # damaged or mismatched files: one line, now
     identity = identify(model, model_path, written)
-    device = placement.pick_device("auto")
+    device = placement.pick_device("auto", distributed.local_rank())  # under torchrun: cuda:LOCAL_RANK
     used = placement.resolve_precision(precision, device)
     attention = _supported(placement.resolve_attention("auto", device, used), model_config)
     shape = (model_config.hidden_size, model_config.num_hidden_layers)

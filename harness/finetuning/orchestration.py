@@ -10,8 +10,9 @@ nothing between calls: what `prepare` reads and resolves is the `FinetuningPlan`
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -20,7 +21,7 @@ import torch
 import transformers
 
 from foundation.infra.errors import UserError
-from foundation.training import stop
+from foundation.training import distributed, stop
 from foundation.training.quiet import quiet_libraries
 from harness.config import as_dict
 from harness.finetuning import evaluation, mlflow_logging, model_setup, preflight, records, results_file
@@ -103,22 +104,76 @@ class Finetuning(Protocol[P]):
 @quiet_libraries()  # the loop's own bar or lines cover tokenising, loading and saving
 @stop.handled()  # SIGTERM or Ctrl-C: the seed's state saved at the next step, then Stopped
 def run_finetuning(invocation: Invocation, finetuning: Finetuning[Any],
-                   progress: bool | None = None) -> results_schema.ResultsBody:
-    """Fine-tune and evaluate; resumes (task, seed) pairs already in output_dir/results.json."""
+                   progress: bool | None = None) -> results_schema.ResultsBody | None:
+    """Fine-tune and evaluate; resumes (task, seed) pairs already in output_dir/results.json.
+
+    Under `torchrun` every process trains each seed with DDP (tasks/data_parallel.py) and rank 0 alone
+    evaluates, writes and reports; the others return None."""
     if invocation.seeds < 1:
         raise UserError(f"--seeds must be at least 1 (got {invocation.seeds})")
     if invocation.config.class_weights != "none" and not getattr(finetuning, "weighs_classes", False):
         class_weights_refused(invocation.config)  # before anything is loaded or written
     if invocation.config.long_text != "truncate" and not getattr(finetuning, "reads_windows", False):
         long_text_refused(invocation.config)
-    started = time.perf_counter()
+    processes = distributed.world_size()
+    if invocation.config.batch_size % processes:
+        raise UserError(f"batch_size={invocation.config.batch_size} does not split over torchrun's "
+                        f"{processes} processes, each of which takes batch_size/{processes} of every step's "
+                        f"examples; choose a multiple of {processes}")
+    with distributed.process_group("auto") as replicas:
+        # rank 0's output folder everywhere: a default one is named for the time each process read
+        output_dir = Path(distributed.gather(replicas, str(invocation.output_dir))[0])
+        if replicas.is_main:
+            return _run(invocation, finetuning, replicas, progress)
+        _follow(replace(invocation, output_dir=output_dir), finetuning, replicas)
+        return None
+
+
+def _plan(invocation: Invocation, finetuning: Finetuning[Any]
+          ) -> tuple[ModelSetup, FinetuneConfig, Invocation, FinetuningPlan]:
+    """The model and device, the config as recorded, and the kind's plan: what every process reads."""
     setup = model_setup.load(invocation.model, invocation.config.precision,
                              invocation.config.trust_remote_code)
     config = model_setup.for_model(invocation.config, setup)  # head=auto recorded as the head it stands for
     if invocation.evaluate_only:  # one pass of the checkpoint as it is (harness eval sets head=hf: its own)
         evaluation.require_head(setup, finetuning.head_architecture)
         invocation = replace(invocation, seeds=1)
-    plan = finetuning.prepare(setup)
+    return setup, config, invocation, finetuning.prepare(setup)
+
+
+def _follow(invocation: Invocation, finetuning: Finetuning[Any], replicas: distributed.Context) -> None:
+    """A torchrun process but rank 0: the seeds rank 0 trains, trained in step with it; nothing written."""
+    setup, _, invocation, plan = _plan(invocation, finetuning)
+    for task, config in plan.configs.items():
+        built = finetuning.build(plan, task, setup)
+        for seed in _seeds(invocation, task, None, replicas):
+            if invocation.evaluate_only:  # rank 0 scores the checkpoint alone
+                continue
+            seed_config = replace(config, seed=seed)
+            state = _seed_state(invocation, task, seed_config, setup)
+            with contextlib.suppress(FloatingPointError):  # all diverge at one step (one global loss)
+                train_seed(finetuning.load_model, built, seed_config, setup,
+                           LoopIO(progress=False, state=state))
+
+
+def _seeds(invocation: Invocation, task: str, results: results_schema.ResultsBody | None,
+           replicas: distributed.Context) -> Iterator[int]:
+    """The task's seeds to train, the same in every process: rank 0 reads them from results.json
+    (`results`, None elsewhere) and says; a signal to any process stops them all before the next seed."""
+    for seed in range(invocation.config.seed, invocation.config.seed + invocation.seeds):
+        done = results is not None and results_schema.is_done(results, task, seed)
+        if distributed.from_main(replicas, float(done)):
+            continue
+        if distributed.any_process(replicas, stop.requested() is not None):
+            raise stop.stopped(f"before {task} seed {seed} (the seeds done are in results.json)")
+        yield seed
+
+
+def _run(invocation: Invocation, finetuning: Finetuning[Any], replicas: distributed.Context,
+         progress: bool | None) -> results_schema.ResultsBody:
+    """Rank 0's (or the one process's) run: results.json, MLflow, each seed, the summary."""
+    started = time.perf_counter()
+    setup, config, invocation, plan = _plan(invocation, finetuning)
     model = results_schema.ModelBlock(name=invocation.model, path=setup.model_path, family=setup.family,
                                       recipe=setup.recipe)
     fresh = records.fresh_results(finetuning.results_format, model, config, plan.tasks, invocation.seeds,
@@ -142,10 +197,9 @@ def run_finetuning(invocation: Invocation, finetuning: Finetuning[Any],
                                "evaluated": str(invocation.evaluate_only).lower()} | output_dir):
         for task, config in plan.configs.items():
             built = finetuning.build(plan, task, setup)
-            seeds = range(invocation.config.seed, invocation.config.seed + invocation.seeds)
-            records.say_resumed(results, task, seeds)
-            for seed in (s for s in seeds if not results_schema.is_done(results, task, s)):
-                stop.raise_if_requested(f"before {task} seed {seed} (the seeds done are in results.json)")
+            records.say_resumed(results, task, range(invocation.config.seed,
+                                                     invocation.config.seed + invocation.seeds))
+            for seed in _seeds(invocation, task, results, replicas):
                 seed_config = replace(config, seed=seed)
                 try:
                     results["runs"].append(_run_seed(invocation, finetuning, plan, built, task, seed_config,
@@ -174,8 +228,7 @@ def _run_seed(invocation: Invocation, finetuning: Finetuning[Any], plan: Finetun
 
     A seed killed or stopped mid-way goes on from its saved state (tasks/finetune_state.py); its record
     and MLflow run say from where."""
-    state = finetune_state.SeedState(finetune_state.seed_path(invocation.output_dir, task, config.seed),
-                                     {"model": setup.model_path} | as_dict(config))
+    state = _seed_state(invocation, task, config, setup)
     if state.resumes:
         point = state.resumes[-1]
         print(f"resume {task} seed {config.seed}: from epoch {point['epoch'] + 1} step {point['step']} "
@@ -198,6 +251,13 @@ def _run_seed(invocation: Invocation, finetuning: Finetuning[Any], plan: Finetun
                            invocation.output_dir / "models" / f"{task}-seed{config.seed}")
     resumed = {"resumed": state.resumes} if state.resumes else {}
     return records.seed_record(task, config, result, score, **fields, **resumed)
+
+
+def _seed_state(invocation: Invocation, task: str, config: FinetuneConfig,
+                setup: ModelSetup) -> finetune_state.SeedState:
+    """The seed's saved state, resumed only by a run with the same model and settings."""
+    return finetune_state.SeedState(finetune_state.seed_path(invocation.output_dir, task, config.seed),
+                                    {"model": setup.model_path} | as_dict(config))
 
 
 def train_seed(load_model: LoadModel, built: TaskAdapter, config: FinetuneConfig, setup: ModelSetup,

@@ -1,8 +1,13 @@
-"""Process group for `torchrun`: gloo on CPU, nccl on GPU; a no-op for a single process."""
+"""Process group for `torchrun`: gloo on CPU, nccl on GPU; a no-op for a single process.
+
+Both training loops use it (pre-training's, and fine-tuning's one seed across processes).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -27,19 +32,58 @@ class Context:
         return self.world_size > 1
 
 
+def world_size() -> int:
+    """How many processes `torchrun` started for this run (1 without torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def local_rank() -> int:
+    """This process's index on its machine under `torchrun` (0 without): its GPU's index."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def launch_command() -> str | None:
+    """How a user starts this command again: `harness`, or torchrun's form for one machine; None in a
+    torchrun process but rank 0, which speaks for them all."""
+    if world_size() == 1:
+        return "harness"
+    if int(os.environ.get("RANK", "0")):
+        return None
+    return f"torchrun --nproc_per_node {os.environ.get('LOCAL_WORLD_SIZE', world_size())} -m harness.cli"
+
+
 def start(device_setting: str) -> Context:
     """Join the process group that `torchrun` describes in the environment, if any."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = placement.pick_device(device_setting, local_rank)
-    if world_size > 1 and not dist.is_initialized():
+    processes = world_size()
+    device = placement.pick_device(device_setting, local_rank())
+    if processes > 1 and not dist.is_initialized():
         if device.type == "cuda":
             torch.cuda.set_device(device)
         # Rank 0 tokenises the corpus while the others wait at a barrier: allow hours, not 30 min.
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
                                 timeout=timedelta(hours=6))
     rank = dist.get_rank() if dist.is_initialized() else 0
-    return Context(rank, world_size, device)
+    return Context(rank, processes, device)
+
+
+@contextlib.contextmanager
+def process_group(device_setting: str) -> Iterator[Context]:
+    """`start`'s Context while the block runs; the group is left at its end where the block joined it
+    (a process that left torchrun's group cannot join it again, so one joined before stays)."""
+    joins = world_size() > 1 and not dist.is_initialized()
+    context = start(device_setting)
+    try:
+        yield context
+    finally:
+        if joins:
+            teardown(context)
+
+
+def current(device: torch.device) -> Context:
+    """The process group `start` joined, as a Context on `device`; one process where none was joined."""
+    if not dist.is_initialized():
+        return Context(0, 1, device)
+    return Context(dist.get_rank(), dist.get_world_size(), device)
 
 
 def teardown(context: Context) -> None:
