@@ -16,11 +16,13 @@ from harness.grid.display import GridProgress
 from harness.grid.units import Unit, read_spec, write_spec
 from tasks.config import FinetuneConfig
 from tasks.glue_task import GlueDescription
-from tests import mlflow_store
+from tests import grid_fixtures, mlflow_store
 from tests.conftest import run_cli
 from tests.fixtures_processes import mlflow_store_copy
-from tests.grid_fixtures import (GRID_SEEDS, grid_args, grid_glue, grid_models, records,  # noqa: F401
-                                 single_runs)
+from tests.grid_fixtures import GRID_SEEDS, grid_args, records
+
+# the shared set-up's session fixtures, here by name (tests/grid_fixtures.py)
+grid_models, grid_glue, single_runs = grid_fixtures.grid_models, grid_fixtures.grid_glue, grid_fixtures.single_runs
 
 
 def test_models_expand_from_globs_and_files_in_order(tmp_path):
