@@ -169,3 +169,14 @@ def test_a_failing_unit_stops_no_other_and_is_listed_with_its_retry(tiny_model, 
     assert f"grid: 1 of 2 units failed; retry what is missing with: harness {shlex.join(args)}" in out
     assert [r["task"] for r in json.loads((tmp_path / "out" / "tiny" / "results.json").read_text())["runs"]] \
         == ["rte"]
+
+
+def test_a_unit_with_bad_input_exits_2_in_one_line(tmp_path, glue_data, capsys):
+    from harness.grid import unit as unit_module
+
+    unit = Unit(kind="glue", model=str(tmp_path / "missing"), task="rte", seed=0, output_dir=tmp_path / "out",
+                description={"tasks": "rte", "data_dir": str(glue_data)}, settings=({},))
+    code = unit_module.main([str(write_spec(unit, tmp_path))])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("harness: error: model directory") and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
