@@ -100,10 +100,11 @@ def main() -> None:
         for workers in map(int, args.workers.split(",")):
             named = [word for model in models for word in ("--model", model)]
             rows.append((f"pool, {workers} worker{'s' * (workers > 1)}", timed(
-                [sys.executable, "-m", "harness.cli", "run", "glue", *named, "--data-dir", str(data), "--tasks",
-                 args.tasks, "--seeds", str(args.seeds), "--workers", str(workers), "--output-dir",
-                 str(root / f"pool{workers}"), "--tracking-uri", "none", *SETTINGS], env)))
-        print(f"| {'setup':24} | wall s | units/hour | vs serial |\n|{'-' * 26}|--------|------------|-----------|")
+                [sys.executable, "-m", "harness.cli", "run", "glue", *named, "--data-dir", str(data),
+                 "--tasks", args.tasks, "--seeds", str(args.seeds), "--workers", str(workers),
+                 "--output-dir", str(root / f"pool{workers}"), "--tracking-uri", "none", *SETTINGS], env)))
+        print(f"| {'setup':24} | wall s | units/hour | vs serial |")
+        print(f"|{'-' * 26}|--------|------------|-----------|")
         for name, wall in rows:
             print(f"| {name:24} | {wall:6.1f} | {units * 3600 / wall:10.0f} | {rows[0][1] / wall:8.2f}x |")
     finally:
