@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
+    args.argv = list(argv)  # what a grid prints as the command that retries it
     try:
         return args.handler(args) or 0
     except UserError as error:

@@ -273,6 +273,12 @@ def as_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+def from_dict(cls: type[C], values: Mapping[str, Any]) -> C:
+    """The config as_dict() gave `values` (read back from JSON: lists become tuples again)."""
+    hints = typing.get_type_hints(cls)
+    return cls(**{key: _coerce(value, hints[key]) for key, value in values.items()})
+
+
 def load_settings(classes: Sequence[type], config_file: str | None, overrides: Sequence[str]) -> tuple:
     """One config of each class from one flat TOML file and key=value list; each key goes to the config that
     has it (items without `=` to the first, whose check reports them). Torch-free, so a command checks its

@@ -8,7 +8,7 @@ tasks/glue.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -74,6 +74,15 @@ class GlueDescription:
     def glue_tasks(self) -> tuple[GlueTask, ...]:
         """The described tasks, in registry order, or a UserError naming the unknown ones."""
         return tuple(parse_tasks(self.tasks))
+
+    def grid_tasks(self) -> tuple[str, ...]:
+        """The tasks a grid trains a unit each (results.json's names): the trained; AX rides with MNLI."""
+        return tuple(task.name for task in self.glue_tasks() if task.predicted_by is None)
+
+    def for_task(self, name: str) -> GlueDescription:
+        """This description restricted to one trained task and the tasks its model predicts (MNLI: AX)."""
+        kept = [task.name for task in self.glue_tasks() if name in (task.name, task.predicted_by)]
+        return replace(self, tasks=",".join(kept))
 
     @staticmethod
     def listed() -> list[str]:

@@ -80,6 +80,14 @@ class SquadDescription:
     def task(self) -> SquadTask:
         return squad_task(self.version)
 
+    def grid_tasks(self) -> tuple[str, ...]:
+        """The one task a grid trains per model and seed (results.json's name)."""
+        return (self.task.name,)
+
+    def for_task(self, name: str) -> SquadDescription:
+        """The description of grid_tasks()'s one task: itself."""
+        return self
+
     @property
     def output_name(self) -> str:
         """The word a run's default output folder takes after the model's name: the version's task."""

@@ -106,6 +106,15 @@ class TaggingDescription:
         if self.tag_column == 0:
             raise ValueError("tag_column 0 is the word; the tag is a later column (default -1: the last)")
 
+    def grid_tasks(self) -> tuple[str, ...]:
+        """The one task a grid trains per model and seed (results.json's name, as tasks/tagging_data.py
+        names it)."""
+        return (self.name or self.task or Path(self.train).stem,)
+
+    def for_task(self, name: str) -> TaggingDescription:
+        """The description of grid_tasks()'s one task: itself."""
+        return self
+
     @property
     def output_name(self) -> str:
         """The word after the model's name in a default output folder: the task's name or its data's."""

@@ -100,7 +100,7 @@ def read(config: TextDescription, base: Path | None = None,
     if headline not in metrics:
         raise UserError(f"metric {headline!r} does not score a {problem} task; choose one of "
                         f"{', '.join(metrics)}")
-    name = config.name or _default_name(config)
+    name = config.task_name
     from tasks.registry import GLUE_TASKS, SQUAD_TASKS
 
     if name in GLUE_TASKS or name in {t.name for t in SQUAD_TASKS.values()}:
@@ -482,8 +482,3 @@ def description_of(record: dict) -> TextDescription:
     described["text"] = tuple(described["text"])
     return TextDescription(**described)
 
-
-def _default_name(config: TextDescription) -> str:
-    if config.dataset:
-        return config.dataset.rstrip("/").split("/")[-1]
-    return Path(config.train or config.dev).stem

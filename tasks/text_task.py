@@ -146,6 +146,24 @@ class TextDescription:
             raise ValueError("; ".join(problems))
 
     @property
+    def task_name(self) -> str:
+        """The task's name in results.json: --name, else the data set's name or the train (or dev) file's
+        stem."""
+        if self.name:
+            return self.name
+        if self.dataset:
+            return self.dataset.rstrip("/").split("/")[-1]
+        return Path(self.train or self.dev).stem
+
+    def grid_tasks(self) -> tuple[str, ...]:
+        """The one task a grid trains per model and seed (results.json's name)."""
+        return (self.task_name,)
+
+    def for_task(self, name: str) -> TextDescription:
+        """The description of grid_tasks()'s one task: itself."""
+        return self
+
+    @property
     def output_name(self) -> str:
         """The word after the model's name in a default output folder: the task's name or its data's."""
         return self.name or Path(self.train or self.dataset or "data").stem

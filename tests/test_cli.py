@@ -255,20 +255,21 @@ def test_bad_arguments(case, tiny_model, glue_data, tmp_path, capsys):
 
 
 def test_bad_model_and_data(tiny_model, glue_data, tmp_path, capsys):
+    # (model, extra arguments, message): a second --model would make a grid of two (tests/test_grid.py)
     cases = [
-        (["--model", "electra-huge"], "unknown model 'electra-huge'; choose one of electra-small"),
-        (["--model", str(tmp_path / "nope")], "does not exist"),
-        (["--data-dir", str(tmp_path / "nodata")], "GLUE data directory"),
+        ("electra-huge", [], "unknown model 'electra-huge'; choose one of electra-small"),
+        (tmp_path / "nope", [], "does not exist"),
+        (tiny_model, ["--data-dir", str(tmp_path / "nodata")], "GLUE data directory"),
     ]
     no_weights = write_tiny_model(tmp_path / "noweights")
     (no_weights / "model.safetensors").unlink()
     capsys.readouterr()  # drop the fixture's own save progress output
-    cases.append((["--model", str(no_weights)], "has a config.json but no weights"))
+    cases.append((no_weights, [], "has a config.json but no weights"))
     (glue_data / "RTE" / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\n")
-    cases.append(([], "dev.tsv:2: expected 4 tab-separated fields, found 3"))
-    for extra, message in cases:
-        code, _, err = run_cli(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte") + extra, capsys)
-        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (extra, err)
+    cases.append((tiny_model, [], "dev.tsv:2: expected 4 tab-separated fields, found 3"))
+    for model, extra, message in cases:
+        code, _, err = run_cli(glue_args(model, glue_data, tmp_path, "--tasks", "rte") + extra, capsys)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, (model, extra, err)
         assert "Traceback" not in err and not (tmp_path / "out").exists()
 
 

@@ -48,6 +48,7 @@ FEATURES = {
     "deploy": {"finetuning", "tracking"},  # harness export onnx
     "experiments": {"finetuning", "pretraining", "deploy", "tracking"},  # experiment, demo, compare
     "publish": set(),  # harness card and push: a run's saved models, their cards, the Hub upload
+    "grid": {"finetuning", "tracking"},  # many models x tasks x seeds: a local pool or Slurm, one driver
 }
 # kinds: the registry of kinds of task; api and api_results: the Python API (`import harness`), over the features
 HARNESS_TOP = {"harness", "harness.cli", "harness.config", "harness.kinds", "harness.api", "harness.api_results"}

@@ -46,12 +46,19 @@ def log_epoch(epoch: int, row: dict[str, float]) -> None:
 
 def log_final(result: FinetuneResult) -> float:
     """Log the final dev metrics and speed; return the run's score."""
-    final = {f"final_{split}_{name}": value for split, values in result.metrics.items()
-             for name, value in values.items()}
-    final["final_score"] = task_score(result.metrics)
-    mlflow_runs.log_metrics(final | {"train_examples_per_s": result.train_examples_per_s,
-                                  "train_time_s": result.train_time_s})
+    final = final_metrics(result.metrics, result.train_examples_per_s, result.train_time_s)
+    mlflow_runs.log_metrics(final)
     return final["final_score"]
+
+
+def final_metrics(metrics: Mapping[str, Mapping[str, float]], train_examples_per_s: float,
+                  train_time_s: float) -> dict[str, float]:
+    """A seed's final MLflow metrics: each split's dev metrics, its score and its speed (a live run's, and
+    the grid driver's from results.json)."""
+    final = {f"final_{split}_{name}": value
+             for split, values in metrics.items() for name, value in values.items()}
+    final["final_score"] = task_score(metrics)
+    return final | {"train_examples_per_s": train_examples_per_s, "train_time_s": train_time_s}
 
 
 def log_intervals(summary: Mapping[str, dict], glue: Mapping | None = None) -> None:

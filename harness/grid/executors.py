@@ -1,10 +1,21 @@
-"""What runs a grid's units: an executor starts them and reports each one's state to the driver."""
+"""What runs a grid's units: an executor starts them and reports each one's state to the driver.
+
+The executors are rows of one registry (as harness/kinds.py lists the kinds): a name for `--executor`, the
+class that runs units ("module:attribute", loaded when used: building the CLI parser imports none of
+them) and the settings class its flags come from (declared with `setting(flag=...)`, so `--help` and the
+flags follow from the fields). A new executor (Slurm) is its module plus one row.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from foundation.infra.errors import UserError
+from foundation.infra.settings import Flag, setting
 from harness.grid.units import State, Unit
 
 
@@ -19,7 +30,7 @@ class Handle(Protocol):
 
 
 class Executor(Protocol):
-    """The local pool or Slurm."""
+    """The local pool or Slurm, made from its settings (ExecutorRow.settings) by `Executor(settings)`."""
 
     name: str
 
@@ -31,3 +42,86 @@ class Executor(Protocol):
 
     def cancel(self) -> None:
         """Stop what is queued or running (the driver's Ctrl-C)."""
+
+
+@dataclass(frozen=True)
+class ExecutorRow:
+    """One executor: its `--executor` name, its class and its settings class ("module:attribute")."""
+
+    name: str
+    executor: str
+    settings: str
+
+
+EXECUTORS: dict[str, ExecutorRow] = {row.name: row for row in [
+    ExecutorRow("local", "harness.grid.local:LocalPool", "harness.grid.executors:LocalSettings"),
+]}
+
+
+@dataclass(frozen=True)
+class GridSettings:
+    """The driver's own settings: which executor, and which slice of the grid."""
+
+    executor: str = setting("local", role="runtime", flag=Flag("--executor", choices=EXECUTORS), help=(
+        "what runs the units: local, a pool of worker processes on this machine"))
+    shard: str = setting("", role="runtime", flag=Flag("--shard", "K/N"), help=(
+        "run only the K-th of N deterministic slices of the grid (1 <= K <= N), for any array-job engine; "
+        "every slice into one --output-dir"))
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    """The local pool's settings."""
+
+    workers: int | None = setting(None, role="runtime", flag=Flag("--workers", "N"), help=(
+        "units side by side (default: one per GPU; on a CPU machine one per core, the cores split "
+        "among them as threads: one unit per core ran the most units an hour here, reports/results/"
+        "performance.md, 'The grid's local pool')"))
+    devices: str = setting("", role="runtime", flag=Flag("--devices", "0,2"), help=(
+        "the GPUs to use, one worker pinned to each with CUDA_VISIBLE_DEVICES (default: every one visible)"))
+
+    def __post_init__(self):
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"--workers must be at least 1 (got {self.workers}); leave it out for one a "
+                             "GPU, or one a core on a CPU machine")
+
+
+def add_grid_flags(parser: argparse.ArgumentParser) -> None:
+    """The grid's flags on `harness run KIND`: the driver's, then each executor's (from their settings)."""
+    from harness.config import add_flags
+    from harness.kinds import load
+
+    add_flags(parser, GridSettings, prefix="grid.")
+    for row in EXECUTORS.values():
+        add_flags(parser, load(row.settings), prefix="grid.")
+
+
+def given_flags(args: argparse.Namespace) -> list[str]:
+    """The grid flags the command line gave (any of them asks for the grid)."""
+    return sorted(key for key, value in vars(args).items() if key.startswith("grid.") and value is not None)
+
+
+def load_grid(args: argparse.Namespace) -> tuple[GridSettings, Executor]:
+    """The grid's settings and its executor, from the flags given; bad values as one UserError."""
+    from harness.config import load_config
+    from harness.kinds import load
+
+    def values(cls) -> list[str]:
+        return [f"{name}={getattr(args, 'grid.' + name)}" for name in cls.__dataclass_fields__
+                if getattr(args, "grid." + name, None) is not None]
+
+    grid = load_config(GridSettings, None, values(GridSettings))
+    row = EXECUTORS[grid.executor]
+    settings_class = load(row.settings)
+    mine = set(settings_class.__dataclass_fields__)
+    foreign = [key.removeprefix("grid.") for key in given_flags(args)
+               if key.removeprefix("grid.") not in mine | set(GridSettings.__dataclass_fields__)]
+    if foreign:
+        raise UserError(f"--{foreign[0].replace('_', '-')} is not a setting of --executor {grid.executor}; "
+                        "drop it or choose the executor it belongs to")
+    return grid, load(row.executor)(load_config(settings_class, None, values(settings_class)))
+
+
+def cpu_count() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -9,9 +9,12 @@ to a child process as a file, Slurm (submitit) pickles it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from foundation.infra import atomic
 
 State = Literal["queued", "running", "done", "failed"]
 
@@ -28,8 +31,42 @@ class Unit:
     description: dict[str, Any] = field(default_factory=dict)  # the kind's description, restricted to task
     settings: tuple[dict[str, Any], ...] = ()  # each settings class's values (FinetuneConfig first)
     gpus: int = 0  # GPUs the unit uses; over 1: the unit runs under torchrun, one process per GPU
+    task_file_dir: Path | None = None  # a --task-file's folder: the description's relative paths start there
 
     @property
     def name(self) -> str:
-        """How logs, the display and failures name it: MODEL/TASK/seedS."""
-        return f"{Path(self.model).name}/{self.task}/seed{self.seed}"
+        """How logs, the display and failures name it: RUN/TASK/seedS, RUN the model's run folder's name
+        (unique in a grid: two models never share a folder)."""
+        return f"{self.output_dir.name}/{self.task}/seed{self.seed}"
+
+    @property
+    def file_stem(self) -> str:
+        """The unit's name as one file name (its log, its spec): RUN.TASK.seedS."""
+        return self.name.replace("/", ".")
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec as JSON-ready values (paths as strings)."""
+        found = asdict(self)
+        found["output_dir"] = str(self.output_dir)
+        found["task_file_dir"] = str(self.task_file_dir) if self.task_file_dir else None
+        found["settings"] = list(self.settings)
+        return found
+
+    @classmethod
+    def from_json(cls, found: dict[str, Any]) -> Unit:
+        """The unit a to_json() spec describes."""
+        return cls(**found | {"output_dir": Path(found["output_dir"]), "settings": tuple(found["settings"]),
+                              "task_file_dir": Path(found["task_file_dir"]) if found.get("task_file_dir")
+                              else None})
+
+
+def write_spec(unit: Unit, folder: Path) -> Path:
+    """FOLDER/RUN.TASK.seedS.json, written whole: what `python -m harness.grid.unit SPEC` runs."""
+    path = folder / f"{unit.file_stem}.json"
+    atomic.write_json(path, unit.to_json())
+    return path
+
+
+def read_spec(path: Path) -> Unit:
+    """The unit a spec file describes."""
+    return Unit.from_json(json.loads(Path(path).read_text(encoding="utf-8")))

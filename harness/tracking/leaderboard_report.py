@@ -23,7 +23,7 @@ def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None
             raise UserError("harness report without --runs reads the MLflow leaderboard, and tracking is "
                             "off (--tracking-uri none): pass --runs RUN_DIR ... or a tracking URI")
         rows = rows_from_results(runs) + published_rows()
-        _write_files(rows, output)
+        write_files(rows, output)
         print(f"wrote {', '.join(str(output / name) for name in FILES)} (tracking off: nothing logged)")
         return
     uri = mlflow_leaderboard.check_reachable(tracking_uri)
@@ -34,7 +34,7 @@ def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None
         mlflow_leaderboard.upsert(published_rows(), uri)
         mlflow_leaderboard.rename_measured(uri)  # rows stored before rows were named get their names
         rows = mlflow_leaderboard.fetch(uri)
-    _write_files(rows, output)
+    write_files(rows, output)
     measured = sum(r.source == MEASURED for r in rows)
     run_id = _log_artifacts(output, uri, measured, len(rows) - measured)
     print(f"wrote {', '.join(str(output / name) for name in FILES)}")
@@ -45,7 +45,8 @@ def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None
     print(f"browse the leaderboard: {mlflow_leaderboard.browse_hint(uri)}")
 
 
-def _write_files(rows: list, output: Path) -> None:
+def write_files(rows: list, output: Path) -> None:
+    """The four files of `rows` in `output`."""
     # Render everything in memory first: a failure leaves the previous report untouched.
     png = plot.flops_vs_glue_png(rows)
     texts = {FILES[0]: render.markdown(rows), FILES[1]: render.to_csv(rows),

@@ -1,0 +1,113 @@
+"""The grid's driver: plan the units, skip the finished ones, run the rest through an executor, follow them
+in one display, then log them to MLflow, list the failures with the command that retries them, and show
+one leaderboard over every model.
+
+Rerunning the same command trains only what results.json does not hold yet: a failed, cancelled or
+preempted unit is retried (a stopped seed resumes from its saved state), a finished one never.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from foundation.training import stop
+from harness.grid import plan, tracking
+from harness.grid.display import GridProgress
+from harness.grid.executors import Executor, Handle
+
+POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One grid: the kind, its models and their run folders, what each unit trains, and how to retry."""
+
+    kind: str
+    models: tuple[str, ...]
+    output_dirs: tuple[Path, ...]  # each model's run folder
+    grid_dir: Path  # the units' specs and logs
+    description: Any  # the kind's task description (grid_tasks, for_task)
+    settings: tuple[Any, ...]  # FinetuneConfig, then the kind's own
+    seeds: int
+    retry: str  # the command line that retries what is missing: the same command, --output-dir given
+    shard: tuple[int, int] | None = None
+    task_file_dir: Path | None = None
+    tracking_uri: str | None = None
+    report_dir: Path | None = None  # where the leaderboard's files go; None: no report (a shard's slice)
+    progress: bool | None = None
+
+
+def run_grid(grid: Grid, executor: Executor) -> int:
+    """Run the grid's missing units; 0 when every unit is done, 1 when one failed, 130 on Ctrl-C."""
+    units = plan.shard(plan.plan_units(grid.kind, grid.models, grid.output_dirs, grid.description,
+                                       grid.settings, grid.seeds, grid.task_file_dir), grid.shard)
+    executor.check(units)
+    done = plan.finished(units)
+    pending = [unit for unit in units if unit.name not in done]
+    tasks = grid.description.grid_tasks()
+    slice_ = f", slice {grid.shard[0]}/{grid.shard[1]}" if grid.shard else ""
+    print(f"grid: {len(units)} units ({len(grid.models)} model{'s' * (len(grid.models) > 1)} x "
+          f"{len(tasks)} task{'s' * (len(tasks) > 1)} x {grid.seeds} seed{'s' * (grid.seeds > 1)}{slice_}) "
+          f"through the {executor.name} executor; logs in {grid.grid_dir / 'logs'}", flush=True)
+    if done:
+        print(f"grid: {len(done)} of {len(units)} units finished already"
+              + ("; nothing to train" if not pending else ""), flush=True)
+    failed: list[Handle] = []
+    if pending:
+        try:
+            failed = _follow(executor, executor.start(pending, grid.grid_dir), grid.progress)
+        except KeyboardInterrupt:
+            print(f"\ngrid: interrupted; stopping the running units (each saves its state)\n"
+                  f"rerun to go on: {grid.retry}", flush=True)
+            executor.cancel()
+            return 130
+    _log(grid)
+    for handle in failed:
+        print(f"failed: {handle.unit.name} (log: {handle.log})")
+    if failed:
+        print(f"grid: {len(failed)} of {len(units)} units failed; retry what is missing with: {grid.retry}")
+    return 1 if failed else 0
+
+
+def _follow(executor: Executor, handles: list[Handle], progress: bool | None) -> list[Handle]:
+    """Poll the units until each ended, showing the counts; the failed ones. SIGTERM, like Ctrl-C,
+    interrupts (the caller cancels the units)."""
+    shown = GridProgress(len(handles), progress)
+    with stop.handled():  # SIGTERM as KeyboardInterrupt: no loop is armed here
+        try:
+            while True:
+                states = [handle.state() for handle in handles]
+                shown.show(states)
+                if all(state in ("done", "failed") for state in states):
+                    return [h for h, state in zip(handles, states, strict=True) if state == "failed"]
+                time.sleep(POLL_S)
+        finally:
+            shown.close()
+
+
+def _log(grid: Grid) -> None:
+    """MLflow's runs of every finished unit, then one leaderboard over the models (and its files)."""
+    if grid.shard:  # the other slices may still run: one driver at the end logs and ranks them all
+        print("grid: once every slice has run, run the command without --shard: it trains nothing, logs "
+              "every unit to MLflow and shows the leaderboard")
+        return
+    folders = [d for d in grid.output_dirs if (d / "results.json").is_file()]
+    logged = tracking.log_units(grid.kind, folders, grid.tracking_uri)
+    if logged:
+        print(f"grid: {logged} fine-tuning{'s' * (logged > 1)} logged to MLflow's {grid.kind!r} experiment")
+    if grid.report_dir is None or not folders:
+        return
+    from harness.tracking import leaderboard_report, mlflow_leaderboard
+    from reports import render
+    from reports.leaderboard import published_rows, rows_from_results
+
+    paths = [folder / "results.json" for folder in folders]
+    mlflow_leaderboard.record(paths, grid.tracking_uri)
+    rows = rows_from_results(paths)
+    # the published rows too: the plot sets the models beside them where their FLOPs are known
+    leaderboard_report.write_files(rows + published_rows(), grid.report_dir)
+    print("\n" + render.markdown(rows))
+    print(f"leaderboard of the grid: {', '.join(str(grid.report_dir / n) for n in leaderboard_report.FILES)}")
