@@ -76,7 +76,9 @@ def _conf_text(root: Path, node: str, cpus: int, memory_mb: int) -> str:
         f"SlurmctldPort={ctld_port}",
         f"SlurmdPort={slurmd_port}",
         "SlurmUser=root", "SlurmdUser=root",
-        "AuthType=auth/munge", f"AuthInfo=socket={root / 'munge' / 'munge.socket'}", "CredType=cred/munge",
+        "AuthType=auth/munge", "CredType=cred/munge",
+        # a job that requeues itself waits for its credential to expire (120 s by default) before it starts
+        f"AuthInfo=socket={root / 'munge' / 'munge.socket'},cred_expire=5",
         f"StateSaveLocation={root / 'state'}", f"SlurmdSpoolDir={root / 'spool'}",
         f"SlurmctldPidFile={root / 'slurmctld.pid'}", f"SlurmdPidFile={root / 'slurmd.pid'}",
         f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}", f"SlurmdLogFile={root / 'log' / 'slurmd.log'}",
@@ -89,6 +91,8 @@ def _conf_text(root: Path, node: str, cpus: int, memory_mb: int) -> str:
         "SlurmdParameters=config_overrides", "ReturnToService=2",
         # scancel's SIGTERM is followed by SIGKILL after KillWait: time for a unit to save (default 30 s)
         "KillWait=10", "MinJobAge=600",
+        # a requeued job is started by the periodic scheduler passes (60 s and 30 s by default)
+        "SchedulerParameters=sched_interval=1,bf_interval=1",
         f"NodeName={node} NodeAddr=127.0.0.1 NodeHostname={socket.gethostname().split('.')[0]} "
         f"CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN",
         f"PartitionName={PARTITION} Nodes={node} Default=YES MaxTime=INFINITE State=UP",
