@@ -1,34 +1,12 @@
-"""The test Slurm cluster (tests/slurm.py) runs a job array through submitit, as the Slurm executor
-submits a grid; and a cluster whose session died is ended by the next one."""
+"""The test Slurm cluster (tests/slurm.py): a cluster whose session died is ended by the next session.
+(That the cluster runs a job array is tests/test_slurm_executor.py's first check.)"""
 
 from __future__ import annotations
 
 import os
 import subprocess
 
-import pytest
-
 from tests import slurm
-
-
-def _square_and_where(value: int) -> tuple[int, str]:
-    return value * value, os.environ["SLURM_ARRAY_TASK_ID"]
-
-
-@pytest.mark.slow
-def test_a_job_array_runs_on_the_cluster(on_slurm, tmp_path):
-    # the one check that the cluster the Slurm executor's tests use starts and runs an array (~3 s)
-    import submitit
-
-    executor = submitit.SlurmExecutor(folder=tmp_path / "%j")
-    executor.update_parameters(partition=on_slurm.partition, time=5, cpus_per_task=1, array_parallelism=2,
-                               stderr_to_stdout=True)
-    jobs = executor.map_array(_square_and_where, [1, 2, 3])
-    assert [job.result() for job in jobs] == [(1, "0"), (4, "1"), (9, "2")]
-    assert len({job.job_id.split("_")[0] for job in jobs}) == 1  # one array, three tasks
-    listed = subprocess.run(["squeue", "-h", "-t", "all", "-r", "-o", "%i %T", "-j", jobs[0].job_id.split("_")[0]],
-                            capture_output=True, text=True, check=True).stdout.split("\n")
-    assert sorted(line for line in listed if line) == [f"{job.job_id} COMPLETED" for job in jobs]
 
 
 def test_a_cluster_left_by_a_dead_session_is_ended_and_a_live_one_kept(tmp_path):

@@ -20,7 +20,7 @@ FAKE = Path(__file__).with_name("slurm_fake_unit.py")
 
 
 def _units(tmp_path: Path, *tasks: str) -> list[Unit]:
-    return [Unit("glue", "tiny", task, 0, tmp_path / "run") for task in tasks]
+    return [Unit("glue", "tiny", task, 0, tmp_path / "tiny") for task in tasks]
 
 
 def _executor(tmp_path: Path, steps: dict[str, int], fail: tuple[str, ...] = (), **settings) -> SlurmExecutor:
@@ -52,7 +52,7 @@ def test_units_run_as_one_array_each_with_its_log_and_a_failure_is_its_own(on_sl
     executor = _executor(tmp_path, {"rte": 2, "cola": 2, "stsb": 1}, fail=("cola",), array_parallelism=2)
     units = _units(tmp_path, "rte", "cola", "stsb")
     executor.check(units)
-    handles = executor.start(units, tmp_path / "logs")
+    handles = executor.start(units, tmp_path / "grid")
     assert len({handle.job_id.split("_")[0] for handle in handles}) == 1  # one array
     assert _wait(handles, _finished) == ["done", "failed", "done"]
     assert [handle.log.name for handle in handles] == ["tiny.rte.seed0.log", "tiny.cola.seed0.log",
@@ -69,7 +69,7 @@ def test_slurms_timeout_signal_saves_the_unit_requeues_it_and_it_resumes(on_slur
     # the one check of Slurm's time-limit signal on a real cluster: USR2 (submitit's --signal=USR2@90),
     # sent with scancel as slurmctld sends it; the unit saves, `scontrol requeue` runs it again (~12 s)
     executor = _executor(tmp_path, {"rte": 20})
-    (handle,) = executor.start(_units(tmp_path, "rte"), tmp_path / "logs")
+    (handle,) = executor.start(_units(tmp_path, "rte"), tmp_path / "grid")
     _wait([handle], lambda states: states == ["running"])
     _wait_for_line(handle.log, "step 3")
     subprocess.run(["scancel", "--signal=USR2", handle.job_id], check=True)
@@ -85,13 +85,13 @@ def test_slurms_timeout_signal_saves_the_unit_requeues_it_and_it_resumes(on_slur
 def test_a_unit_cancelled_mid_run_has_saved_and_a_new_start_resumes_it(on_slurm, tmp_path):
     # the one check of scancel on a real cluster: SIGTERM to the job's processes (~8 s)
     executor = _executor(tmp_path, {"rte": 12})
-    (handle,) = executor.start(_units(tmp_path, "rte"), tmp_path / "logs")
+    (handle,) = executor.start(_units(tmp_path, "rte"), tmp_path / "grid")
     _wait_for_line(handle.log, "step 2")
     executor.cancel()
     assert _wait([handle], _finished) == ["failed"]
     saved = json.loads((tmp_path / "rte.state").read_text())["step"]
     assert 2 <= saved < 12
-    (again,) = executor.start(_units(tmp_path, "rte"), tmp_path / "logs")  # what rerunning the grid does
+    (again,) = executor.start(_units(tmp_path, "rte"), tmp_path / "grid")  # what rerunning the grid does
     assert _wait([again], _finished) == ["done"]
     assert again.log.name == "tiny.rte.seed0.log" and f"resume from step {saved}" in again.log.read_text()
 
@@ -107,7 +107,7 @@ def _wait_for_line(log: Path, line: str, timeout_s: float = 30.0) -> None:
 
 @pytest.mark.parametrize(("settings", "message"), [
     ({"partition": "nope"}, "Slurm has no partition 'nope' (sinfo lists them); fix --partition"),
-    ({"sbatch_extra": ("--no-such-option=1",)},
+    ({"sbatch_extra": "--no-such-option=1"},
      "sbatch refused an option of --sbatch-extra (unrecognized option '--no-such-option=1'); see sbatch --help"),
 ])
 def test_slurm_settings_it_refuses_are_one_line_and_nothing_is_submitted(on_slurm, tmp_path, settings, message):
@@ -131,20 +131,20 @@ def test_without_sbatch_on_path_the_executor_says_so(tmp_path, monkeypatch):
 
 def test_settings_become_submitit_parameters_and_a_file_fills_what_flags_leave():
     settings = SlurmSettings(partition="gpu", gpus_per_unit=1, mem_gb_per_unit=1.5,
-                             sbatch_extra=("--qos=high", "--exclusive"))
+                             sbatch_extra="--qos=high --mail-type=BEGIN,END --exclusive")
     assert sbatch_parameters(settings) == {
         "time": 60, "cpus_per_task": 1, "stderr_to_stdout": True, "job_name": "harness-grid",
-        "additional_parameters": {"qos": "high", "exclusive": True}, "partition": "gpu", "gpus_per_node": 1,
+        "additional_parameters": {"qos": "high", "mail-type": "BEGIN,END", "exclusive": True}, "partition": "gpu", "gpus_per_node": 1,
         "mem": "1536MB"}
     with pytest.raises(ValueError, match="sbatch_extra option '-q' is not in the long form"):
-        SlurmSettings(sbatch_extra=("-q",))
+        SlurmSettings(sbatch_extra="-q high")
 
 
 def test_a_toml_slurm_table_fills_the_settings_and_a_flag_given_wins(tmp_path):
     config = tmp_path / "slurm.toml"
-    config.write_text('[slurm]\npartition = "gpu"\ncpus_per_unit = 4\nsbatch_extra = ["--qos=high"]\n')
+    config.write_text('[slurm]\npartition = "gpu"\ncpus_per_unit = 4\nsbatch_extra = "--qos=high"\n')
     settings = with_file(SlurmSettings(slurm_config=str(config), cpus_per_unit=2))
-    assert (settings.partition, settings.cpus_per_unit, settings.sbatch_extra) == ("gpu", 2, ("--qos=high",))
+    assert (settings.partition, settings.cpus_per_unit, settings.sbatch_extra) == ("gpu", 2, "--qos=high")
     config.write_text('partition = "gpu"\n')
     with pytest.raises(UserError, match=r"has no \[slurm\] table; put the Slurm settings under \[slurm\]$"):
         with_file(SlurmSettings(slurm_config=str(config)))

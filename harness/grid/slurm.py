@@ -14,6 +14,7 @@ Torch-free and submitit-free at import: the CLI builds its flags from SlurmSetti
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -53,9 +54,9 @@ class SlurmSettings:
         "memory each unit gets (0: the partition's default)"))
     array_parallelism: int = setting(0, role="runtime", flag=Flag("--array-parallelism", "N"), help=(
         "at most this many units of the array run at once (0: as many as Slurm starts)"))
-    sbatch_extra: tuple[str, ...] = setting((), role="runtime", flag=Flag("--sbatch-extra", "OPTION",
-                                                                               repeat=True), help=(
-        "an extra sbatch option in its long form, e.g. --sbatch-extra=--qos=high (repeat for more)"))
+    sbatch_extra: str = setting("", role="runtime", flag=Flag("--sbatch-extra", "OPTIONS"), help=(
+        "extra sbatch options in their long form, split as a shell would, e.g. "
+        "--sbatch-extra='--qos=high --mail-type=END'"))
     slurm_config: str = setting("", role="runtime", flag=Flag("--slurm-config", "FILE"), help=(
         "a TOML file whose [slurm] table holds these settings (keys as here); a flag given wins"))
 
@@ -66,10 +67,15 @@ class SlurmSettings:
         for name in ("max_requeues", "gpus_per_unit", "mem_gb_per_unit", "array_parallelism"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative (got {getattr(self, name)})")
-        bad = [option for option in self.sbatch_extra if not option.startswith("--") or option == "--"]
+        try:
+            options = shlex.split(self.sbatch_extra)
+        except ValueError as error:
+            raise ValueError(f"sbatch_extra {self.sbatch_extra!r} does not split as a shell would "
+                             f"({error}); quote it as one shell word") from None
+        bad = [option for option in options if not option.startswith("--") or option == "--"]
         if bad:
             raise ValueError(f"sbatch_extra option {bad[0]!r} is not in the long form --name[=value]; "
-                             "write e.g. --sbatch-extra=--qos=high")
+                             "write e.g. --sbatch-extra='--qos=high'")
 
 
 def with_file(given: SlurmSettings) -> SlurmSettings:
@@ -81,33 +87,37 @@ def with_file(given: SlurmSettings) -> SlurmSettings:
     table = read_toml(Path(given.slurm_config)).get("slurm")
     if not isinstance(table, dict):
         raise UserError(f"{given.slurm_config} has no [slurm] table; put the Slurm settings under [slurm]")
-    items = [f"{key}={','.join(value) if isinstance(value, list) else value}" for key, value in table.items()
-             if key != "slurm_config"]
+    items = [f"{key}={value}" for key, value in table.items() if key != "slurm_config"]
     from_file = load_config(SlurmSettings, None, items)
     defaults = SlurmSettings()
     return replace(from_file, **{f.name: getattr(given, f.name) for f in fields(SlurmSettings)
                                  if getattr(given, f.name) != getattr(defaults, f.name)})
 
 
-def sbatch_parameters(settings: SlurmSettings) -> dict[str, Any]:
-    """submitit's SlurmExecutor parameters for these settings (one log file a unit: stderr joins stdout)."""
+def sbatch_parameters(settings: SlurmSettings, units: list[Unit] = ()) -> dict[str, Any]:
+    """submitit's SlurmExecutor parameters for these settings and units (each array task gets the GPUs of
+    the widest unit; one log file a unit: stderr joins stdout)."""
     extra = {}
-    for option in settings.sbatch_extra:
+    for option in shlex.split(settings.sbatch_extra):
         name, sep, value = option[2:].partition("=")
         extra[name] = value if sep else True
     found = {"time": settings.time_limit_min, "cpus_per_task": settings.cpus_per_unit,
              "stderr_to_stdout": True, "job_name": "harness-grid", "additional_parameters": extra}
-    optional = {"partition": settings.partition, "account": settings.account,
-                "gpus_per_node": settings.gpus_per_unit, "mem": settings.mem_gb_per_unit and
-                f"{int(settings.mem_gb_per_unit * 1024)}MB", "array_parallelism": settings.array_parallelism}
+    gpus = max([settings.gpus_per_unit, *(unit.gpus for unit in units)])
+    memory = f"{int(settings.mem_gb_per_unit * 1024)}MB" if settings.mem_gb_per_unit else None
+    optional = {"partition": settings.partition, "account": settings.account, "gpus_per_node": gpus,
+                "mem": memory, "array_parallelism": settings.array_parallelism}
     return found | {key: value for key, value in optional.items() if value}
 
 
 def unit_command(unit: Unit, folder: Path) -> list[str]:
-    """The command an array task runs its unit with: harness/grid/unit.py on the unit's spec in folder."""
+    """The command an array task runs its unit with: harness/grid/unit.py on the unit's spec in folder,
+    under torchrun when the unit takes several GPUs (as the local pool runs it)."""
     from harness.grid.units import write_spec
 
-    return [sys.executable, "-m", "harness.grid.unit", str(write_spec(unit, folder))]
+    wide = (["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={unit.gpus}"]
+            if unit.gpus > 1 else [])
+    return [sys.executable, *wide, "-m", "harness.grid.unit", str(write_spec(unit, folder))]
 
 
 class SlurmExecutor:
@@ -128,27 +138,27 @@ class SlurmExecutor:
 
         with tempfile.TemporaryDirectory() as folder:  # only named in the script: nothing is written there
             script = _make_sbatch_string("true", folder, map_count=max(1, len(units)),
-                                         **sbatch_parameters(self.settings))
+                                         **sbatch_parameters(self.settings, units))
         done = subprocess.run(["sbatch", "--test-only"], input=script, capture_output=True, text=True,
                               timeout=60)
         if done.returncode != 0:
             raise UserError(refusal(done.stderr or done.stdout, self.settings))
 
     def start(self, units: list[Unit], log_dir: Path) -> list[Handle]:
-        """Submit every unit as one array; each unit's log is LOG_DIR/RUN.TASK.seedS.log."""
+        """Submit every unit as one array; each unit's log is LOG_DIR/logs/RUN.TASK.seedS.log."""
         import submitit
 
         from harness.grid.slurm_job import UnitJob
 
-        folder = Path(log_dir).absolute() / "slurm"
-        specs = folder / "specs"
-        specs.mkdir(parents=True, exist_ok=True)
-        jobs = [UnitJob(self.command(unit, specs), unit.name) for unit in units]
-        executor = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=self.settings.max_requeues)
-        executor.update_parameters(**sbatch_parameters(self.settings))
+        log_dir = Path(log_dir).absolute()
+        jobs = [UnitJob(self.command(unit, log_dir / "specs"), unit.name) for unit in units]
+        # submitit's files (the pickled job, its result, Slurm's output) in a folder per array task
+        executor = submitit.SlurmExecutor(folder=log_dir / "slurm" / "%j",
+                                          max_num_timeout=self.settings.max_requeues)
+        executor.update_parameters(**sbatch_parameters(self.settings, units))
         submitted = executor.submit_array(jobs)
         self._array = Array(sorted({job.job_id.split("_")[0] for job in submitted}))
-        return [Handle(unit, _link_log(Path(log_dir), unit, job.paths.stdout), self._array, job.job_id,
+        return [Handle(unit, _link_log(log_dir / "logs", unit, job.paths.stdout), self._array, job.job_id,
                        job.paths.result_pickle) for unit, job in zip(units, submitted, strict=True)]
 
     def cancel(self) -> None:
@@ -171,7 +181,7 @@ def refusal(stderr: str, settings: SlurmSettings) -> str:
 def _link_log(log_dir: Path, unit: Unit, target: Path) -> Path:
     """LOG_DIR/RUN.TASK.seedS.log, a link to the file Slurm writes the unit's output to."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    link = log_dir / f"{unit.name.replace('/', '.')}.log"
+    link = log_dir / f"{unit.file_stem}.log"
     link.unlink(missing_ok=True)  # a rerun's unit logs to its new job's file
     link.symlink_to(os.path.relpath(target, log_dir))
     return link
