@@ -15,6 +15,7 @@ import pytest
 from foundation.infra.errors import UserError
 from harness.grid.slurm import SlurmExecutor, SlurmSettings, sbatch_parameters, with_file
 from harness.grid.units import Unit
+from tests.conftest import run_cli
 
 FAKE = Path(__file__).with_name("slurm_fake_unit.py")
 
@@ -123,10 +124,15 @@ def test_slurm_settings_it_refuses_are_one_line_and_nothing_is_submitted(on_slur
     assert list(tmp_path.iterdir()) == []
 
 
-def test_without_sbatch_on_path_the_executor_says_so(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(UserError, match=r"^--executor slurm needs Slurm's sbatch on PATH \(none found\); "):
-        SlurmExecutor(SlurmSettings()).check(_units(tmp_path, "rte"))
+def test_without_sbatch_on_path_the_grid_is_one_line_and_writes_nothing(tiny_model, glue_data, tmp_path,
+                                                                       monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    args = ["run", "glue", "--model", tiny_model, "--data-dir", glue_data, "--tasks", "rte", "--output-dir",
+            tmp_path / "out", "--tracking-uri", "none", "--executor", "slurm"]
+    code, _, err = run_cli(args, capsys)
+    assert (code, err) == (2, "harness: error: --executor slurm needs Slurm's sbatch on PATH (none found); run "
+                              "the grid on a node of the cluster, or choose --executor local\n")
+    assert not (tmp_path / "out").exists()
 
 
 def test_settings_become_submitit_parameters_and_a_file_fills_what_flags_leave():
