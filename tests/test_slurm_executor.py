@@ -144,6 +144,8 @@ def test_settings_become_submitit_parameters_and_a_file_fills_what_flags_leave()
         "mem": "1536MB"}
     with pytest.raises(ValueError, match="sbatch_extra option '-q' is not in the long form"):
         SlurmSettings(sbatch_extra="-q high")
+    with pytest.raises(ValueError, match="time_limit_min must be at least 3 .got 1.: Slurm signals a unit to save"):
+        SlurmSettings(time_limit_min=1)
 
 
 def test_a_toml_slurm_table_fills_the_settings_and_a_flag_given_wins(tmp_path):

@@ -61,9 +61,11 @@ class SlurmSettings:
         "a TOML file whose [slurm] table holds these settings (keys as here); a flag given wins"))
 
     def __post_init__(self):
-        for name in ("time_limit_min", "cpus_per_unit"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1 (got {getattr(self, name)})")
+        if self.time_limit_min < 3:  # the timeout signal comes 90 s ahead: a unit needs time before it
+            raise ValueError(f"time_limit_min must be at least 3 (got {self.time_limit_min}): Slurm "
+                             "signals a unit to save 90 s before its time limit")
+        if self.cpus_per_unit < 1:
+            raise ValueError(f"cpus_per_unit must be at least 1 (got {self.cpus_per_unit})")
         for name in ("max_requeues", "gpus_per_unit", "mem_gb_per_unit", "array_parallelism"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative (got {getattr(self, name)})")
