@@ -2,7 +2,7 @@
 glue_data folder, SQuAD files, a pre-training corpus and the micro preset; the CLI invoked in-process.
 
 Test modules import helpers from here or from the helper modules beside it (families.py,
-mlflow_store.py, postgres.py, pretrain_helpers.py, search_fakes.py), never from one another
+mlflow_store.py, postgres.py, pretrain_helpers.py, search_fakes.py, slurm.py), never from one another
 (tests/test_imports.py checks it)."""
 
 from __future__ import annotations
@@ -365,3 +365,25 @@ def _migrated_mlflow_stores(tmp_path_factory):
     yield
     if finder in sys.meta_path:
         sys.meta_path.remove(finder)
+
+
+# --- One Slurm cluster per session (per xdist worker), tests/slurm.py ------------------------------
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A one-node Slurm cluster started for the session; skips, saying why, where one cannot start."""
+    from tests import slurm
+
+    reason = slurm.why_unavailable()
+    if reason:
+        pytest.skip(reason)
+    with slurm.cluster() as running:
+        yield running
+
+
+@pytest.fixture
+def on_slurm(slurm_cluster, monkeypatch):
+    """The session's cluster, with SLURM_CONF set in this process (sbatch, squeue and the jobs read it)."""
+    for name, value in slurm_cluster.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PATH", f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+    return slurm_cluster

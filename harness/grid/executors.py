@@ -55,6 +55,7 @@ class ExecutorRow:
 
 EXECUTORS: dict[str, ExecutorRow] = {row.name: row for row in [
     ExecutorRow("local", "harness.grid.local:LocalPool", "harness.grid.executors:LocalSettings"),
+    ExecutorRow("slurm", "harness.grid.slurm:SlurmExecutor", "harness.grid.slurm:SlurmSettings"),
 ]}
 
 
@@ -63,7 +64,8 @@ class GridSettings:
     """The driver's own settings: which executor, and which slice of the grid."""
 
     executor: str = setting("local", role="runtime", flag=Flag("--executor", choices=EXECUTORS), help=(
-        "what runs the units: local, a pool of worker processes on this machine"))
+        "what runs the units: local, a pool of worker processes on this machine; slurm, one job array "
+        "on a Slurm cluster (through submitit)"))
     shard: str = setting("", role="runtime", flag=Flag("--shard", "K/N"), help=(
         "run only the K-th of N deterministic slices of the grid (1 <= K <= N), for any array-job engine; "
         "every slice into one --output-dir"))

@@ -1,0 +1,239 @@
+"""The Slurm executor: a grid's units as one job array, submitted through submitit.
+
+Each array task runs one unit (harness/grid/slurm_job.py: its child process, stopped with its state
+saved and requeued on Slurm's timeout signal). The settings are declared once (SlurmSettings), as flags
+or a TOML file's [slurm] table. check() asks Slurm, with `sbatch --test-only` of the very script the
+array would be, whether it takes the partition, account and extra options, so that bad input is one
+line before anything is submitted. States come from squeue (one call for the whole array, at most every
+POLL_S), not from submitit's sacct, which a cluster without an accounting database cannot answer; a
+job squeue no longer lists is judged by the result file submitit writes when the unit returns.
+
+Torch-free and submitit-free at import: the CLI builds its flags from SlurmSettings.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from foundation.infra.errors import UserError
+from foundation.infra.settings import Flag, setting
+from harness.grid.units import State, Unit
+
+POLL_S = 2.0  # squeue at most this often, however many units the driver asks about
+QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESIZING", "SUSPENDED"}
+RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "STOPPED"}
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """What each unit's array task asks Slurm for."""
+
+    partition: str = setting("", role="runtime", flag=Flag("--partition", "NAME"), help=(
+        "the Slurm partition the units run in (default: the cluster's default partition)"))
+    account: str = setting("", role="runtime", flag=Flag("--account", "NAME"), help=(
+        "the Slurm account the units are charged to (default: yours)"))
+    time_limit_min: int = setting(60, role="runtime", flag=Flag("--time-limit-min", "MIN"), help=(
+        "each unit's time limit; a unit that reaches it saves, is requeued and resumes where it stopped"))
+    max_requeues: int = setting(3, role="runtime", flag=Flag("--max-requeues", "N"), help=(
+        "how often a unit that reached its time limit is requeued before it counts as failed"))
+    gpus_per_unit: int = setting(0, role="runtime", flag=Flag("--gpus-per-unit", "N"), help=(
+        "GPUs each unit gets"))
+    cpus_per_unit: int = setting(1, role="runtime", flag=Flag("--cpus-per-unit", "N"), help=(
+        "CPU cores each unit gets (its torch threads)"))
+    mem_gb_per_unit: float = setting(0.0, role="runtime", flag=Flag("--mem-gb-per-unit", "GB"), help=(
+        "memory each unit gets (0: the partition's default)"))
+    array_parallelism: int = setting(0, role="runtime", flag=Flag("--array-parallelism", "N"), help=(
+        "at most this many units of the array run at once (0: as many as Slurm starts)"))
+    sbatch_extra: str = setting("", role="runtime", flag=Flag("--sbatch-extra", "OPTIONS"), help=(
+        "extra sbatch options in their long form, split as a shell would, e.g. "
+        "--sbatch-extra='--qos=high --mail-type=END'"))
+    slurm_config: str = setting("", role="runtime", flag=Flag("--slurm-config", "FILE"), help=(
+        "a TOML file whose [slurm] table holds these settings (keys as here); a flag given wins"))
+
+    def __post_init__(self):
+        if self.time_limit_min < 3:  # the timeout signal comes 90 s ahead: a unit needs time before it
+            raise ValueError(f"time_limit_min must be at least 3 (got {self.time_limit_min}): Slurm "
+                             "signals a unit to save 90 s before its time limit")
+        if self.cpus_per_unit < 1:
+            raise ValueError(f"cpus_per_unit must be at least 1 (got {self.cpus_per_unit})")
+        for name in ("max_requeues", "gpus_per_unit", "mem_gb_per_unit", "array_parallelism"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative (got {getattr(self, name)})")
+        try:
+            options = shlex.split(self.sbatch_extra)
+        except ValueError as error:
+            raise ValueError(f"sbatch_extra {self.sbatch_extra!r} does not split as a shell would "
+                             f"({error}); quote it as one shell word") from None
+        bad = [option for option in options if not option.startswith("--") or option == "--"]
+        if bad:
+            raise ValueError(f"sbatch_extra option {bad[0]!r} is not in the long form --name[=value]; "
+                             "write e.g. --sbatch-extra='--qos=high'")
+
+
+def with_file(given: SlurmSettings) -> SlurmSettings:
+    """`given` over its slurm_config file's [slurm] table: a setting given other than its default wins."""
+    if not given.slurm_config:
+        return given
+    from harness.config import load_config, read_toml
+
+    table = read_toml(Path(given.slurm_config)).get("slurm")
+    if not isinstance(table, dict):
+        raise UserError(f"{given.slurm_config} has no [slurm] table; put the Slurm settings under [slurm]")
+    items = [f"{key}={value}" for key, value in table.items() if key != "slurm_config"]
+    from_file = load_config(SlurmSettings, None, items)
+    defaults = SlurmSettings()
+    return replace(from_file, **{f.name: getattr(given, f.name) for f in fields(SlurmSettings)
+                                 if getattr(given, f.name) != getattr(defaults, f.name)})
+
+
+def sbatch_parameters(settings: SlurmSettings, units: list[Unit] = ()) -> dict[str, Any]:
+    """submitit's SlurmExecutor parameters for these settings and units (each array task gets the GPUs of
+    the widest unit; one log file a unit: stderr joins stdout)."""
+    extra = {}
+    for option in shlex.split(settings.sbatch_extra):
+        name, sep, value = option[2:].partition("=")
+        extra[name] = value if sep else True
+    found = {"time": settings.time_limit_min, "cpus_per_task": settings.cpus_per_unit,
+             "stderr_to_stdout": True, "job_name": "harness-grid", "additional_parameters": extra}
+    gpus = max([settings.gpus_per_unit, *(unit.gpus for unit in units)])
+    memory = f"{int(settings.mem_gb_per_unit * 1024)}MB" if settings.mem_gb_per_unit else None
+    optional = {"partition": settings.partition, "account": settings.account, "gpus_per_node": gpus,
+                "mem": memory, "array_parallelism": settings.array_parallelism}
+    return found | {key: value for key, value in optional.items() if value}
+
+
+def unit_command(unit: Unit, folder: Path) -> list[str]:
+    """The command an array task runs its unit with: harness/grid/unit.py on the unit's spec in folder,
+    under torchrun when the unit takes several GPUs (as the local pool runs it)."""
+    from harness.grid.units import write_spec
+
+    wide = (["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={unit.gpus}"]
+            if unit.gpus > 1 else [])
+    return [sys.executable, *wide, "-m", "harness.grid.unit", str(write_spec(unit, folder))]
+
+
+class SlurmExecutor:
+    """Runs a grid's units as one Slurm job array (harness/grid/executors.py's Executor)."""
+
+    name = "slurm"
+
+    def __init__(self, settings: SlurmSettings, command: Callable[[Unit, Path], list[str]] = unit_command):
+        self.settings, self.command = with_file(settings), command
+        self._array: Array | None = None
+
+    def check(self, units: list[Unit]) -> None:
+        """No sbatch, or a script Slurm would refuse (partition, account, an sbatch option): one line."""
+        if shutil.which("sbatch") is None:
+            raise UserError("--executor slurm needs Slurm's sbatch on PATH (none found); run the grid on a "
+                            "node of the cluster, or choose --executor local")
+        from submitit.slurm.slurm import _make_sbatch_string
+
+        with tempfile.TemporaryDirectory() as folder:  # only named in the script: nothing is written there
+            script = _make_sbatch_string("true", folder, map_count=max(1, len(units)),
+                                         **sbatch_parameters(self.settings, units))
+        done = subprocess.run(["sbatch", "--test-only"], input=script, capture_output=True, text=True,
+                              timeout=60)
+        if done.returncode != 0:
+            raise UserError(refusal(done.stderr or done.stdout, self.settings))
+
+    def start(self, units: list[Unit], log_dir: Path) -> list[Handle]:
+        """Submit every unit as one array; each unit's log is LOG_DIR/logs/RUN.TASK.seedS.log."""
+        import submitit
+
+        from harness.grid.slurm_job import UnitJob
+
+        log_dir = Path(log_dir).absolute()
+        jobs = [UnitJob(self.command(unit, log_dir / "specs"), unit.name) for unit in units]
+        # submitit's files (the pickled job, its result, Slurm's output) in a folder per array task
+        executor = submitit.SlurmExecutor(folder=log_dir / "slurm" / "%j",
+                                          max_num_timeout=self.settings.max_requeues)
+        executor.update_parameters(**sbatch_parameters(self.settings, units))
+        submitted = executor.submit_array(jobs)
+        self._array = Array(sorted({job.job_id.split("_")[0] for job in submitted}))
+        return [Handle(unit, _link_log(log_dir / "logs", unit, job.paths.stdout), self._array, job.job_id,
+                       job.paths.result_pickle) for unit, job in zip(units, submitted, strict=True)]
+
+    def cancel(self) -> None:
+        """scancel the array: running units get SIGTERM and save; queued ones never start."""
+        if self._array is not None:
+            subprocess.run(["scancel", *self._array.ids], capture_output=True, timeout=60)
+
+
+def refusal(stderr: str, settings: SlurmSettings) -> str:
+    """One line for what `sbatch --test-only` refused."""
+    said = next((line.strip() for line in stderr.splitlines() if line.strip()), "no reason given")
+    if "invalid partition" in said.lower():
+        return f"Slurm has no partition {settings.partition!r} (sinfo lists them); fix --partition"
+    if "unrecognized option" in said or "invalid option" in said:
+        return (f"sbatch refused an option of --sbatch-extra ({said.removeprefix('sbatch: ')}); "
+                "see sbatch --help")
+    return f"Slurm refused the grid's job array ({said.removeprefix('sbatch: ')}); check the Slurm settings"
+
+
+def _link_log(log_dir: Path, unit: Unit, target: Path) -> Path:
+    """LOG_DIR/RUN.TASK.seedS.log, a link to the file Slurm writes the unit's output to."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    link = log_dir / f"{unit.file_stem}.log"
+    link.unlink(missing_ok=True)  # a rerun's unit logs to its new job's file
+    link.symlink_to(os.path.relpath(target, log_dir))
+    return link
+
+
+class Array:
+    """The squeue states of the grid's jobs, asked for once per POLL_S for all of them."""
+
+    def __init__(self, ids: list[str]):
+        self.ids, self._states, self._asked = ids, None, 0.0
+
+    def state(self, job_id: str) -> str | None:
+        """Slurm's state of one array task (PENDING, RUNNING, COMPLETED...), None once squeue forgets it;
+        PENDING until squeue first answers."""
+        if time.monotonic() - self._asked >= POLL_S:
+            self._asked = time.monotonic()
+            command = ["squeue", "-h", "-r", "-t", "all", "-o", "%i %T", "-j", ",".join(self.ids)]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+            if done.returncode == 0:  # else (the controller busy): keep the last answer
+                self._states = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+        return "PENDING" if self._states is None else self._states.get(job_id)
+
+
+@dataclass
+class Handle:
+    """One unit in the array (harness/grid/executors.py's Handle)."""
+
+    unit: Unit
+    log: Path
+    array: Array
+    job_id: str  # ARRAY_INDEX
+    result: Path  # submitit's result pickle: written when the unit's job returns or raises
+
+    def state(self) -> State:
+        """queued or running as squeue says; done when the job returned; failed otherwise."""
+        slurm = self.array.state(self.job_id)
+        if slurm in QUEUED:
+            return "queued"
+        if slurm in RUNNING:
+            return "running"
+        if slurm in (None, "COMPLETED") and self.result.exists():
+            return "done" if _succeeded(self.result) else "failed"
+        return "failed"  # cancelled, timed out, out of memory, node failure, or gone without a result
+
+
+def _succeeded(result: Path) -> bool:
+    import pickle
+
+    try:
+        with result.open("rb") as handle:
+            return pickle.load(handle)[0] == "success"
+    except (OSError, EOFError, pickle.UnpicklingError, IndexError, TypeError):
+        return False
