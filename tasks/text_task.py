@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 from foundation.infra.settings import Flag, setting
+from tasks import class_weights
 from tasks.kind_text import CommandText
 from tasks.read_task import ReadTask
 from tasks.task_files import recorded_digests
@@ -126,6 +127,12 @@ class TextDescription:
         "multilabel: a label is predicted where its sigmoid is above P (0.5: its logit above 0); kept in "
         "results.json where it departs from 0.5, in the bundle, and shown by serve's /health"))
 
+    # The labels' weights belong to the data as much as to the training: a task file may state them. The
+    # class_weights setting (tasks/config.py), where given, wins; results.json records the one used.
+    class_weights: str = setting("", role="recipe", help=(
+        "task file: the labels' loss weights, as the class_weights setting takes them (balanced, or "
+        "LABEL=WEIGHT,... e.g. neg=1,pos=19); used where class_weights is left at none"))
+
     percent_scores: ClassVar[bool] = False
     pipeline_tag: ClassVar[str] = "text-classification"  # the Hub's task for all three, regression too
     commands: ClassVar[dict[str, CommandText]] = COMMANDS
@@ -142,6 +149,8 @@ class TextDescription:
         if self.metric and self.metric not in {m for names in PROBLEM_METRICS.values() for m in names}:
             known = sorted({m for names in PROBLEM_METRICS.values() for m in names})
             problems.append(f"unknown metric {self.metric!r}; choose one of {', '.join(known)}")
+        if self.class_weights:
+            problems += class_weights.parse_errors(self.class_weights)
         if problems:
             raise ValueError("; ".join(problems))
 

@@ -125,3 +125,34 @@ def test_a_glue_run_with_class_weights_is_refused_before_anything_is_written(tin
     assert code == 2
     assert "class_weights=balanced weighs the loss of your own text's" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "out").exists() and not list(tmp_path.rglob("results.json"))
+
+
+def test_a_task_files_class_weights_are_used_unless_the_setting_names_others(tmp_path):
+    """The weights a task file states become the run's class_weights setting (so results.json, tables and
+    cards name them); class_weights given as a setting wins."""
+    from harness.config import load_config
+    from harness.finetuning.kind_runner import Job
+    from harness.finetuning.text_finetuning import with_task_weights
+    from tasks.config import FinetuneConfig
+    from tasks.text_task import TextDescription
+
+    task_file = tmp_path / "task.toml"
+    task_file.write_text('train = "train.csv"\ntext = ["text"]\nclass_weights = "alert=10,ok=0.5"\n')
+    described = load_config(TextDescription, str(task_file), [])
+    job = Job(model="m", description=described, settings=(FinetuneConfig(),))
+    assert with_task_weights(job).config.class_weights == "alert=10,ok=0.5"
+    given = Job(model="m", description=described, settings=(FinetuneConfig(class_weights="balanced"),))
+    assert with_task_weights(given).config.class_weights == "balanced"
+    plain = Job(model="m", description=TextDescription(train="t.csv"), settings=(FinetuneConfig(),))
+    assert with_task_weights(plain) is plain
+
+
+def test_a_task_files_bad_class_weights_are_one_line_before_anything_is_written(tmp_path, capsys):
+    (tmp_path / "train.csv").write_text("text,label\na,ok\nb,alert\n")
+    task_file = tmp_path / "task.toml"
+    task_file.write_text('train = "train.csv"\ntext = ["text"]\nclass_weights = "ok=-1"\n')
+    code, _, err = run_cli(["run", "text", "--model", "m", "--task-file", task_file, "--output-dir",
+                            tmp_path / "out"], capsys)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "class_weights weight '-1' of label 'ok' is not a positive number" in err
+    assert not (tmp_path / "out").exists()

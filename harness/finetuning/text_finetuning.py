@@ -150,7 +150,7 @@ class TextRunner:
     """Your own text for the commands (harness/finetuning/kind_runner.py): its invocation, its table."""
 
     def run(self, job: Job) -> results_schema.ResultsBody:
-        return run_text(job, job.progress)
+        return run_text(with_task_weights(job), job.progress)
 
     def summary(self, results: results_schema.ResultsBody) -> str:
         from harness.finetuning.table import read_task_table
@@ -160,12 +160,22 @@ class TextRunner:
     def search(self, job: Job) -> Searched:
         described = job.description
         return Searched(described.name or Path(described.train or described.dataset).stem,
-                        TextFinetuning(job))
+                        TextFinetuning(with_task_weights(job)))
 
     def check_data(self, job: Job) -> None:
         """The described files (or dataset), read and validated as TextFinetuning.prepare reads them."""
         text_data.read(job.description, job.task_file_dir)
 
+
+
+def with_task_weights(job: Job) -> Job:
+    """The job with its task file's class weights as its class_weights setting, unless that was set: then
+    results.json, tables and cards name the weights used as any other setting's departure."""
+    config = job.config
+    if not job.description.class_weights or config.class_weights != "none":
+        return job
+    weighted = replace(config, class_weights=job.description.class_weights)
+    return replace(job, settings=(weighted, *job.settings[1:]))
 
 
 KIND_RUNNER = TextRunner()
