@@ -26,13 +26,14 @@ grid_models, grid_glue, single_runs = grid_fixtures.grid_models, grid_fixtures.g
 
 
 def test_models_expand_from_globs_and_files_in_order(tmp_path):
-    for name in ("step-20", "step-10", "other"):
+    for name in ("step-200", "step-1000", "step-900", "other"):
         (tmp_path / "run" / name).mkdir(parents=True)
     listed = tmp_path / "models.txt"
     listed.write_text("# the baselines\ngoogle/electra-small-discriminator  # from the Hub cache\n\n")
     found = plan.expand_models([str(tmp_path / "run" / "step-*"), f"@{listed}"])
-    assert found == [str(tmp_path / "run" / "step-10"), str(tmp_path / "run" / "step-20"),
-                     "google/electra-small-discriminator"]
+    # steps by number, as the pre-training ran them (a string sort puts step-1000 first)
+    assert found == [str(tmp_path / "run" / f"step-{step}") for step in (200, 900, 1000)] + [
+        "google/electra-small-discriminator"]
 
 
 @pytest.mark.parametrize("values, message", [

@@ -5,6 +5,7 @@ which of them results.json already holds."""
 from __future__ import annotations
 
 import glob
+import re
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -26,7 +27,7 @@ def expand_models(values: Sequence[str]) -> list[str]:
         if value.startswith("@"):
             models += _listed(Path(value[1:]))
         elif any(character in value for character in GLOB_CHARACTERS):
-            found = sorted(glob.glob(str(Path(value).expanduser())))
+            found = sorted(glob.glob(str(Path(value).expanduser())), key=_natural)
             if not found:
                 raise UserError(f"--model {value!r} matches nothing; check the pattern (quote it, so the "
                                 "harness, not the shell, expands it)")
@@ -41,6 +42,11 @@ def expand_models(values: Sequence[str]) -> list[str]:
             raise UserError(f"model {model!r} is listed twice{same}; list each model once")
         seen[key] = model
     return models
+
+
+def _natural(path: str) -> list:
+    """Sort key with numbers by value: step-900 before step-1000, as a pre-training's checkpoints ran."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
 
 
 def _listed(path: Path) -> list[str]:
