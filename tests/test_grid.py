@@ -100,6 +100,8 @@ def test_progress_counts_and_eta_in_lines(capsys):
     (["--shard", "3/2"], "--shard '3/2' is no slice"),
     (["--devices", "0"], "--devices '0' names no GPU here (0); no GPU is visible here"),
     (["--workers", "0"], "--workers must be at least 1 (got 0)"),
+    (["--gpus-per-unit", "2"], "--gpus-per-unit 2 asks for 2 GPUs a unit and no GPU is visible here"),
+    (["--gpus-per-unit", "-1"], "--gpus-per-unit must not be negative (got -1)"),
     (["--model", "{model}"], "is listed twice"),
     (["--model", "{model}-*"], "matches nothing"),
 ])
@@ -108,6 +110,28 @@ def test_bad_grid_input_is_one_line_and_writes_nothing(tiny_model, glue_data, tm
     code, out, err = run_cli(args, capsys)
     assert code == 2 and message in err and err.count("\n") == 1, err
     assert not (tmp_path / "out").exists()
+
+
+def test_gpus_per_unit_is_one_grid_setting_that_every_unit_carries(tiny_model, glue_data, tmp_path, capsys,
+                                                                    monkeypatch):
+    from harness.grid.local import LocalPool
+    from harness.grid.slurm import SlurmExecutor
+
+    planned = {}
+
+    def check(executor, units):  # the driver's first call on its executor: stop the grid there
+        planned[executor.name] = units
+        raise UserError("stopped by the test")
+
+    for cls in (LocalPool, SlurmExecutor):
+        monkeypatch.setattr(cls, "check", check)
+    for executor in ("local", "slurm"):
+        code, _, err = run_cli(grid_args([tiny_model], glue_data, tmp_path / "out", "--executor", executor,
+                                         "--gpus-per-unit", "1"), capsys)
+        assert (code, err) == (2, "harness: error: stopped by the test\n")
+    assert {name: [u.gpus for u in units] for name, units in planned.items()} == {"local": [1] * 4,
+                                                                                  "slurm": [1] * 4}
+    assert read_spec(write_spec(planned["local"][0], tmp_path)).gpus == 1
 
 
 @pytest.fixture(scope="session")

@@ -72,10 +72,11 @@ class LocalPool:
         return chosen
 
     def check(self, units: list[Unit]) -> None:
-        wide = [u for u in units if max(1, u.gpus) > max(1, len(self.devices))]
-        if wide:
-            raise UserError(f"unit {wide[0].name} needs {wide[0].gpus} GPUs and this pool has "
-                            f"{len(self.devices) or 'no'} GPU; choose fewer GPUs per unit or more --devices")
+        widest = max((unit.gpus for unit in units), default=0)
+        if widest > max(1, len(self.devices)):  # one GPU a unit on a CPU machine: the unit runs on the CPU
+            there = f"this pool has {len(self.devices)}" if self.devices else "no GPU is visible here"
+            raise UserError(f"--gpus-per-unit {widest} asks for {widest} GPUs a unit and {there}; choose at "
+                            "most as many GPUs a unit as the pool has (--devices), or --executor slurm")
 
     def start(self, units: list[Unit], log_dir: Path) -> list[Started]:
         specs = log_dir / "specs"
