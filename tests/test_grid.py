@@ -195,6 +195,30 @@ def test_a_failing_unit_stops_no_other_and_is_listed_with_its_retry(tiny_model, 
         == ["rte"]
 
 
+# Slow tier, ~6 s on idle cores (30 s under other load): the one check of a several-GPU unit's command
+# (torchrun, two CPU processes over gloo).
+@pytest.mark.slow
+def test_a_unit_of_two_gpus_runs_under_torchrun_and_rank_0_alone_writes(grid_models, grid_glue, tmp_path):
+    import subprocess
+
+    from harness.grid.slurm import unit_command
+    from tests import processes
+
+    unit = Unit(kind="glue", model=str(grid_models[0]), task="rte", seed=0, output_dir=tmp_path / "out",
+                description={"tasks": "rte", "data_dir": str(grid_glue)},
+                settings=({"num_epochs": 1, "batch_size": 4, "save_models": False, "predict_test": False},),
+                gpus=2)
+    command = unit_command(unit, tmp_path / "specs")  # what a Slurm array task (and the pool) runs
+    assert command[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    done = subprocess.run(command, cwd=tmp_path, env=processes.child_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = json.loads((tmp_path / "out" / "results.json").read_text())["runs"]
+    # one record, written once; 16 examples in global batches of 4 (2 a process): 4 steps, as one process
+    assert [(r["task"], r["seed"], r["num_train_steps"]) for r in runs] == [("rte", 0, 4)]
+    assert done.stdout.count(f"unit {unit.name}: glue on") == 1, done.stdout  # rank 0 alone says so
+
+
 def test_a_unit_with_bad_input_exits_2_in_one_line(tmp_path, glue_data, capsys):
     from harness.grid import unit as unit_module
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from foundation.infra.errors import UserError
 from harness.grid.executors import LocalSettings, cpu_count
-from harness.grid.units import State, Unit, write_spec
+from harness.grid.units import State, Unit, command, write_spec
 
 STOP_GRACE_S = 60.0  # after SIGTERM a unit finishes its step and saves; then it is killed
 
@@ -113,11 +113,8 @@ class LocalPool:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(self.visible[int(d)] for d in item.devices)
         else:
             env["OMP_NUM_THREADS"] = str(self.threads)
-        gpus = len(item.devices)
-        command = ([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}"]
-                   if gpus > 1 else [sys.executable])
         with open(item.log, "ab") as log:  # the child holds its own descriptor
-            return subprocess.Popen([*command, "-m", "harness.grid.unit", str(item.spec)], env=env,
+            return subprocess.Popen(command(item.spec, len(item.devices)), env=env,
                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
 

@@ -17,7 +17,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -113,11 +112,9 @@ def sbatch_parameters(settings: SlurmSettings, units: list[Unit] = ()) -> dict[s
 def unit_command(unit: Unit, folder: Path) -> list[str]:
     """The command an array task runs its unit with: harness/grid/unit.py on the unit's spec in folder,
     under torchrun when the unit takes several GPUs (as the local pool runs it)."""
-    from harness.grid.units import write_spec
+    from harness.grid.units import command, write_spec
 
-    wide = (["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={unit.gpus}"]
-            if unit.gpus > 1 else [])
-    return [sys.executable, *wide, "-m", "harness.grid.unit", str(write_spec(unit, folder))]
+    return command(write_spec(unit, folder), unit.gpus)
 
 
 class SlurmExecutor:
