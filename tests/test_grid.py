@@ -88,6 +88,25 @@ def test_a_unit_spec_comes_back_as_the_same_job(tmp_path):
     assert (job.tracking_uri, job.leaderboard, job.output_dir) == ("none", False, Path("out/m1"))
 
 
+def test_results_json_counts_the_seeds_its_units_merged(tmp_path):
+    from harness.finetuning.results_file import ResultsFile
+    from reports import results_schema
+
+    def unit_body(task: str, seed: int, diverged: bool = False) -> dict:  # what a unit writes: seeds=1
+        found = results_schema.body("glue", {"path": "m"}, {}, [task], 1, "cpu", {})
+        return found | {"diverged" if diverged else "runs": [{"task": task, "seed": seed}]}
+
+    written = ResultsFile(tmp_path, 0.0)
+    counts = []
+    for task, seed, diverged in [("rte", 0, False), ("stsb", 1, False), ("rte", 1, True), ("rte", 2, False)]:
+        written.save(unit_body(task, seed, diverged))
+        counts.append(json.loads((tmp_path / "results.json").read_text())["seeds"])
+    # the most seeds one task holds (a diverged seed is held too); a run's own --seeds when larger
+    assert counts == [1, 1, 2, 3]
+    written.save(results_schema.body("glue", {"path": "m"}, {}, ["rte"], 5, "cpu", {}))
+    assert json.loads((tmp_path / "results.json").read_text())["seeds"] == 5
+
+
 def test_progress_counts_and_eta_in_lines(capsys):
     shown = GridProgress(4, progress=None)  # pytest's capture is no terminal: lines
     shown.show(["done", "running", "failed", "queued"])
@@ -163,6 +182,7 @@ def test_the_pool_equals_single_runs_bit_for_bit_and_a_rerun_trains_nothing(pool
     for name, single in single_runs.items():
         body = json.loads((root / "out" / name / "results.json").read_text())
         assert records(body) == records(single) and len(records(body)) == 2 * GRID_SEEDS
+        assert body["seeds"] == single["seeds"] == GRID_SEEDS  # each unit asked for one
         assert (root / "out" / "grid" / "logs" / f"{name}.rte.seed1.log").is_file()
     assert (root / "out" / "grid" / "leaderboard" / "leaderboard.md").is_file()
     # MLflow: a parent per model, a child per (task, seed), logged by the driver from results.json
