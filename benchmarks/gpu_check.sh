@@ -10,6 +10,9 @@
 #           small the GPU issue's window B (benchmarks/gpu_small.py): ELECTRA-Small on the official recipe
 #                 for ~7 minutes, compiled, its detector curve, and the final and halfway
 #                 discriminators as fp16 shards  (~9.5 minutes on a GPU: a window's one long command)
+#           grid  the grid's local pool (one worker a GPU) against one process running the same units in
+#                 turn, units per hour (benchmarks/grid_pool.py --device cuda)  (~3 minutes on one GPU;
+#                 units of several GPUs, --gpus-per-unit, need a machine with several)
 #     PLAN  gpu   the sizes above, on CUDA
 #           micro the same parts and code paths at micro sizes on any device: the CPU rehearsal that
 #                 tests/test_gpu_check.py runs, with MLflow and Optuna made unimportable as on the image
@@ -24,8 +27,8 @@
 set -u
 part=${1:-}
 plan=${2:-}
-if [[ $part != core && $part != demo && $part != small ]] || [[ $plan != gpu && $plan != micro ]]; then
-    echo "usage: $0 core|demo|small gpu|micro" >&2
+if [[ $part != core && $part != demo && $part != small && $part != grid ]] || [[ $plan != gpu && $plan != micro ]]; then
+    echo "usage: $0 core|demo|small|grid gpu|micro" >&2
     exit 2
 fi
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -123,6 +126,16 @@ if [[ $part == core ]]; then
     headlines core-pytest.txt "^(FAILED|ERROR|SKIPPED)|^\[live\]|passed|failed|skipped in|error"
     headlines core-pretrain.txt "s/step|ratio|speed-up|^profile|matmul peak"
     headlines core-finetune.txt "^(ELECTRA-|setup|Trainer|ours)|^  (warm-up|turn)"
+elif [[ $part == grid ]]; then
+    if [[ $plan == gpu ]]; then  # units of ~30 s on a GPU: 256 wide x 4 layers, 4,096 examples
+        grid=(--device cuda --hidden 256 --layers 4 --train-examples 4096)
+        limit=240
+    else
+        grid=(--device cpu --hidden 32 --layers 2 --train-examples 16 --workers 2)
+        limit=300
+    fi
+    run grid "grid pool vs one process ($plan plan)" "$limit" grid-pool.txt $py benchmarks/grid_pool.py "${grid[@]}"
+    headlines grid-pool.txt "units \(|GPU\(s\)|^\||error|Error"
 elif [[ $part == small ]]; then
     # its files straight into $out (7: four shards, the tarball, the curve, the log) beside the summary
     limit=$([[ $plan == gpu ]] && echo 585 || echo 600)

@@ -5,11 +5,15 @@ bigger) three ways, each from a fresh Python process, with tracking off:
   serial    one process runs every unit in turn (harness/grid/unit.py's run_unit), torch on every core;
   pool N    `harness run glue --model ... --workers N`: N child processes at a time, one per unit, the
             cores split among them as threads.
+With --device cuda the pool is one worker per GPU (`--workers` is left out: the pool's default), each unit
+a fresh `python -m harness.grid.unit` pinned to its GPU; units of several GPUs (--gpus-per-unit) need a
+machine with several. With --device cpu every GPU is hidden (CUDA_VISIBLE_DEVICES="").
 A child pays its own start (imports ~8 s here with bytecode cached; far more where PYTHONDONTWRITEBYTECODE
 is set, as every child recompiles torch and transformers), so small units favour one process and large
 ones the pool.
 
     python benchmarks/grid_pool.py [--hidden 32] [--layers 2] [--train-examples 16] [--workers 1,2]
+                                   [--device cpu|cuda] [--gpus-per-unit N]
 """
 
 from __future__ import annotations
@@ -76,6 +80,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--train-examples", type=int, default=16)
     parser.add_argument("--workers", default="1,2", help="comma list of pool sizes to measure")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cpu: GPUs hidden, --workers pools; cuda: the pool's one worker per GPU")
+    parser.add_argument("--gpus-per-unit", type=int, default=0, help="cuda: GPUs a unit takes (torchrun)")
     parser.add_argument("--serial-child", nargs=3, metavar=("MODELS", "DATA", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serial_child:
@@ -92,17 +99,29 @@ def main() -> None:
         units = args.models * len(args.tasks.split(",")) * args.seeds
         env = os.environ | {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": str(REPO)}
         env.pop("OMP_NUM_THREADS", None)  # serial: torch's default, every core
+        pools = [["--workers", w] for w in args.workers.split(",")]
+        if args.device == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        else:  # the pool sized to the GPUs, as `harness run` sizes it
+            import torch
+
+            if not torch.cuda.is_available():
+                raise SystemExit("--device cuda: no GPU is visible here")
+            pools = [["--gpus-per-unit", str(args.gpus_per_unit)] if args.gpus_per_unit else []]
+            print(f"{torch.cuda.device_count()} GPU(s): {torch.cuda.get_device_name(0)}")
         print(f"{units} units ({args.models} models {args.hidden} wide x {args.layers} layers, {args.tasks}, "
-              f"{args.seeds} seeds, {args.train_examples} train examples, 1 epoch) on {os.cpu_count()} cores")
+              f"{args.seeds} seeds, {args.train_examples} train examples, 1 epoch) on {os.cpu_count()} "
+              f"cores, device {args.device}")
         rows = [("serial (one process)", timed(
             [sys.executable, __file__, "--tasks", args.tasks, "--seeds", str(args.seeds), "--serial-child",
              ",".join(models), str(data), str(root / "serial")], env))]
-        for workers in map(int, args.workers.split(",")):
-            named = [word for model in models for word in ("--model", model)]
-            rows.append((f"pool, {workers} worker{'s' * (workers > 1)}", timed(
+        named = [word for model in models for word in ("--model", model)]
+        for number, flags in enumerate(pools):
+            name = f"pool, {' '.join(flags).removeprefix('--')}" if flags else "pool, a worker a GPU"
+            rows.append((name, timed(
                 [sys.executable, "-m", "harness.cli", "run", "glue", *named, "--data-dir", str(data),
-                 "--tasks", args.tasks, "--seeds", str(args.seeds), "--workers", str(workers),
-                 "--output-dir", str(root / f"pool{workers}"), "--tracking-uri", "none", *SETTINGS], env)))
+                 "--tasks", args.tasks, "--seeds", str(args.seeds), *flags, "--output-dir",
+                 str(root / f"pool{number}"), "--tracking-uri", "none", *SETTINGS], env)))
         print(f"| {'setup':24} | wall s | units/hour | vs serial |")
         print(f"|{'-' * 26}|--------|------------|-----------|")
         for name, wall in rows:

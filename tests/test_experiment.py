@@ -154,6 +154,8 @@ def test_experiment_pretrains_every_arm_to_its_budget_finetunes_and_resumes(tmp_
     (["learning_rate=1e-3"], {}, "setting 'learning_rate=1e-3' must be pretrain.KEY=VALUE or finetune.KEY=VALUE"),
     (["finetune.num_epoch=2"], {}, "unknown setting 'num_epoch'"),
     (["pretrain.seq_len=4"], {}, "seq_len=4 is too short"),
+    (["--shard", "1/2"], {}, "--shard 1/2 slices a `harness run` grid; every slice of an experiment would"),
+    (["--gpus-per-unit", "2"], {}, "--gpus-per-unit 2 asks for 2 GPUs a unit and no GPU is visible here"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, micro, glue_data, capsys, extra, flags, message):
     corpus = write_corpus(tmp_path / "corpus.txt")
@@ -172,6 +174,30 @@ def test_bad_glue_data_fails_before_any_pre_training(tmp_path, micro, glue_data,
     err = capsys.readouterr().err
     assert f"{dev}:2: expected " in err and err.count("\n") == 1
     assert not (tmp_path / "exp").exists()
+
+
+# Slow tier, over 30 s (~40 s on two shared cores: a pre-training, then the pool's 4 units): the one check
+# of an experiment's fine-tunings through the grid.
+@pytest.mark.slow
+def test_a_grid_flag_fine_tunes_every_arm_as_one_grid_after_every_pre_training(tmp_path, micro, glue_data,
+                                                                               capsys, tmp_path_factory):
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    mlflow_store_copy(tmp_path_factory, tmp_path / "mlflow.db")
+    args = _args(tmp_path, corpus, glue_data, "--workers", "2", budget_flops="2e8", objectives="electra",
+                 seeds="1")
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    # two stages: the pre-training, then one grid of 2 arms x 2 tasks x 1 seed
+    assert "[1/2] pre-train electra" in out and "[2/2] fine-tune 2 arms on stsb,rte x 1 seeds through the grid" in out
+    assert "grid: 4 units (2 models x 2 tasks x 1 seed) through the local executor" in out
+    exp = tmp_path / "exp"
+    for arm in (CONTROL, "electra-2e+08"):  # each arm's folder as the in-process path leaves it
+        glue = json.loads((exp / "glue" / arm / "results.json").read_text())
+        assert sorted((r["task"], r["seed"]) for r in glue["runs"]) == [("rte", 0), ("stsb", 0)]
+        assert (exp / "glue" / "grid" / "logs" / f"{arm}.rte.seed0.log").is_file()
+    summary = json.loads((exp / "efficiency.json").read_text())
+    assert {a["objective"] for a in summary["arms"]} == {CONTROL, "electra"}
+    assert (exp / "report" / "leaderboard.md").is_file() and (exp / "efficiency.png").is_file()
 
 
 @pytest.mark.slow

@@ -89,6 +89,25 @@ def test_a_unit_spec_comes_back_as_the_same_job(tmp_path):
     assert (job.tracking_uri, job.leaderboard, job.output_dir) == ("none", False, Path("out/m1"))
 
 
+def test_results_json_counts_the_seeds_its_units_merged(tmp_path):
+    from harness.finetuning.results_file import ResultsFile
+    from reports import results_schema
+
+    def unit_body(task: str, seed: int, diverged: bool = False) -> dict:  # what a unit writes: seeds=1
+        found = results_schema.body("glue", {"path": "m"}, {}, [task], 1, "cpu", {})
+        return found | {"diverged" if diverged else "runs": [{"task": task, "seed": seed}]}
+
+    written = ResultsFile(tmp_path, 0.0)
+    counts = []
+    for task, seed, diverged in [("rte", 0, False), ("stsb", 1, False), ("rte", 1, True), ("rte", 2, False)]:
+        written.save(unit_body(task, seed, diverged))
+        counts.append(json.loads((tmp_path / "results.json").read_text())["seeds"])
+    # the most seeds one task holds (a diverged seed is held too); a run's own --seeds when larger
+    assert counts == [1, 1, 2, 3]
+    written.save(results_schema.body("glue", {"path": "m"}, {}, ["rte"], 5, "cpu", {}))
+    assert json.loads((tmp_path / "results.json").read_text())["seeds"] == 5
+
+
 def test_progress_counts_and_eta_in_lines(capsys):
     shown = GridProgress(4, progress=None)  # pytest's capture is no terminal: lines
     shown.show(["done", "running", "failed", "queued"])
@@ -101,6 +120,8 @@ def test_progress_counts_and_eta_in_lines(capsys):
     (["--shard", "3/2"], "--shard '3/2' is no slice"),
     (["--devices", "0"], "--devices '0' names no GPU here (0); no GPU is visible here"),
     (["--workers", "0"], "--workers must be at least 1 (got 0)"),
+    (["--gpus-per-unit", "2"], "--gpus-per-unit 2 asks for 2 GPUs a unit and no GPU is visible here"),
+    (["--gpus-per-unit", "-1"], "--gpus-per-unit must not be negative (got -1)"),
     (["--model", "{model}"], "is listed twice"),
     (["--model", "{model}-*"], "matches nothing"),
 ])
@@ -109,6 +130,28 @@ def test_bad_grid_input_is_one_line_and_writes_nothing(tiny_model, glue_data, tm
     code, out, err = run_cli(args, capsys)
     assert code == 2 and message in err and err.count("\n") == 1, err
     assert not (tmp_path / "out").exists()
+
+
+def test_gpus_per_unit_is_one_grid_setting_that_every_unit_carries(tiny_model, glue_data, tmp_path, capsys,
+                                                                    monkeypatch):
+    from harness.grid.local import LocalPool
+    from harness.grid.slurm import SlurmExecutor
+
+    planned = {}
+
+    def check(executor, units):  # the driver's first call on its executor: stop the grid there
+        planned[executor.name] = units
+        raise UserError("stopped by the test")
+
+    for cls in (LocalPool, SlurmExecutor):
+        monkeypatch.setattr(cls, "check", check)
+    for executor in ("local", "slurm"):
+        code, _, err = run_cli(grid_args([tiny_model], glue_data, tmp_path / "out", "--executor", executor,
+                                         "--gpus-per-unit", "1"), capsys)
+        assert (code, err) == (2, "harness: error: stopped by the test\n")
+    assert {name: [u.gpus for u in units] for name, units in planned.items()} == {"local": [1] * 4,
+                                                                                  "slurm": [1] * 4}
+    assert read_spec(write_spec(planned["local"][0], tmp_path)).gpus == 1
 
 
 @pytest.fixture(scope="session")
@@ -140,6 +183,7 @@ def test_the_pool_equals_single_runs_bit_for_bit_and_a_rerun_trains_nothing(pool
     for name, single in single_runs.items():
         body = json.loads((root / "out" / name / "results.json").read_text())
         assert records(body) == records(single) and len(records(body)) == 2 * GRID_SEEDS
+        assert body["seeds"] == single["seeds"] == GRID_SEEDS  # each unit asked for one
         assert (root / "out" / "grid" / "logs" / f"{name}.rte.seed1.log").is_file()
     assert (root / "out" / "grid" / "leaderboard" / "leaderboard.md").is_file()
     # MLflow: a parent per model, a child per (task, seed), logged by the driver from results.json
@@ -170,6 +214,30 @@ def test_a_failing_unit_stops_no_other_and_is_listed_with_its_retry(tiny_model, 
     assert f"grid: 1 of 2 units failed; retry what is missing with: harness {shlex.join(args)}" in out
     assert [r["task"] for r in json.loads((tmp_path / "out" / "tiny" / "results.json").read_text())["runs"]] \
         == ["rte"]
+
+
+# Slow tier, ~6 s on idle cores (30 s under other load): the one check of a several-GPU unit's command
+# (torchrun, two CPU processes over gloo).
+@pytest.mark.slow
+def test_a_unit_of_two_gpus_runs_under_torchrun_and_rank_0_alone_writes(grid_models, grid_glue, tmp_path):
+    import subprocess
+
+    from harness.grid.slurm import unit_command
+    from tests import processes
+
+    unit = Unit(kind="glue", model=str(grid_models[0]), task="rte", seed=0, output_dir=tmp_path / "out",
+                description={"tasks": "rte", "data_dir": str(grid_glue)},
+                settings=({"num_epochs": 1, "batch_size": 4, "save_models": False, "predict_test": False},),
+                gpus=2)
+    command = unit_command(unit, tmp_path / "specs")  # what a Slurm array task (and the pool) runs
+    assert command[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    done = subprocess.run(command, cwd=tmp_path, env=processes.child_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = json.loads((tmp_path / "out" / "results.json").read_text())["runs"]
+    # one record, written once; 16 examples in global batches of 4 (2 a process): 4 steps, as one process
+    assert [(r["task"], r["seed"], r["num_train_steps"]) for r in runs] == [("rte", 0, 4)]
+    assert done.stdout.count(f"unit {unit.name}: glue on") == 1, done.stdout  # rank 0 alone says so
 
 
 def test_a_unit_with_bad_input_exits_2_in_one_line(tmp_path, glue_data, capsys):

@@ -46,7 +46,7 @@ FEATURES = {
     "pretraining": {"tracking"},  # harness pretrain
     "search": {"finetuning", "tracking"},  # harness search
     "deploy": {"finetuning", "tracking"},  # harness export onnx
-    "experiments": {"finetuning", "pretraining", "deploy", "tracking"},  # experiment, demo, compare
+    "experiments": {"finetuning", "pretraining", "deploy", "tracking", "grid"},  # experiment, demo, compare
     "publish": set(),  # harness card and push: a run's saved models, their cards, the Hub upload
     "grid": {"finetuning", "tracking"},  # many models x tasks x seeds: a local pool or Slurm, one driver
 }

@@ -58,6 +58,7 @@ def test_seeds_run_side_by_side_into_one_output_dir_all_land(tiny_model, glue_da
         ("rte", 0), ("rte", 1), ("stsb", 0), ("stsb", 1)]
     # the invocation that finished last summarised both seeds
     assert results["summary"]["rte"]["score"]["n"] == 2 and results["summary"]["stsb"]["score"]["n"] == 2
+    assert results["seeds"] == 2  # each invocation asked for one; the folder holds two
     for task in ("rte", "stsb"):
         for number in (0, 1):
             assert (out / "predictions" / f"{task}-seed{number}" / "dev_outputs.json").is_file()

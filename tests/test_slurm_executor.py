@@ -136,9 +136,12 @@ def test_without_sbatch_on_path_the_grid_is_one_line_and_writes_nothing(tiny_mod
 
 
 def test_settings_become_submitit_parameters_and_a_file_fills_what_flags_leave():
-    settings = SlurmSettings(partition="gpu", gpus_per_unit=1, mem_gb_per_unit=1.5,
+    settings = SlurmSettings(partition="gpu", mem_gb_per_unit=1.5,
                              sbatch_extra="--qos=high --mail-type=BEGIN,END --exclusive")
-    assert sbatch_parameters(settings) == {
+    # the array's GPUs are its units' (--gpus-per-unit, a grid setting both executors read)
+    units = [Unit(kind="glue", model="m", task="rte", seed=0, output_dir=Path("out"), gpus=1)]
+    assert "gpus_per_node" not in sbatch_parameters(settings)
+    assert sbatch_parameters(settings, units) == {
         "time": 60, "cpus_per_task": 1, "stderr_to_stdout": True, "job_name": "harness-grid",
         "additional_parameters": {"qos": "high", "mail-type": "BEGIN,END", "exclusive": True}, "partition": "gpu", "gpus_per_node": 1,
         "mem": "1536MB"}

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from foundation.models.presets import PRESETS
+from harness.grid import executors
 from harness.tracking import mlflow_runs
 from pretrain.config import OBJECTIVES
 
@@ -54,6 +55,8 @@ def add_parser(subparsers) -> None:
     eff.add_argument("--output", type=Path, required=True, metavar="DIR",
                      help="experiment directory (an existing one is resumed)")
     eff.add_argument("--tracking-uri", help=mlflow_runs.TRACKING_HELP)
+    # a grid flag (--workers, --executor slurm, ...): pre-train every arm, then fine-tune them as one grid
+    executors.add_grid_flags(eff)
     eff.add_argument("overrides", nargs="*", metavar="key=value",
                      help="pretrain.KEY=VALUE or finetune.KEY=VALUE settings")
     eff.set_defaults(handler=handle_efficiency)
@@ -80,7 +83,7 @@ def handle_efficiency(args: argparse.Namespace) -> int:
         output_dir=args.output, seeds=args.seeds, pretrain_settings=tuple(groups["pretrain"]),
         finetune=load_config(FinetuneConfig, None, groups["finetune"]), data_dir=args.data_dir,
         control=not args.no_control, tracking_uri=args.tracking_uri,
-        command=recorded_command(sys.argv[1:]))
+        command=recorded_command(sys.argv[1:]), pool=_pool(args))
     arms = run_efficiency(exp)
     print()
     print((args.output / "efficiency.md").read_text(), end="")
@@ -89,6 +92,17 @@ def handle_efficiency(args: argparse.Namespace) -> int:
     if error is not None:
         raise error
     return 0
+
+
+def _pool(args: argparse.Namespace):
+    """The grid's (settings, executor) where a grid flag was given, else None (fine-tune in turn)."""
+    if not executors.given_flags(args):
+        return None
+    from harness.experiments.efficiency_grid import check
+
+    grid_settings, executor = executors.load_grid(args)
+    check(grid_settings, executor)
+    return grid_settings, executor
 
 
 def recorded_command(argv: list[str]) -> str:

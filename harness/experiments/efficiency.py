@@ -22,6 +22,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from foundation.infra import atomic
 from foundation.infra.errors import UserError
@@ -64,11 +65,18 @@ class Efficiency:
     later_stages: int = 0  # stages a caller runs after these (the demo's compare/export/predict)
     # pre-training's progress as (share of the budget spent, elapsed s): `harness demo`'s ETA from the pace
     pace: Callable[[float, float], None] | None = None
+    # (GridSettings, Executor) from a grid flag: the arms' fine-tunings as one grid
+    # (harness/experiments/efficiency_grid.py); None: each in this process after its pre-training
+    pool: tuple[Any, Any] | None = None
 
 
 def stage_count(exp: Efficiency) -> int:
-    """Stages numbered [i/N]: each pre-training and each arm's fine-tuning, then the caller's own."""
-    return 2 * len(set(exp.budgets)) * len(set(exp.objectives)) + exp.control + exp.later_stages
+    """Stages numbered [i/N]: each pre-training and each arm's fine-tuning (through a grid: one for all),
+    then the caller's own."""
+    pretrainings = len(set(exp.budgets)) * len(set(exp.objectives))
+    if exp.pool is not None:
+        return pretrainings + 1 + exp.later_stages
+    return 2 * pretrainings + exp.control + exp.later_stages
 
 
 def arm_name(objective: str, budget: float) -> str:
@@ -100,13 +108,29 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[Arm]:
     configs = pretrain_configs(exp)
     _glue_runner().check_data(_glue_job(exp))  # bad GLUE data fails now, not after pre-training
     _check_manifest(exp)
-    arms: list[Arm] = []
     total = stage_count(exp)
     numbers = iter(range(1, total + 1))
 
     def stage() -> str:
         return f"[{next(numbers)}/{total}]"
 
+    if exp.pool is None:
+        arms = _arms_in_turn(exp, configs, stage, progress)
+    else:
+        arms = _arms_through_grid(exp, configs, stage, progress)
+        _write_tables(exp, arms)
+    from harness.tracking.leaderboard_report import write_report
+
+    write_report([exp.output_dir / "glue" / name for name in _glue_dirs(arms)], exp.output_dir / "report",
+                 exp.tracking_uri)
+    return arms
+
+
+def _arms_in_turn(exp: Efficiency, configs: dict[tuple[str, float], PretrainConfig], stage: Callable[[], str],
+                  progress: bool | None) -> list[Arm]:
+    """Each arm pre-trained, then fine-tuned in this process (the control after the first), the tables
+    rewritten after each."""
+    arms: list[Arm] = []
     for (objective, budget), config in configs.items():
         meta = _pretrained(config, stage(), exp.tracking_uri, exp.announce, progress, exp.pace)
         if exp.control and not any(a.objective == CONTROL for a in arms):
@@ -118,11 +142,27 @@ def run_efficiency(exp: Efficiency, progress: bool | None = None) -> list[Arm]:
         results = _finetune(exp, config.output_dir, arm_name(objective, budget), progress)
         arms.append(Arm(objective, budget, meta["train_flops"], results, _pretrain_summary(meta)))
         _write_tables(exp, arms)
-    from harness.tracking.leaderboard_report import write_report
-
-    write_report([exp.output_dir / "glue" / name for name in _glue_dirs(arms)], exp.output_dir / "report",
-                 exp.tracking_uri)
     return arms
+
+
+def _arms_through_grid(exp: Efficiency, configs: dict[tuple[str, float], PretrainConfig],
+                       stage: Callable[[], str], progress: bool | None) -> list[Arm]:
+    """Every arm pre-trained, then all of them (the control first) fine-tuned as one grid."""
+    from harness.experiments.efficiency_grid import finetune_arms
+
+    metas = {arm_name(o, b): (o, b, config.output_dir, _pretrained(config, stage(), exp.tracking_uri,
+                                                                   exp.announce, progress, exp.pace))
+             for (o, b), config in configs.items()}
+    models = {name: folder for name, (_, _, folder, _) in metas.items()}
+    if exp.control:
+        like = Path(next(iter(models.values()))) / DISCRIMINATOR_DIR
+        models = {CONTROL: str(control_folder(exp, like))} | models
+    exp.announce(f"{stage()} fine-tune {len(models)} arms on {','.join(t.name for t in exp.tasks)} x "
+                 f"{exp.seeds} seeds through the grid")
+    bodies = finetune_arms(exp, _glue_job(exp), models)
+    arms = [Arm(CONTROL, 0.0, 0.0, bodies[CONTROL])] if exp.control else []
+    return arms + [Arm(o, b, meta["train_flops"], bodies[name], _pretrain_summary(meta))
+                   for name, (o, b, _, meta) in metas.items()]
 
 
 def diverged_error(arms: list[Arm]) -> UserError | None:
@@ -156,6 +196,17 @@ def _pretrained(config: PretrainConfig, step: str, tracking_uri: str | None,
 
 def _control(exp: Efficiency, like: Path, progress, stage: str) -> Arm:
     """The untrained control: `like`'s config and tokenizer, fresh weights; then fine-tuned."""
+    folder = control_folder(exp, like)
+    exp.announce(f"{stage} fine-tune {CONTROL} (no pre-training) x {exp.seeds} seeds")
+    return Arm(CONTROL, 0.0, 0.0, _finetune(exp, str(folder), CONTROL, progress))
+
+
+def _finetune(exp: Efficiency, model: str, name: str, progress) -> dict:
+    return _glue_runner().run(_glue_job(exp, model, name, progress))
+
+
+def control_folder(exp: Efficiency, like: Path) -> Path:
+    """OUT/random-init: `like`'s config and tokenizer with fresh weights (kept once written)."""
     import transformers
 
     from foundation.models.layout import has_weights
@@ -165,12 +216,7 @@ def _control(exp: Efficiency, like: Path, progress, stage: str) -> Arm:
     if not has_weights(folder):
         tokenizer = transformers.AutoTokenizer.from_pretrained(like)
         write_random_init(transformers.AutoConfig.from_pretrained(like), tokenizer, folder, seed=0)
-    exp.announce(f"{stage} fine-tune {CONTROL} (no pre-training) x {exp.seeds} seeds")
-    return Arm(CONTROL, 0.0, 0.0, _finetune(exp, str(folder), CONTROL, progress))
-
-
-def _finetune(exp: Efficiency, model: str, name: str, progress) -> dict:
-    return _glue_runner().run(_glue_job(exp, model, name, progress))
+    return folder
 
 
 def _glue_runner() -> KindRunner:

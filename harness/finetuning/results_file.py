@@ -67,8 +67,19 @@ class ResultsFile:
                 results[key] = sorted(results.get(key, []) + theirs, key=lambda r: (r["task"], r["seed"]))
         results["tasks"] = on_disk.get("tasks", []) + [t for t in results["tasks"]
                                                        if t not in on_disk.get("tasks", [])]
+        # a grid's units each ask for one seed: the file says how many it holds, as one run of them would
+        results["seeds"] = max(results["seeds"], seeds_held(results))
         # wall time: every invocation's own time, added up (side by side ones too)
         results["wall_time_s"] = on_disk.get("wall_time_s", 0.0)
+
+
+def seeds_held(results: ResultsBody) -> int:
+    """The most seeds any task's records (scored or diverged) hold."""
+    held: dict[str, set[int]] = {}
+    for key in RECORDS:
+        for record in results.get(key, []):
+            held.setdefault(record["task"], set()).add(record["seed"])
+    return max(map(len, held.values()), default=0)
 
 
 def resume(output_dir: Path, fresh: ResultsBody, same: Sequence[str] = ("format", "config")) -> ResultsBody:

@@ -38,12 +38,14 @@ class Grid:
     tracking_uri: str | None = None
     report_dir: Path | None = None  # where the leaderboard's files go; None: no report (a shard's slice)
     progress: bool | None = None
+    gpus_per_unit: int = 0  # over 1: each unit runs under torchrun across that many GPUs
 
 
 def run_grid(grid: Grid, executor: Executor) -> int:
     """Run the grid's missing units; 0 when every unit is done, 1 when one failed, 130 on Ctrl-C."""
     units = plan.shard(plan.plan_units(grid.kind, grid.models, grid.output_dirs, grid.description,
-                                       grid.settings, grid.seeds, grid.task_file_dir), grid.shard)
+                                       grid.settings, grid.seeds, grid.task_file_dir, grid.gpus_per_unit),
+                       grid.shard)
     executor.check(units)
     done = plan.finished(units)
     pending = [unit for unit in units if unit.name not in done]

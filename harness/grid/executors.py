@@ -61,7 +61,7 @@ EXECUTORS: dict[str, ExecutorRow] = {row.name: row for row in [
 
 @dataclass(frozen=True)
 class GridSettings:
-    """The driver's own settings: which executor, and which slice of the grid."""
+    """The driver's own settings: which executor, which slice of the grid, and each unit's GPUs."""
 
     executor: str = setting("local", role="runtime", flag=Flag("--executor", choices=EXECUTORS), help=(
         "what runs the units: local, a pool of worker processes on this machine; slurm, one job array "
@@ -69,6 +69,13 @@ class GridSettings:
     shard: str = setting("", role="runtime", flag=Flag("--shard", "K/N"), help=(
         "run only the K-th of N deterministic slices of the grid (1 <= K <= N), for any array-job engine; "
         "every slice into one --output-dir"))
+    gpus_per_unit: int = setting(0, role="runtime", flag=Flag("--gpus-per-unit", "N"), help=(
+        "GPUs each unit takes, on either executor; over 1 the unit runs under torchrun, one process a GPU "
+        "(DDP). 0: the local pool gives a unit one GPU where there are GPUs; Slurm asks for none"))
+
+    def __post_init__(self):
+        if self.gpus_per_unit < 0:
+            raise ValueError(f"--gpus-per-unit must not be negative (got {self.gpus_per_unit})")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from foundation.infra.errors import UserError
 from harness.grid.executors import LocalSettings, cpu_count
-from harness.grid.units import State, Unit, write_spec
+from harness.grid.units import State, Unit, command, write_spec
 
 STOP_GRACE_S = 60.0  # after SIGTERM a unit finishes its step and saves; then it is killed
 
@@ -72,10 +72,11 @@ class LocalPool:
         return chosen
 
     def check(self, units: list[Unit]) -> None:
-        wide = [u for u in units if max(1, u.gpus) > max(1, len(self.devices))]
-        if wide:
-            raise UserError(f"unit {wide[0].name} needs {wide[0].gpus} GPUs and this pool has "
-                            f"{len(self.devices) or 'no'} GPU; choose fewer GPUs per unit or more --devices")
+        widest = max((unit.gpus for unit in units), default=0)
+        if widest > max(1, len(self.devices)):  # one GPU a unit on a CPU machine: the unit runs on the CPU
+            there = f"this pool has {len(self.devices)}" if self.devices else "no GPU is visible here"
+            raise UserError(f"--gpus-per-unit {widest} asks for {widest} GPUs a unit and {there}; choose at "
+                            "most as many GPUs a unit as the pool has (--devices), or --executor slurm")
 
     def start(self, units: list[Unit], log_dir: Path) -> list[Started]:
         specs = log_dir / "specs"
@@ -112,11 +113,8 @@ class LocalPool:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(self.visible[int(d)] for d in item.devices)
         else:
             env["OMP_NUM_THREADS"] = str(self.threads)
-        gpus = len(item.devices)
-        command = ([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}"]
-                   if gpus > 1 else [sys.executable])
         with open(item.log, "ab") as log:  # the child holds its own descriptor
-            return subprocess.Popen([*command, "-m", "harness.grid.unit", str(item.spec)], env=env,
+            return subprocess.Popen(command(item.spec, len(item.devices)), env=env,
                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
 

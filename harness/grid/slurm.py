@@ -17,7 +17,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -46,8 +45,6 @@ class SlurmSettings:
         "each unit's time limit; a unit that reaches it saves, is requeued and resumes where it stopped"))
     max_requeues: int = setting(3, role="runtime", flag=Flag("--max-requeues", "N"), help=(
         "how often a unit that reached its time limit is requeued before it counts as failed"))
-    gpus_per_unit: int = setting(0, role="runtime", flag=Flag("--gpus-per-unit", "N"), help=(
-        "GPUs each unit gets"))
     cpus_per_unit: int = setting(1, role="runtime", flag=Flag("--cpus-per-unit", "N"), help=(
         "CPU cores each unit gets (its torch threads)"))
     mem_gb_per_unit: float = setting(0.0, role="runtime", flag=Flag("--mem-gb-per-unit", "GB"), help=(
@@ -66,7 +63,7 @@ class SlurmSettings:
                              "signals a unit to save 90 s before its time limit")
         if self.cpus_per_unit < 1:
             raise ValueError(f"cpus_per_unit must be at least 1 (got {self.cpus_per_unit})")
-        for name in ("max_requeues", "gpus_per_unit", "mem_gb_per_unit", "array_parallelism"):
+        for name in ("max_requeues", "mem_gb_per_unit", "array_parallelism"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative (got {getattr(self, name)})")
         try:
@@ -98,14 +95,14 @@ def with_file(given: SlurmSettings) -> SlurmSettings:
 
 def sbatch_parameters(settings: SlurmSettings, units: list[Unit] = ()) -> dict[str, Any]:
     """submitit's SlurmExecutor parameters for these settings and units (each array task gets the GPUs of
-    the widest unit; one log file a unit: stderr joins stdout)."""
+    the widest unit, --gpus-per-unit; one log file a unit: stderr joins stdout)."""
     extra = {}
     for option in shlex.split(settings.sbatch_extra):
         name, sep, value = option[2:].partition("=")
         extra[name] = value if sep else True
     found = {"time": settings.time_limit_min, "cpus_per_task": settings.cpus_per_unit,
              "stderr_to_stdout": True, "job_name": "harness-grid", "additional_parameters": extra}
-    gpus = max([settings.gpus_per_unit, *(unit.gpus for unit in units)])
+    gpus = max((unit.gpus for unit in units), default=0)
     memory = f"{int(settings.mem_gb_per_unit * 1024)}MB" if settings.mem_gb_per_unit else None
     optional = {"partition": settings.partition, "account": settings.account, "gpus_per_node": gpus,
                 "mem": memory, "array_parallelism": settings.array_parallelism}
@@ -115,11 +112,9 @@ def sbatch_parameters(settings: SlurmSettings, units: list[Unit] = ()) -> dict[s
 def unit_command(unit: Unit, folder: Path) -> list[str]:
     """The command an array task runs its unit with: harness/grid/unit.py on the unit's spec in folder,
     under torchrun when the unit takes several GPUs (as the local pool runs it)."""
-    from harness.grid.units import write_spec
+    from harness.grid.units import command, write_spec
 
-    wide = (["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={unit.gpus}"]
-            if unit.gpus > 1 else [])
-    return [sys.executable, *wide, "-m", "harness.grid.unit", str(write_spec(unit, folder))]
+    return command(write_spec(unit, folder), unit.gpus)
 
 
 class SlurmExecutor:

@@ -62,5 +62,6 @@ def run(args: argparse.Namespace, kind: str, models: list[str], description: Any
     grid = Grid(kind=kind, models=tuple(models), output_dirs=output_dirs, grid_dir=grid_dir,
                 description=description, settings=settings, seeds=args.seeds, shard=shard,
                 retry=f"harness {shlex.join(shown)}{hidden}", task_file_dir=task_file_dir,
-                tracking_uri=args.tracking_uri, report_dir=None if shard else grid_dir / "leaderboard")
+                tracking_uri=args.tracking_uri, report_dir=None if shard else grid_dir / "leaderboard",
+                gpus_per_unit=settings_.gpus_per_unit)
     return run_grid(grid, executor)

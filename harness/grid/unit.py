@@ -10,6 +10,7 @@ kind's runner does the rest, SIGTERM included: the seed's state is saved and a r
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -32,14 +33,15 @@ def job_of(unit: Unit):
                seeds=1, task_file_dir=unit.task_file_dir, tracking_uri=mlflow_runs.OFF, leaderboard=False)
 
 
-def run_unit(unit: Unit) -> dict:
-    """Fine-tune the unit's (model, task, seed) into its model's run folder; results.json's body."""
+def run_unit(unit: Unit) -> dict | None:
+    """Fine-tune the unit's (model, task, seed) into its model's run folder; results.json's body, or None
+    in a torchrun process but rank 0 (it trained in step with rank 0, which alone writes)."""
     return kinds.load(kinds.kind(unit.kind).runner).run(job_of(unit))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the unit SPEC.json describes: 0 done, 2 bad input (one line), 128+N stopped by signal N with its
-    state saved, 1 anything else (the traceback in the unit's log)."""
+    """Run the unit SPEC.json describes: 0 done (on every rank under torchrun), 2 bad input (one line),
+    128+N stopped by signal N with its state saved, 1 anything else (the traceback in the unit's log)."""
     from foundation.infra.errors import UserError
     from foundation.training.stop import Stopped
 
@@ -49,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         unit = read_spec(Path(argv[0]))
-        print(f"unit {unit.name}: {unit.kind} on {unit.model} into {unit.output_dir}", flush=True)
+        if os.environ.get("RANK", "0") == "0":  # under torchrun: one line in the unit's log, not one a rank
+            print(f"unit {unit.name}: {unit.kind} on {unit.model} into {unit.output_dir}", flush=True)
         run_unit(unit)
     except UserError as error:
         print(f"harness: error: {error}", file=sys.stderr)

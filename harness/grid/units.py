@@ -10,6 +10,7 @@ to a child process as a file, Slurm (submitit) pickles it.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -70,3 +71,10 @@ def write_spec(unit: Unit, folder: Path) -> Path:
 def read_spec(path: Path) -> Unit:
     """The unit a spec file describes."""
     return Unit.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def command(spec: Path, gpus: int) -> list[str]:
+    """How a unit runs in a process of its own: `python -m harness.grid.unit SPEC.json`, under torchrun
+    with one process a GPU when it takes several (rank 0 writes its record, the others train with it)."""
+    wide = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}"] if gpus > 1 else []
+    return [sys.executable, *wide, "-m", "harness.grid.unit", str(spec)]
