@@ -470,6 +470,8 @@ def _description(config: TextDescription, base: Path | None) -> dict:
     described["text"] = list(described["text"])
     if described["threshold"] == THRESHOLD:  # recorded where it departs: older results hold none
         del described["threshold"]
+    if not described["class_weights"]:  # the run's setting records the weights used; older results: none
+        del described["class_weights"]
     return {RECORDED.get(key, key): value for key, value in described.items()}
 
 

@@ -156,3 +156,14 @@ def test_a_task_files_bad_class_weights_are_one_line_before_anything_is_written(
     assert code == 2 and len(err.splitlines()) == 1
     assert "class_weights weight '-1' of label 'ok' is not a positive number" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_description_without_class_weights_records_as_before_so_older_runs_resume():
+    """results.json's data.description gains no class_weights key unless a task file states weights: a
+    run written before the key existed is resumed, not refused as changed data."""
+    from tasks.text_data import _description
+    from tasks.text_task import TextDescription
+
+    assert "class_weights" not in _description(TextDescription(train="t.csv", text=("text",)), None)
+    stated = _description(TextDescription(train="t.csv", text=("text",), class_weights="balanced"), None)
+    assert stated["class_weights"] == "balanced"
