@@ -198,9 +198,12 @@ def add_flags(parser: argparse.ArgumentParser, cls: type, prefix: str = "",
                 options["action"] = "append"
         elif hint in (int, float):
             options["type"] = hint
+        elif hint is bool:  # a switch: given, the setting is true (key=value says false too)
+            options.pop("metavar")
+            options |= {"action": "store_const", "const": True}
         elif hint is not str and not choices:
-            raise TypeError(f"{cls.__name__}.{field.name}: add_flags makes flags of str, int, float, Literal "
-                            f"and tuple settings, not {hint}")
+            raise TypeError(f"{cls.__name__}.{field.name}: add_flags makes flags of str, int, float, bool, "
+                            f"Literal and tuple settings, not {hint}")
         change = dict((changes or {}).get(field.name, {}))
         name = change.pop("flag", flag.name)
         options |= change

@@ -38,6 +38,9 @@ def departures(results: Mapping, size: str | None) -> dict[str, object]:
     found = _finetune(results.get("config") or {}, glue + squad, size, model.get("family"))
     if squad and isinstance(results.get("settings"), Mapping):
         found |= _squad(results["settings"], squad[0], (results.get("data") or {}).get("holdout"))
+    task = (results.get("data") or {}).get("task") if isinstance(results.get("data"), Mapping) else None
+    if isinstance(task, Mapping) and task.get("choose_threshold"):  # your own multi-label task's
+        found["choose_threshold"] = True
     return found
 
 
@@ -78,7 +81,7 @@ def _squad(settings: Mapping, task, holdout: Mapping | None) -> dict[str, object
 
 
 # Departures whose name alone would hide what they do to the scores beside them
-SAID = {("select_epoch", "best"): BEST_EPOCH}
+SAID = {("select_epoch", "best"): BEST_EPOCH, ("choose_threshold", True): "threshold tuned on dev"}
 
 
 def describe(found: Mapping[str, object]) -> str:
@@ -100,6 +103,17 @@ def best_epoch_note(results: Mapping) -> str | None:
     epochs = ", ".join(f"{task} seed {seed}: {epoch}" for task, seed, epoch in chosen)
     return (f"scores: {BEST_EPOCH} (select_epoch=best, a departure from ELECTRA's last epoch; choosing on "
             f"dev inflates dev scores); epochs chosen: {epochs}")
+
+
+def threshold_note(results: Mapping) -> str | None:
+    """The run table's line for a multi-label threshold chosen on dev: each seed's; None otherwise."""
+    task = (results.get("data") or {}).get("task") if isinstance(results.get("data"), Mapping) else None
+    if not isinstance(task, Mapping) or not task.get("choose_threshold"):
+        return None
+    chosen = [f"{r['task']} seed {r['seed']}: {r['metrics']['validation']['threshold']:.2f}"
+              for r in results.get("runs", ()) if "threshold" in r["metrics"].get("validation", {})]
+    return ("thresholds: chosen on dev per seed (choose_threshold, a departure: it tunes the dev score "
+            f"it is scored by); {', '.join(chosen)}")
 
 
 def _text(value: object) -> str:

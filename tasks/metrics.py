@@ -29,6 +29,14 @@ def metric_range(name: str) -> tuple[float, float] | None:
     return None
 
 
+THRESHOLDS = tuple(round(0.05 * k, 2) for k in range(1, 20))  # 0.05, 0.10, ..., 0.95
+
+
+def best_threshold(score: Callable[[float], float], candidates: Sequence[float] = THRESHOLDS) -> float:
+    """The candidate threshold with the highest score; a tie goes to the one nearest 0.5 (then the lower)."""
+    return max(candidates, key=lambda t: (score(t), -abs(t - 0.5), -t))
+
+
 def accuracy(predictions: Sequence[int], references: Sequence[int]) -> float:
     return float(skm.accuracy_score(references, predictions))
 

@@ -38,6 +38,8 @@ class TextAdapter:
     class_weights: tuple[float, ...] | None = None  # each label's loss weight; None: the head's own loss
     # long_text=windows: per eval split, each row's text (evals hold windows); empty: a row is a text
     windows_of: dict[str, list[int]] = field(default_factory=dict)
+    # choose_threshold: the threshold the last dev scoring chose (the seed's, once its last epoch is scored)
+    chosen_threshold: float | None = None
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """The batch's class-weighted loss (only where class_weights is set)."""
@@ -54,20 +56,27 @@ class TextAdapter:
         stacked, owners = np.stack(outputs), np.asarray(owners)
         return [stacked[owners == text].mean(axis=0) for text in range(int(owners.max()) + 1)]
 
-    def predictions(self, outputs: list[np.ndarray]) -> np.ndarray:
-        """Class ids, scores (regression), or 0/1 rows (multi-label: logit above 0)."""
+    def predictions(self, outputs: list[np.ndarray], threshold: float | None = None) -> np.ndarray:
+        """Class ids, scores (regression), or 0/1 rows (multi-label: sigmoid above the threshold)."""
         stacked = np.stack(outputs)
         if self.task.is_regression:
             return stacked[:, 0]
         if self.task.is_multilabel:
-            return (stacked > np.log(self.task.threshold / (1 - self.task.threshold))).astype(np.int64)
+            threshold = threshold or self.chosen_threshold or self.task.threshold
+            return (stacked > np.log(threshold / (1 - threshold))).astype(np.int64)
         return stacked.argmax(axis=-1)
 
     def score(self, split: str, outputs: list[np.ndarray]) -> dict[str, float]:
-        """The kind's metrics, and `score`: the headline metric (what seeds, search and compare rank by)."""
-        predictions, references = self.predictions(outputs), np.asarray(self.references[split])
+        """The kind's metrics, and `score`: the headline metric (what seeds, search and compare rank by);
+        choose_threshold: a dev split's at the threshold it chooses, recorded as `threshold`."""
+        references = np.asarray(self.references[split])
+        if self.task.choose_threshold and self.task.is_multilabel and split.startswith("validation"):
+            self.chosen_threshold = metrics.best_threshold(
+                lambda t: metrics.METRICS[self.task.headline](self.predictions(outputs, t), references))
+        predictions = self.predictions(outputs)
         values = {name: metrics.METRICS[name](predictions, references) for name in self.task.metrics}
-        return values | {"score": values[self.task.headline]}
+        chosen = {"threshold": self.chosen_threshold} if self.task.choose_threshold else {}
+        return values | {"score": values[self.task.headline]} | chosen
 
     def named(self, outputs: list[np.ndarray]) -> list:
         """Predictions with label names: a name, a score, or a list of names."""

@@ -105,8 +105,12 @@ def read(config: TextDescription, base: Path | None = None,
 
     if name in GLUE_TASKS or name in {t.name for t in SQUAD_TASKS.values()}:
         raise UserError(f"task name {name!r} is a named task's; pass --name with another name")
+    if config.choose_threshold and problem != "multilabel":
+        raise UserError(f"--choose-threshold chooses a multi-label task's threshold, and {name!r} is "
+                        f"{problem}; leave it out")
     task = TextTask(name, tuple(text_columns), config.label, problem, names, metrics, headline,
-                    NUM_EPOCHS, MAX_LENGTH, threshold=config.threshold)
+                    NUM_EPOCHS, MAX_LENGTH, threshold=config.threshold,
+                    choose_threshold=config.choose_threshold)
     splits = {split: _harness_rows(source, text_columns, raw.get(split), problem, names)
               for split, source in sources.items()}
     if "train" not in splits:  # harness eval without --train: it trains nothing
@@ -470,6 +474,8 @@ def _description(config: TextDescription, base: Path | None) -> dict:
     described["text"] = list(described["text"])
     if described["threshold"] == THRESHOLD:  # recorded where it departs: older results hold none
         del described["threshold"]
+    if not described["choose_threshold"]:  # as threshold: recorded where it departs
+        del described["choose_threshold"]
     if not described["class_weights"]:  # the run's setting records the weights used; older results: none
         del described["class_weights"]
     return {RECORDED.get(key, key): value for key, value in described.items()}

@@ -127,6 +127,10 @@ class TextDescription:
         "multilabel: a label is predicted where its sigmoid is above P (0.5: its logit above 0); kept in "
         "results.json where it departs from 0.5, in the bundle, and shown by serve's /health"))
 
+    choose_threshold: bool = setting(False, role="recipe", flag=Flag("--choose-threshold"), help=(
+        "multilabel: each seed's threshold chosen on dev, the one of 0.05, 0.10, ..., 0.95 with the best "
+        "headline metric (a tie: the one nearest 0.5), recorded per seed (metrics' `threshold`) and kept in "
+        "the bundle; a departure: the dev score is then tuned on dev"))
     # The labels' weights belong to the data as much as to the training: a task file may state them. The
     # class_weights setting (tasks/config.py), where given, wins; results.json records the one used.
     class_weights: str = setting("", role="recipe", help=(
@@ -215,6 +219,7 @@ class TextTask(ReadTask):
     double_unordered: bool = False
     predicted_by: None = None
     threshold: float = THRESHOLD  # multi-label: the sigmoid above which a label is predicted
+    choose_threshold: bool = False  # multi-label: each seed's threshold chosen on dev instead
 
     @property
     def is_regression(self) -> bool:
@@ -237,6 +242,7 @@ class TextTask(ReadTask):
     def record(self) -> dict:
         """results.json's and the bundle's description of the task (its problem under the key "kind")."""
         departs = {"threshold": self.threshold} if self.threshold != THRESHOLD else {}  # older runs: 0.5
+        departs |= {"choose_threshold": True} if self.choose_threshold else {}
         return {"name": self.name, "kind": self.problem, "text_columns": list(self.text_columns),
                 "label_column": self.label_column, "label_names": list(self.label_names or []) or None,
                 "metrics": list(self.metrics), "headline": self.headline} | departs
@@ -246,4 +252,5 @@ class TextTask(ReadTask):
         names = record.get("label_names")
         return cls(record["name"], tuple(record["text_columns"]), record["label_column"], record["kind"],
                    tuple(names) if names else None, tuple(record["metrics"]), record["headline"],
-                   threshold=record.get("threshold", THRESHOLD))
+                   threshold=record.get("threshold", THRESHOLD),
+                   choose_threshold=record.get("choose_threshold", False))

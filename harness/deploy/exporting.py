@@ -59,6 +59,10 @@ class Exporter:
         """The manifest's first fields, the kind's own."""
         return {}
 
+    def for_seed(self, task: Any, record: dict) -> Any:
+        """The task as the exported seed's results.json record settled it (a threshold chosen on dev)."""
+        return task
+
     def runtime_fields(self, settings: dict) -> dict:
         """The manifest's fields after the outputs: `settings` as the runtime reads them."""
         return {}

@@ -108,8 +108,8 @@ def _from_run(run_dir: Path, exporter: Exporter, task: Any, seed: int | None) ->
     model = results.get("model", {})
     model_id = (results.get("flops") or {}).get("model_id") or \
         model_identity(model.get("name", ""), model.get("path", ""))
-    source = _source(onnx_export.inspect_checkpoint(model_dir), exporter, task, model.get("name", ""),
-                     config.get("max_length"), results.get("settings"))
+    source = _source(onnx_export.inspect_checkpoint(model_dir), exporter, exporter.for_seed(task, chosen),
+                     model.get("name", ""), config.get("max_length"), results.get("settings"))
     data = results.get("data") if exporter.runs_describe_task else None
     return dataclasses.replace(source, model_id=model_id, seed=chosen["seed"], run_dir=run_dir, data=data)
 

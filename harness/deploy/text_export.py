@@ -3,6 +3,7 @@ describes them (the files re-read, refused if changed), scored by the run's own 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from datasets import Dataset
@@ -24,6 +25,11 @@ class Exporter(ClassificationExporter):
 
     def run_task(self, results: dict, task_name: str, run_dir: Path) -> TextTask:
         return own_task(TextTask, results, task_name, run_dir)
+
+    def for_seed(self, task: TextTask, record: dict) -> TextTask:
+        """choose_threshold: the threshold the seed chose on dev (its last dev scoring's), as the bundle's."""
+        chosen = (record.get("metrics", {}).get("validation") or {}).get("threshold")
+        return dataclasses.replace(task, threshold=chosen) if task.choose_threshold and chosen else task
 
     def own_fields(self, task: TextTask) -> dict:
         threshold = {"threshold": task.threshold} if task.is_multilabel else {}

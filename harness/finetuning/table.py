@@ -95,5 +95,5 @@ def read_task_table(results: dict) -> str:
              for row in (header, *rows)]
     lines.insert(1, "-+-".join("-" * width for width in widths))
     digests = ", ".join(f"{split} {info['sha256'][:12]}" for split, info in results["data"]["files"].items())
-    note, best = interval_note(results), recipe.best_epoch_note(results)
-    return "\n".join(lines + [f"data: {digests} (sha256); x100"] + [n for n in (note, best) if n])
+    notes = (interval_note(results), recipe.best_epoch_note(results), recipe.threshold_note(results))
+    return "\n".join(lines + [f"data: {digests} (sha256); x100"] + [n for n in notes if n])
