@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
-import shlex
 import sys
 
 # Subcommand modules under harness/commands/; each defines add_parser(subparsers), whose parsers'
@@ -63,7 +62,7 @@ def _did_you_mean(parser: argparse.ArgumentParser, args: argparse.Namespace, ext
 
 def main(argv: list[str] | None = None) -> int:
     from foundation.infra.errors import UserError
-    from foundation.infra.secrets import redact_argv
+    from foundation.infra.secrets import echoed
     from foundation.training.stop import Stopped
 
     argv = sys.argv[1:] if argv is None else argv
@@ -77,11 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     except Stopped as stopped:  # SIGTERM or Ctrl-C, the state saved: the same command goes on from it
         from foundation.training.distributed import launch_command
 
-        shown = redact_argv(argv)  # an echoed command line carries no password
-        hidden = " (put the passwords shown as *** back)" if shown != list(argv) else ""
         launch = launch_command()  # under torchrun rank 0 speaks for every process
-        if launch is not None:
-            print(f"harness: {stopped}; resume with: {launch} {shlex.join(shown)}{hidden}", file=sys.stderr)
+        if launch is not None:  # an echoed command line carries no password
+            print(f"harness: {stopped}; resume with: {launch} {echoed(argv)}", file=sys.stderr)
         return stopped.exit_status
     except KeyboardInterrupt:
         print("harness: interrupted", file=sys.stderr)

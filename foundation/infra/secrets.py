@@ -42,6 +42,14 @@ def _redact_one(uri: str) -> str:
     return _QUERY_SECRET.sub(lambda match: match["head"] + (MASK if match["value"] else ""), uri)
 
 
+def echoed(argv: list[str] | tuple[str, ...]) -> str:
+    """The command line as a user retypes it (shell-quoted), passwords shown as ***, saying so if any were."""
+    import shlex
+
+    shown = redact_argv(argv)
+    return shlex.join(shown) + (" (put the passwords shown as *** back)" if shown != list(argv) else "")
+
+
 def redact_argv(argv: list[str] | tuple[str, ...]) -> list[str]:
     """A command line fit to record or echo: every URI in it redacted, whether it is its own word, a
     flag's value (`--storage=URI`, or the word after --tracking-uri, --storage, --params-from) or a

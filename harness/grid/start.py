@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 from pathlib import Path
 from typing import Any
 
 from foundation.infra.errors import UserError
-from foundation.infra.secrets import redact_argv
+from foundation.infra.secrets import echoed
 from harness.grid import executors, plan
 
 
@@ -49,19 +48,14 @@ def run(args: argparse.Namespace, kind: str, models: list[str], description: Any
     if shard and args.output_dir is None:
         raise UserError("--shard needs --output-dir: every slice, wherever it runs, writes into that folder")
     root = args.output_dir or default_root
-    if len(models) > 1:
-        output_dirs = tuple(root / name for name in plan.run_names(models))
-        grid_dir = root / plan.GRID_DIR
-    else:
-        output_dirs, grid_dir = (root,), root / plan.GRID_DIR
+    output_dirs = tuple(root / name for name in plan.run_names(models)) if len(models) > 1 else (root,)
+    grid_dir = root / plan.GRID_DIR
     argv = list(getattr(args, "argv", None) or [])
     if args.output_dir is None:
         argv += ["--output-dir", str(root)]
-    shown = redact_argv(argv)
-    hidden = " (put the passwords shown as *** back)" if shown != argv else ""
     grid = Grid(kind=kind, models=tuple(models), output_dirs=output_dirs, grid_dir=grid_dir,
                 description=description, settings=settings, seeds=args.seeds, shard=shard,
-                retry=f"harness {shlex.join(shown)}{hidden}", task_file_dir=task_file_dir,
+                retry=f"harness {echoed(argv)}", task_file_dir=task_file_dir,
                 tracking_uri=args.tracking_uri, report_dir=None if shard else grid_dir / "leaderboard",
                 gpus_per_unit=settings_.gpus_per_unit)
     return run_grid(grid, executor)
