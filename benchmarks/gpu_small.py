@@ -17,14 +17,23 @@ pretrain_meta.json. `unpack` rebuilds the two checkpoints in fp32, as the CPU fi
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tarfile
+import time
 from pathlib import Path
 
+STARTED = time.monotonic()  # the part's clock (gpu_check.sh's limit counts from about here)
+
 # 0.9% of ELECTRA-Small's 1M steps. The H200 windows (reports/results/performance.md) compiled ~90 s and
-# ran 26-40 steps/s: 320-440 s of loop, max_time_s its guard; the corpus's preparation comes before it.
+# ran 26-40 steps/s: 320-440 s of loop, max_time_s its guard.
 GPU_STEPS = 9_000
+# The guard is what the part's limit leaves once the corpus is prepared (its time on the window's host is
+# unmeasured), less RESERVE_S for the final export and the packing, and at most LOOP_S.
+PART_LIMIT_S = {"gpu": 585, "micro": 600}  # gpu_check.sh's limits on the part
+LOOP_S = {"gpu": 420, "micro": 120}
+RESERVE_S = 60
 MAX_SHARD = "15MB"
 RUN = "electra-small"  # the pre-training output, inside WORK
 CURVE = "small-curve.tsv"
@@ -34,12 +43,41 @@ CURVE_KEYS = ("disc_auc_unigram", "discriminator_loss", "generator_loss", "disc_
 
 
 def settings(plan: str, steps: int, work: Path, vocabulary: Path) -> list[str]:
-    """The `harness pretrain` key=value settings of the plan."""
+    """The `harness pretrain` key=value settings of the plan, but for its guard (max_time_s)."""
     common = [f"max_steps={steps}", f"checkpoint_every_steps={steps // 2}", "keep_checkpoints=2",
               f"tokenizer={vocabulary}", f"cache_dir={work / 'cache'}", "optimizer=electra"]
     if plan == "gpu":
-        return [*common, "max_time_s=420", "compile=on", "device=cuda", "log_every_steps=50"]
-    return [*common, "max_time_s=120", "compile=off", "device=cpu", "precision=fp32", "log_every_steps=2"]
+        return [*common, "compile=on", "device=cuda", "log_every_steps=50"]
+    return [*common, "compile=off", "device=cpu", "precision=fp32", "log_every_steps=2"]
+
+
+def prepare_corpus(preset: str, corpus: Path, output: Path, overrides: list[str]) -> float:
+    """The run's tokenised, packed corpus built into its cache (where `harness pretrain` finds it);
+    seconds since the part started. The tokenizer encodes on every core here: the check sets
+    TOKENIZERS_PARALLELISM=false for its other parts, and this process forks nothing before it."""
+    import torch
+
+    from foundation.training import distributed as dist
+    from harness.config import load_config
+    from pretrain import planning
+    from pretrain.config import PretrainConfig
+    from pretrain.prepare import prepare_examples
+
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
+    config = load_config(PretrainConfig, None, overrides, preset=preset, corpus=(str(corpus),),
+                         output_dir=str(output))
+    inputs = planning.check(config)
+    started = time.monotonic()
+    _, examples = prepare_examples(inputs.config, dist.Context(0, 1, torch.device("cpu")),
+                                   list(inputs.corpus.files))
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # as for the rest of the check (compile workers fork)
+    print(f"corpus prepared: {len(examples):,} sequences in {time.monotonic() - started:.0f} s")
+    return time.monotonic() - STARTED
+
+
+def guard(plan: str, spent_s: float) -> int:
+    """max_time_s: the loop's share of what the part's limit leaves after `spent_s`."""
+    return max(1, min(LOOP_S[plan], int(PART_LIMIT_S[plan] - RESERVE_S - spent_s)))
 
 
 def pretrain(plan: str, out: Path, work: Path) -> int:
@@ -71,8 +109,12 @@ def pretrain(plan: str, out: Path, work: Path) -> int:
         logged(metrics, step=step)
 
     mlflow_runs.log_metrics = log_metrics
+    overrides = settings(plan, steps, work, vocabulary)
+    limit = guard(plan, prepare_corpus(preset, corpus, work / RUN, overrides))
+    print(f"the loop's guard: max_time_s={limit} ({time.monotonic() - STARTED:.0f} s of the part's "
+          f"{PART_LIMIT_S[plan]} spent)")
     return main(["pretrain", "--preset", preset, "--corpus", str(corpus), "--output", str(work / RUN),
-                 "--tracking-uri", "none", *settings(plan, steps, work, vocabulary)])
+                 "--tracking-uri", "none", *overrides, f"max_time_s={limit}"])
 
 
 def pack(out: Path, work: Path) -> None:

@@ -153,6 +153,10 @@ def test_small_part_packs_both_discriminators_into_what_comes_back(rehearsal_sha
     out, work = tmp_path / "out", tmp_path / "work"
     _, summary = check("small", rehearsal_shared, out, work)
     assert "[ELECTRA-Small, window B (micro plan)] ok in " in summary, summary
+    # the corpus prepared before the loop's clock was set: the pre-training found it cached
+    log = (out / "small-log.txt").read_text()
+    assert re.search(r"corpus prepared: [0-9,]+ sequences in \d+ s", log), log[-2000:]
+    assert "the loop's guard: max_time_s=120 " in log, log[-2000:]
     names = sorted(f.name for f in out.iterdir())
     assert names == ["small-curve.tsv", "small-final-model.safetensors", "small-half-model.safetensors",
                      "small-log.txt", "small-meta.tar.gz", "summary.txt"], names
@@ -174,3 +178,12 @@ def test_small_part_packs_both_discriminators_into_what_comes_back(rehearsal_sha
             for (key, value), original in zip(model.state_dict().items(), trained.state_dict().values(),
                                               strict=True):
                 assert torch.allclose(value, original, rtol=1e-3, atol=1e-4), key
+
+
+def test_the_small_parts_guard_is_what_the_limit_leaves_after_the_preparation():
+    from benchmarks.gpu_small import guard
+
+    assert guard("gpu", 30.0) == 420  # a quick preparation: the loop's planned share
+    assert guard("gpu", 200.4) == 324  # a slow one: the limit less the packing's reserve, floored
+    assert guard("gpu", 540.0) == 1  # nothing left: one step, then the packing, inside the limit
+    assert guard("micro", 0.0) == 120
