@@ -37,16 +37,16 @@ ELECTRA_HEAD_FAMILIES = ("electra",)
 
 
 def fit_max_length(chosen: int | None, task_length: int, positions: int | None,
-                   longer: Literal["cut", "refuse", "keep"] = "cut") -> int:
+                   longer: Literal["cut", "refuse"] = "cut") -> int:
     """The max_length a task runs with on a model of `positions` positions (None: not known): the one set,
-    refused beyond them; else the task's own, which where it is longer the task's `longer` cuts to them (text,
-    tagging), refuses (SQuAD: its windows are laid out for that length) or keeps (GLUE: it pads each batch
-    only to its longest, and its runs have always recorded 128)."""
+    refused beyond them; else the task's own, which where it is longer the task's `longer` cuts to them (GLUE,
+    text, tagging: as run_glue.py cuts to the tokenizer's limit) or refuses (SQuAD: its windows are laid
+    out for that length)."""
     length = chosen or task_length
     if positions and length > positions and (chosen or longer == "refuse"):
         raise UserError(f"max_length {length} exceeds the model's {positions} positions; pass "
                         f"max_length={positions} or less")
-    return min(length, positions) if positions and longer == "cut" else length
+    return min(length, positions) if positions else length
 
 
 def head_for(head: str, family: str | None) -> str:

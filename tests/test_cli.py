@@ -62,6 +62,23 @@ def test_run_glue_end_to_end(tiny_model, glue_data, tmp_path, capsys):
     assert (tmp_path / "out" / "models" / "rte-seed0" / "model.safetensors").is_file()
 
 
+def test_glue_cuts_its_128_tokens_to_a_model_of_fewer_positions(tiny_model, tmp_path, capsys):
+    # RTE pairs of ~100 tokens on the tiny model's 64 positions: cut to them (as text and tagging cut theirs,
+    # and the ONNX bundle), recorded as used, where 128 overflowed the position embeddings mid-training.
+    rte = tmp_path / "glue" / "RTE"
+    rte.mkdir(parents=True)
+    long = " ".join(["the cat sat on the mat and looked at the dog"] * 5)
+    rows = [f"{i}\t{long} {i}\t{long}\t{('entailment', 'not_entailment')[i % 2]}" for i in range(8)]
+    for split in ("train", "dev"):
+        (rte / f"{split}.tsv").write_text("\n".join(["index\tsentence1\tsentence2\tlabel", *rows]) + "\n")
+    code, _, err = run_cli(["run", "glue", "--model", tiny_model, "--data-dir", tmp_path / "glue", "--tasks", "rte",
+                            "--output-dir", tmp_path / "out", "--tracking-uri", "none", "num_epochs=1",
+                            "batch_size=8", "precision=fp32", "predict_test=false", "save_models=false"], capsys)
+    assert code == 0, err
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["runs"][0]["resolved_config"]["max_length"] == 64
+
+
 @pytest.mark.slow
 def test_parent_run_logs_settings_as_used_and_the_glue_score(tiny_model, glue_data, tmp_path, capsys):
     code, _, err = run_cli(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte,cola", "batch_size=8",
@@ -70,8 +87,9 @@ def test_parent_run_logs_settings_as_used_and_the_glue_score(tiny_model, glue_da
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     found = {r.info.run_name: r for r in mlflow_store.runs(tmp_path / "mlflow.db", experiment="glue")}
     parent = found[f"{tiny_model.name} glue"].data
-    # learning_rate by model size and max_length are the same for both tasks; num_epochs is per task.
-    assert parent.params["learning_rate"] == "0.0003" and parent.params["max_length"] == "128"
+    # learning_rate by model size and max_length (GLUE's 128, cut to the tiny model's 64 positions) are the
+    # same for both tasks; num_epochs is per task.
+    assert parent.params["learning_rate"] == "0.0003" and parent.params["max_length"] == "64"
     assert parent.params["layerwise_lr_decay"] == "0.8" and parent.params["precision"] == results["precision"]
     assert (parent.params["cola.num_epochs"], parent.params["rte.num_epochs"]) == ("3", "10")
     assert "num_epochs" not in parent.params and "None" not in (parent.params["learning_rate"],

@@ -91,13 +91,12 @@ def test_max_length_fits_the_models_positions_by_one_rule():
                                         r"or less$"):
         fit_max_length(128, 512, 64)
     assert fit_max_length(None, 128, 64) == 64 and fit_max_length(None, 128, 512) == 128
-    # SQuAD refuses its own where it is longer, GLUE keeps it; either takes a shorter one as it is.
+    # SQuAD refuses its own where it is longer, and takes a shorter one as it is.
     with pytest.raises(UserError, match=r"^max_length 512 exceeds the model's 64 positions"):
         fit_max_length(None, 512, 64, longer="refuse")
-    assert fit_max_length(None, 128, 64, longer="keep") == 128
-    assert fit_max_length(None, 128, 512, longer="refuse") == fit_max_length(None, 128, 512, longer="keep") == 128
+    assert fit_max_length(None, 128, 512, longer="refuse") == 128
     with pytest.raises(UserError, match=r"^max_length 128 exceeds"):
-        fit_max_length(128, 128, 64, longer="keep")
+        fit_max_length(128, 128, 64, longer="refuse")
     # A model that names no positions is not checked.
     assert fit_max_length(None, 128, None) == 128 and fit_max_length(1024, 128, None) == 1024
 

@@ -80,7 +80,7 @@ class GlueFinetuning:
         data_dir = glue_dir(invocation.data_dir)
         data = {task.name: load_glue(task, data_dir) for task in invocation.tasks}
         configs = {t.name: model_setup.fitted(invocation.config, setup, t.num_epochs, t.max_length,
-                                              setup.head, longer="keep")
+                                              setup.head)
                    for t in invocation.tasks if t.predicted_by is None}
         return GluePlan("glue", tuple(t.name for t in invocation.tasks), configs,
                         results={"search": invocation.search} if invocation.search else {}, data=data)
