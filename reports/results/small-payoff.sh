@@ -41,6 +41,7 @@ window)
     mkdir -p "$kept"
     cp "$2/small-curve.tsv" "$kept/"
     for arm in final half; do  # the final model is the question; the halfway one says how the curve went
+        [[ -d $runs/models/$arm ]] || { echo "no $arm discriminator came back: skipped"; continue; }
         glue $runs/models/$arm $runs/glue/$arm
         keep $runs/glue/$arm $arm
         harness compare $kept/$arm $kept/random-init | tee "$kept/compare-$arm.txt"
