@@ -124,6 +124,9 @@ def test_progress_counts_and_eta_in_lines(capsys):
     (["--gpus-per-unit", "-1"], "--gpus-per-unit must not be negative (got -1)"),
     (["--model", "{model}"], "is listed twice"),
     (["--model", "{model}-*"], "matches nothing"),
+    # the data, read once by the grid's driver as each unit would read it (this GLUE folder has no SST-2/)
+    (["--workers", "1", "--tasks", "rte,sst2"], "no SST-2/ folder in "),
+    (["--workers", "1", "--data-dir", "{model}-missing"], "-missing' (--data-dir) does not exist"),
 ])
 def test_bad_grid_input_is_one_line_and_writes_nothing(tiny_model, glue_data, tmp_path, capsys, extra, message):
     args = grid_args([tiny_model], glue_data, tmp_path / "out", *[w.format(model=tiny_model) for w in extra])

@@ -49,6 +49,8 @@ def run_grid(grid: Grid, executor: Executor) -> int:
     executor.check(units)
     done = plan.finished(units)
     pending = [unit for unit in units if unit.name not in done]
+    if pending:  # bad data: one line now, not a failure in every unit (nothing left to train: nothing read)
+        _check_data(grid)
     tasks = grid.description.grid_tasks()
     slice_ = f", slice {grid.shard[0]}/{grid.shard[1]}" if grid.shard else ""
     print(f"grid: {len(units)} units ({len(grid.models)} model{'s' * (len(grid.models) > 1)} x "
@@ -72,6 +74,17 @@ def run_grid(grid: Grid, executor: Executor) -> int:
     if failed:
         print(f"grid: {len(failed)} of {len(units)} units failed; retry what is missing with: {grid.retry}")
     return 1 if failed else 0
+
+
+def _check_data(grid: Grid) -> None:
+    """The kind's data read and validated as each unit will read it, without a model (KindRunner.check_data);
+    a UserError names what is wrong before any unit starts or anything is written."""
+    from harness import kinds
+    from harness.finetuning.kind_runner import Job
+
+    runner = kinds.load(kinds.KINDS[grid.kind].runner)
+    runner.check_data(Job(model=grid.models[0], description=grid.description, settings=grid.settings,
+                          task_file_dir=grid.task_file_dir))
 
 
 def _follow(executor: Executor, handles: list[Handle], progress: bool | None) -> list[Handle]:
