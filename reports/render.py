@@ -191,10 +191,13 @@ def _own_pairs(row: Row) -> list[tuple[str, str]]:
     return [("problem", problem), (f"headline: {name}", score), ("other metrics", metrics)]
 
 
-def markdown(rows: list[Row]) -> str:
-    """Measured, departing (only if any) and published tables, best GLUE first."""
+def markdown(rows: list[Row], published: bool = True) -> str:
+    """Measured, departing (only if any) and published tables, best GLUE first; `published=False` leaves
+    the published section out (a terminal's summary whose files hold it)."""
     lines = [f"# {TITLE}", "", ABOUT, LEGEND]
     for section, title, mine, columns in _sections(rows):
+        if section == PUBLISHED and not published:
+            continue
         lines += ["", f"## {title}", ""]
         if not mine:
             lines.append(_empty(section, rows))

@@ -204,6 +204,8 @@ def test_markdown_and_csv_exactly(two_runs):
         "| ELECTRA-Small | ELECTRA paper Table 1 | 14M | 1.4e18 | 3.7e9 | 79.9 | trained 4d on 1 V100 GPU; "
         "per-task scores not in Table 1; train FLOPs as printed: a 128-wide generator (official script: "
         "1.424e18); with its 64-wide default (our electra-small) 1.294e18 |\n")
+    # A terminal's summary (a grid's end) leaves the published section to the files, not "no rows yet"
+    assert markdown(rows, published=False) == text.split("\n## Published (reference")[0]
     # After notes and key: stage, task set, problem, headline, its score and interval, seeds, other metrics
     tails = [",stage,task,problem,headline,score,score_ci_low,score_ci_high,seeds,metrics",
              ',fine-tuned,"cola,stsb,rte",,GLUE,62.5,,,1,', ",fine-tuned,rte,,GLUE,50,,,1,",

@@ -124,5 +124,6 @@ def _log(grid: Grid) -> None:
     rows = rows_from_results(paths)
     # the published rows too: the plot sets the models beside them where their FLOPs are known
     leaderboard_report.write_files(rows + published_rows(), grid.report_dir)
-    print("\n" + render.markdown(rows))
-    print(f"leaderboard of the grid: {', '.join(str(grid.report_dir / n) for n in leaderboard_report.FILES)}")
+    print("\n" + render.markdown(rows, published=False))
+    print(f"leaderboard of the grid, the published figures beside it: "
+          f"{', '.join(str(grid.report_dir / n) for n in leaderboard_report.FILES)}")
