@@ -10,11 +10,12 @@ import contextlib
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from tests.conftest import free_port
 
 SUPERUSER = "harness"
 
@@ -49,12 +50,6 @@ def why_unavailable() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @contextlib.contextmanager
 def server(database: str = "optuna") -> Iterator[str]:
     """Start a server with one empty database; yields its SQLAlchemy URL; stops and deletes it after."""
@@ -67,7 +62,7 @@ def server(database: str = "optuna") -> Iterator[str]:
         owner = pwd.getpwnam("postgres")
         os.chown(root, owner.pw_uid, owner.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
-    data, port = root / "data", _free_port()
+    data, port = root / "data", free_port()
 
     def run(*command: str) -> None:
         done = subprocess.run([*as_user, *command], capture_output=True, text=True, timeout=120)

@@ -24,6 +24,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.conftest import free_port
+
 PREFIX = "harness-slurm-"
 PARTITION = "harness"
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "slurmstepd")
@@ -62,14 +64,8 @@ def why_unavailable() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _conf_text(root: Path, node: str, cpus: int, memory_mb: int) -> str:
-    ctld_port, slurmd_port = _free_port(), _free_port()
+    ctld_port, slurmd_port = free_port(), free_port()
     return "\n".join([
         f"ClusterName=h{node}",
         "SlurmctldHost=localhost(127.0.0.1)",

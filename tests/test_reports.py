@@ -2,7 +2,6 @@
 
 import dataclasses
 import json
-import socket
 import time
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from reports.leaderboard import (
 from reports.render import markdown, to_csv
 from reports.stats import Estimate
 from tasks.config import FinetuneConfig
-from tests.conftest import write_tiny_model
+from tests.conftest import free_port, write_tiny_model
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -292,15 +291,8 @@ def test_bad_results_files_are_one_line_and_write_nothing(two_runs, tmp_path, ca
     assert not out.exists() and not (tmp_path / "mlflow.db").exists()
 
 
-def refused_port() -> int:
-    """A loopback port nobody listens on: a connection to it is refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_unreachable_tracking_server_is_one_line(two_runs, tmp_path, capsys):
-    port = refused_port()
+    port = free_port()
     started = time.monotonic()
     code = main(["report", "--runs", str(two_runs[0]), "--output", str(tmp_path / "report"),
                  "--tracking-uri", f"http://127.0.0.1:{port}"])
@@ -314,7 +306,7 @@ def test_a_failed_leaderboard_update_says_the_results_are_saved(two_runs):
     from foundation.infra.errors import UserError
     from harness.tracking import mlflow_leaderboard
 
-    uri = f"http://127.0.0.1:{refused_port()}"
+    uri = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(UserError) as raised:
         mlflow_leaderboard.record([two_runs[0]], uri)
     message = str(raised.value)
