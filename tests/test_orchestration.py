@@ -179,3 +179,22 @@ def test_wall_time_adds_up_over_an_interrupted_run_and_its_resume(benchmark, tmp
     second_s = time.perf_counter() - started
     final = json.loads(results.read_text())["wall_time_s"]
     assert first["wall_time_s"] + trained[1] <= final <= first["wall_time_s"] + second_s
+
+
+def test_a_run_stopped_right_after_a_seed_is_recorded_has_it_summarised(tiny_model, tmp_path, capsys, monkeypatch):
+    """The seed's record and the summary are one write: a stop just after it (here, as its saved state is
+    discarded) leaves a finished seed that the summary holds; a grid's rerun trains nothing to mend one."""
+    from tasks import finetune_state
+
+    def stopped(path):
+        raise KeyboardInterrupt  # a signal arriving between the seed's record and anything after it
+
+    monkeypatch.setattr(finetune_state, "discard", stopped)
+    data = write_glue_dir(tmp_path / "glue_data")
+    code, _, _ = run_cli(glue_args(tiny_model, data, tmp_path, "--tasks", "rte", "--tracking-uri", "none",
+                                   "num_epochs=1", "save_models=false", "predict_test=false"), capsys)
+    assert code == 130
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [(r["task"], r["seed"]) for r in results["runs"]] == [("rte", 0)]
+    assert results["summary"]["rte"]["score"]["n"] == 1 and results["glue_score"] is not None
+    assert results["flops"]["inference_flops"] > 0

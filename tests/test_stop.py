@@ -47,6 +47,23 @@ def test_a_signal_asks_an_armed_loop_to_stop_and_a_second_one_interrupts():
     assert {number: signal.getsignal(number) for number in before} == before  # the handlers are given back
 
 
+def test_a_repeated_sigterm_is_a_forward_and_the_loop_still_saves():
+    """torchrun's agent forwards the SIGTERM that Slurm (or a process group's kill) gave each worker too:
+    the second one must not interrupt the step the save comes after; Ctrl-C twice still does."""
+    with stop.handled():
+        stop.arm()
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)  # the forward: no KeyboardInterrupt
+        assert stop.requested() == signal.SIGTERM
+        with pytest.raises(stop.Stopped, match="^stopped by SIGTERM at step 3$"):
+            stop.raise_if_requested("at step 3")
+    with stop.handled():
+        stop.arm()
+        os.kill(os.getpid(), signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+
+
 def test_a_loop_armed_in_a_nested_block_is_over_when_it_ends():
     with stop.handled():  # the invocation's MLflow run
         with stop.handled():  # a seed's, whose loop arms

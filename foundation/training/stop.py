@@ -4,8 +4,11 @@ A preemptible GPU or a batch scheduler sends SIGTERM; a user presses Ctrl-C (SIG
 is held (every MLflow run holds it), such a signal interrupts at once (KeyboardInterrupt) -- unless a
 training loop has called `arm()`: then the first signal only asks for a stop, which the loop honours at
 its next step boundary by writing a checkpoint and raising `Stopped`; the CLI prints that as one line
-saying how to resume and exits 128 + the signal's number. A second signal interrupts at once (the user
-insists; the checkpoint writers are atomic, so the previous checkpoint survives).
+saying how to resume and exits 128 + the signal's number. A second Ctrl-C interrupts at once (the user
+insists; the checkpoint writers are atomic, so the previous checkpoint survives); a second SIGTERM does
+not: it comes from a machine, not a user -- torchrun's agent forwards the SIGTERM Slurm (or a process
+group's kill) already gave each worker, so every worker of a stopped grid unit is sent it twice -- and the
+loop goes on to its save.
 
 Part of the training kit (CONTRIBUTING.md): imports nothing else of ours.
 """
@@ -104,10 +107,12 @@ def ignore_in_worker(worker_id: int = 0) -> None:
 
 
 def _on_signal(signum: int, frame) -> None:
+    if _state.armed and _state.signum is not None and signum == signal.SIGTERM:
+        return  # a stop is under way: a repeated SIGTERM is a forward of the first (torchrun, Slurm)
     if not _state.armed or _state.signum is not None:
-        raise KeyboardInterrupt  # nothing to save yet, or asked twice: stop now
+        raise KeyboardInterrupt  # nothing to save yet, or Ctrl-C twice: stop now
     _state.signum = signum
     # os.write, not print: a handler that prints while a progress bar writes to stderr raises
     # "reentrant call" in the buffered writer.
     os.write(2, f"harness: {signal.Signals(signum).name} received: stopping after this step with a "
-                "checkpoint (send it again to stop at once)\n".encode())
+                "checkpoint (Ctrl-C again to stop at once)\n".encode())

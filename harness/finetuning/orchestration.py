@@ -2,7 +2,8 @@
 
 Set up the model and device; let the kind's Finetuning read and validate its data into a plan (bad input fails
 here, in seconds); start or resume results.json; check every output is writable; open the MLflow run;
-train each task's missing seeds through the one loop (tasks/finetune.py); then, with the records of
+train each task's missing seeds through the one loop (tasks/finetune.py), each seed's record written with the
+summary over every seed in one atomic step; then, with the records of
 seeds run side by side merged in, count FLOPs, summarise, and record the run on the leaderboard. What
 differs between kinds of task is a `Finetuning` (harness/finetuning/<kind>_finetuning.py), which keeps
 nothing between calls: what `prepare` reads and resolves is the `FinetuningPlan` every later call takes.
@@ -207,18 +208,26 @@ def _run(invocation: Invocation, finetuning: Finetuning[Any], replicas: distribu
                 except FloatingPointError as error:  # its MLflow run ended FAILED; the other seeds go on
                     diverged = records.diverged_record(task, seed_config, error)
                     results.setdefault("diverged", []).append(diverged)
-                store.save(results)
+                _save(store, results, finetuning, setup)
                 # the seed's record is in results.json now: its saved state can go
                 finetune_state.discard(finetune_state.seed_path(invocation.output_dir, task, seed))
-        with store.merged(results):  # seeds run side by side into this folder are summarised too
-            results["flops"] = accounting.run_flops(setup.identity, results["runs"])
-            mlflow_leaderboard.log_flops(results["flops"])
-            finetuning.summarize(results)
+        _save(store, results, finetuning, setup)  # seeds run side by side into this folder summarised too
+        mlflow_leaderboard.log_flops(results["flops"])
     if finetuning.leaderboard and not results["runs"]:  # every seed diverged: no score to rank
         print("leaderboard: not added, every seed diverged")
     elif finetuning.leaderboard:
         mlflow_leaderboard.record([invocation.output_dir / results_schema.FILE], invocation.tracking_uri)
     return results
+
+
+def _save(store: results_file.ResultsFile, results: results_schema.ResultsBody, finetuning: Finetuning[Any],
+          setup: ModelSetup) -> None:
+    """results.json with every seed's record merged in, its FLOPs and summary over them, in one atomic
+    write: a seed recorded is a seed summarised, wherever the run stops (a grid's rerun, which trains nothing
+    for a recorded seed, would otherwise leave its summary missing for good)."""
+    with store.merged(results):
+        results["flops"] = accounting.run_flops(setup.identity, results["runs"])
+        finetuning.summarize(results)
 
 
 def _run_seed(invocation: Invocation, finetuning: Finetuning[Any], plan: FinetuningPlan, built: TaskAdapter,

@@ -40,6 +40,7 @@ class ResultsFile:
         # A dotted file beside results.json; filelock leaves it behind, harmlessly, after release.
         with FileLock(str(self.output_dir / f".{FILE}.lock")):
             self._merge(results)
+            results.setdefault("wall_time_s", 0.0)  # its place in the file: before what the block adds
             yield results
             now = time.perf_counter()
             results["wall_time_s"] = results.get("wall_time_s", 0.0) + now - self._last

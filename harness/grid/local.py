@@ -7,7 +7,8 @@ process of its own with its output in its own log file: on a GPU `python -m harn
 (CUDA starts in the unit's own process), on a CPU a fork of a server that imported the kind's modules
 once (multiprocessing's forkserver: a fresh interpreter paid ~10 s of imports per unit here, more than
 a tiny unit trains). The children run in sessions of their own: a Ctrl-C reaches the driver alone, which
-stops them with SIGTERM (each saves its seed's state, as a stopped run does).
+stops them with one SIGTERM each (each saves its seed's state, as a stopped run does, and the rerun
+resumes it).
 """
 
 from __future__ import annotations
@@ -184,8 +185,13 @@ def _wait(process: subprocess.Popen | multiprocessing.Process, timeout: float | 
 
 
 def _signal(process: subprocess.Popen | multiprocessing.Process, number: int) -> None:
+    """SIGTERM to the unit's own process alone: under torchrun that is the agent, which forwards it to each
+    worker once (signalled as a group too, each worker had it twice); SIGKILL to its whole session."""
     try:
-        os.killpg(process.pid, number)  # the unit's session: torchrun's workers too
+        if number == signal.SIGKILL:
+            os.killpg(process.pid, number)
+        else:
+            os.kill(process.pid, number)
     except ProcessLookupError:
         pass
 

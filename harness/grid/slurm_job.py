@@ -15,7 +15,8 @@ The signals, in the order Slurm sends them:
 - scancel, `scontrol requeue`, preemption: SIGTERM reaches every process of the step, the child
   included, which saves and ends; this process ends with the child's status and writes no result,
   so that Slurm's requeue (or cancel) decides what follows. A USR2 after that SIGTERM (submitit's own
-  preemption: SIGTERM, then USR2) forwards no second SIGTERM: a second one stops a run at once.
+  preemption: SIGTERM, then USR2) forwards no second SIGTERM (the loop would ignore it: under torchrun
+  each worker has Slurm's SIGTERM and the agent's forward of it, foundation/training/stop.py).
 """
 
 from __future__ import annotations
