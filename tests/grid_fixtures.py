@@ -59,3 +59,58 @@ def single_runs(grid_models, grid_glue, tmp_path_factory) -> dict[str, dict]:
         assert code == 0
         found[model.name] = json.loads((out / "results.json").read_text())
     return found
+
+
+# A grid whose units train long enough to be stopped mid-way (150 epochs of 4 steps, ~7 s of training a
+# unit here) and save their weights: each model on RTE, one seed.
+LONG_SETTINGS = ["num_epochs=150", "batch_size=4", "save_models=true", "predict_test=false"]
+
+
+def long_args(models, data: Path, out: Path, *extra) -> list[str]:
+    """`run glue` of every model on RTE, one seed, LONG_SETTINGS, into `out`."""
+    named = [word for model in models for word in ("--model", str(model))]
+    return ["run", "glue", *named, "--data-dir", str(data), "--tasks", "rte", "--output-dir", str(out), *extra,
+            *LONG_SETTINGS]
+
+
+@pytest.fixture(scope="session")
+def long_runs(grid_models, grid_glue, tmp_path_factory) -> Path:
+    """Each model's unbroken `harness run glue` of LONG_SETTINGS (in this process, one thread), in
+    FOLDER/MODEL: what a grid whose units were stopped and resumed must end equal to."""
+    root = tmp_path_factory.mktemp("grid_long")
+    for model in grid_models:
+        assert processes.run_here(long_args([model], grid_glue, root / model.name, "--tracking-uri", "none"),
+                                  root) == 0
+    return root
+
+
+def same_as_unbroken(out: Path, unbroken: Path, name: str) -> dict:
+    """The model's stopped-and-resumed RTE seed ended as the unbroken one did: score, metrics, loss
+    history and final weights, bit for bit; its record returned (its `resumed` says from where)."""
+    from safetensors.torch import load_file
+
+    [resumed], [whole] = (json.loads((folder / name / "results.json").read_text())["runs"]
+                          for folder in (out, unbroken))
+    assert "resumed" in resumed and "resumed" not in whole
+    for key in ("metrics", "score", "history", "num_train_steps", "train_examples_seen"):
+        assert resumed[key] == whole[key], key
+    expected, got = (load_file(folder / name / "models" / "rte-seed0" / "model.safetensors")
+                     for folder in (unbroken, out))
+    assert expected.keys() == got.keys() and all(expected[key].equal(got[key]) for key in expected)
+    return resumed
+
+
+def wait_for(found, what: str, timeout_s: float = 300.0, process=None):
+    """Poll `found()` until it is true (its value returned); fail saying `what` after timeout_s, or when
+    `process` ended first."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = found()
+        if value:
+            return value
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"ended ({process.returncode}) before {what}: {process.communicate()[0][-3000:]}")
+        time.sleep(0.05)
+    raise AssertionError(f"not {what} after {timeout_s} s")

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import signal
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -19,10 +22,11 @@ from tasks.glue_task import GlueDescription
 from tests import grid_fixtures, mlflow_store
 from tests.conftest import run_cli
 from tests.fixtures_processes import mlflow_store_copy
-from tests.grid_fixtures import GRID_SEEDS, grid_args, records
+from tests.grid_fixtures import GRID_SEEDS, grid_args, long_args, records, same_as_unbroken, wait_for
 
 # the shared set-up's session fixtures, here by name (tests/grid_fixtures.py)
 grid_models, grid_glue, single_runs = grid_fixtures.grid_models, grid_fixtures.grid_glue, grid_fixtures.single_runs
+long_runs = grid_fixtures.long_runs
 
 
 def test_models_expand_from_globs_and_files_in_order(tmp_path):
@@ -159,8 +163,9 @@ def test_gpus_per_unit_is_one_grid_setting_that_every_unit_carries(tiny_model, g
 
 @pytest.fixture(scope="session")
 def pool_grid(grid_models, grid_glue, tmp_path_factory):
-    """The grid of both models (one glob) through the local pool, one thread per unit; its folder, MLflow
-    store, exit code and output."""
+    """The grid of both models (one glob) through the local pool, one thread per unit, run as its two
+    shards (--shard 1/2, then 2/2, into one folder) and then as the whole command: its folder, MLflow
+    store, and the three runs (exit code, output)."""
     import subprocess
     import sys
 
@@ -171,24 +176,52 @@ def pool_grid(grid_models, grid_glue, tmp_path_factory):
     workers = max(2, os.cpu_count() or 1)  # cpu_count() // workers: one thread, as the single runs
     args = grid_args([grid_models[0].parent / "*"], grid_glue, root / "out", "--workers", str(workers),
                      "--tracking-uri", uri)
-    done = subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=root, env=processes.child_env(),
-                          capture_output=True, text=True, timeout=600)
-    return root, uri, done
+    runs = [subprocess.run([sys.executable, "-m", "harness.cli", *args, *shard], cwd=root,
+                           env=processes.child_env(), capture_output=True, text=True, timeout=600)
+            for shard in (["--shard", "1/2"], ["--shard", "2/2"], [])]
+    return root, uri, runs
+
+
+def _intervals(logs: Path) -> list[tuple[datetime, datetime]]:
+    """When each unit ran, from the times its log says it started and ended."""
+    found = []
+    for log in sorted(logs.iterdir()):
+        text = log.read_text()
+        started = re.search(r"; started (\S+)$", text, re.MULTILINE).group(1)
+        ended = re.search(r"^unit ended (\S+): exit 0$", text, re.MULTILINE).group(1)
+        found.append((datetime.fromisoformat(started), datetime.fromisoformat(ended)))
+    return found
+
+
+def _most_at_once(intervals: list[tuple[datetime, datetime]]) -> int:
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    running = most = 0
+    for _, change in events:  # an end before a start at the same instant: -1 sorts first
+        running += change
+        most = max(most, running)
+    return most
 
 
 @pytest.mark.slow
-def test_the_pool_equals_single_runs_bit_for_bit_and_a_rerun_trains_nothing(pool_grid, single_runs, capsys):
-    # The one check of the pool's real processes: 8 units, each a child process (~40 s on 2 cores).
-    root, uri, done = pool_grid
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "grid: 8 units (2 models x 2 tasks x 2 seeds) through the local executor" in done.stdout
-    assert "grid: 8/8 done, 0 running, 0 failed, 0 queued" in done.stdout
+def test_the_pools_shards_equal_single_runs_bit_for_bit_side_by_side_and_a_rerun_trains_nothing(
+        pool_grid, single_runs, capsys):
+    # The one check of the pool's real processes: 8 units, each a child process, as two shards of 4 (~40 s
+    # on 2 cores); the whole command after them trains nothing, logs MLflow and writes the leaderboard.
+    root, uri, (first, second, whole) = pool_grid
+    workers = max(2, os.cpu_count() or 1)
+    for k, done in enumerate((first, second), start=1):
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"grid: 4 units (2 models x 2 tasks x 2 seeds, slice {k}/2) through the local executor" in done.stdout
+        assert "grid: 4/4 done, 0 running, 0 failed, 0 queued" in done.stdout
+    assert whole.returncode == 0 and "grid: 8 of 8 units finished already; nothing to train" in whole.stdout
     for name, single in single_runs.items():
         body = json.loads((root / "out" / name / "results.json").read_text())
         assert records(body) == records(single) and len(records(body)) == 2 * GRID_SEEDS
         assert body["seeds"] == single["seeds"] == GRID_SEEDS  # each unit asked for one
         assert (root / "out" / "grid" / "logs" / f"{name}.rte.seed1.log").is_file()
-    assert (root / "out" / "grid" / "leaderboard" / "leaderboard.md").is_file()
+    # side by side: the units' own clocks show two (at most --workers) running at once
+    assert 2 <= _most_at_once(_intervals(root / "out" / "grid" / "logs")) <= workers
+    _one_leaderboard_row_per_model(root / "out", single_runs)
     # MLflow: a parent per model, a child per (task, seed), logged by the driver from results.json
     children = mlflow_store.runs(uri, "tags.mlflow.parentRunId != ''", experiment="glue")
     parents = mlflow_store.runs(uri, "tags.grid = 'true'", experiment="glue")
@@ -196,9 +229,43 @@ def test_the_pool_equals_single_runs_bit_for_bit_and_a_rerun_trains_nothing(pool
     history = children[0].data.metrics
     assert "train_loss" in history and "final_score" in history
     # the same command again: nothing trained, nothing logged twice
-    code, out, _ = run_cli(done.args[3:], capsys)
+    code, out, _ = run_cli(whole.args[3:], capsys)
     assert code == 0 and "grid: 8 of 8 units finished already; nothing to train" in out
     assert len(mlflow_store.runs(uri, "tags.mlflow.parentRunId != ''", experiment="glue")) == 8
+
+
+def _one_leaderboard_row_per_model(out: Path, single_runs: dict) -> None:
+    """The grid's leaderboard.csv has one measured row per model, with its tasks' medians x100."""
+    import csv
+
+    from tasks.registry import GLUE_TASKS
+
+    with open(out / "grid" / "leaderboard" / "leaderboard.csv", newline="") as file:
+        measured = [row for row in csv.DictReader(file) if row["source"] == "measured"]
+    assert sorted(Path(row["model"]).name for row in measured) == sorted(single_runs)
+    for row in measured:
+        summary = json.loads((out / Path(row["model"]).name / "results.json").read_text())["summary"]
+        for task in ("rte", "stsb"):
+            median = summary[task][GLUE_TASKS[task].paper_label]["median"]
+            assert float(row[task]) == pytest.approx(100 * median), (task, row)
+
+
+@pytest.mark.slow
+def test_a_finished_grid_rerun_with_another_setting_is_one_line_and_writes_nothing(pool_grid, capsys):
+    """A single run's resume rule, for every finished unit: a changed recipe setting is refused before
+    anything is trained, written or logged."""
+    root, _, (*_, whole) = pool_grid
+
+    def files() -> dict[str, tuple[int, int]]:
+        return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in root.rglob("*") if p.is_file()}
+
+    before = files()
+    code, out, err = run_cli([*whole.args[3:], "learning_rate=1e-4"], capsys)
+    first = root / "out" / "first"
+    assert code == 2 and err == (f"harness: error: {str(first)!r} holds results made with other settings "
+                                 "(learning_rate: None -> 0.0001); resume it with the same settings, or pass a "
+                                 "new --output-dir\n"), err
+    assert out == "" and files() == before
 
 
 @pytest.mark.slow
@@ -217,6 +284,63 @@ def test_a_failing_unit_stops_no_other_and_is_listed_with_its_retry(tiny_model, 
     assert f"grid: 1 of 2 units failed; retry what is missing with: harness {shlex.join(args)}" in out
     assert [r["task"] for r in json.loads((tmp_path / "out" / "tiny" / "results.json").read_text())["runs"]] \
         == ["rte"]
+
+
+@pytest.mark.slow
+def test_a_diverging_unit_exits_as_a_single_run_does_and_is_listed(tiny_model, glue_data, tmp_path, capsys):
+    # lr 1e30 diverges the seed (batch 4: step 2 is past warmup, and the epoch's mean loss is nan)
+    args = ["run", "glue", "--model", str(tiny_model), "--data-dir", str(glue_data), "--tasks", "rte",
+            "--workers", "1", "--output-dir", str(tmp_path / "out"), "--tracking-uri", "none", "num_epochs=1",
+            "batch_size=4", "learning_rate=1e30", "save_models=false", "predict_test=false"]
+    for again in (False, True):  # a rerun trains nothing (it would diverge again) and says the same
+        code, out, err = run_cli(args, capsys)
+        assert code == 2, out + err
+        assert re.search(r"^diverged: out/rte/seed0 \(training loss became nan by step \d+; lower "
+                         r"learning_rate\)$", out, re.MULTILINE), out
+        assert re.fullmatch(r"harness: error: 1 fine-tuning diverged \(out/rte seed 0: training loss became "
+                            r"nan by step \d+; lower learning_rate\); they are recorded as diverged in the "
+                            r"models' results.json and left out of the summaries; re-run with a lower "
+                            r"learning_rate into a new --output-dir\n", err), err
+        assert "failed: " not in out and ("nothing to train" in out) == again
+    log = (tmp_path / "out" / "grid" / "logs" / "out.rte.seed0.log").read_text()
+    assert "unit ended " in log and log.rstrip().endswith(": exit 2")
+
+
+# Slow tier, ~50 s on 2 cores: the one check that stopping the pool (Ctrl-C, then SIGTERM, to the driver)
+# stops each real unit mid-training with its state saved, and that the reruns resume every unit from its
+# step and end bit-equal to unbroken runs (the unbroken runs are shared with the Slurm tests).
+@pytest.mark.slow
+def test_a_pool_stopped_by_ctrl_c_or_sigterm_resumes_every_unit_from_its_step(grid_models, grid_glue, long_runs,
+                                                                              tmp_path):
+    from tasks.finetune_state import seed_path
+    from tests import processes
+
+    out = tmp_path / "out"
+    args = long_args(grid_models, grid_glue, out, "--workers", "2", "--tracking-uri", "none")
+    states = [seed_path(out / model.name, "rte", 0) for model in grid_models]
+    logs = [out / "grid" / "logs" / f"{model.name}.rte.seed0.log" for model in grid_models]
+    for signum, resumes in ((signal.SIGINT, 0), (signal.SIGTERM, 1)):
+        driver = processes.start(args, tmp_path)
+        # every unit mid-training: its state saved at an epoch's end since this start (and, resumed, said so)
+        since = [state.stat().st_mtime_ns if state.exists() else 0 for state in states]
+        def training(resumes=resumes, since=since) -> bool:
+            return all(log.exists() and log.read_text().count("resume rte seed 0: from ") == resumes
+                       and state.exists() and state.stat().st_mtime_ns > mark
+                       for log, state, mark in zip(logs, states, since, strict=True))
+
+        wait_for(training, "every unit training", process=driver)
+        driver.send_signal(signum)
+        code, output = processes.finish(driver)
+        assert code == 130 and "grid: interrupted; stopping the running units (each saves its state)" in output
+        for log in logs:  # each unit had one SIGTERM from the pool and saved at a step
+            assert log.read_text().count("harness: stopped by SIGTERM at step ") == resumes + 1, log.read_text()
+        assert all(state.is_file() for state in states)
+    assert processes.run_here(args, tmp_path) == 0  # the same command: each unit resumes and finishes
+    for model, log in zip(grid_models, logs, strict=True):
+        stops = [int(step) for step in re.findall(r"stopped by SIGTERM at step (\d+) ", log.read_text())]
+        resumed = same_as_unbroken(out, long_runs, model.name)["resumed"]
+        assert [point["step"] for point in resumed] == stops and 0 < stops[0] < stops[1] < 600
+    assert not any(state.exists() for state in states)
 
 
 # Slow tier, ~6 s on idle cores (30 s under other load): the one check of a several-GPU unit's command

@@ -14,7 +14,7 @@ from foundation.infra.errors import UserError
 from harness.finetuning import evaluation, mlflow_logging, model_setup
 from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
-from harness.finetuning.orchestration import FinetuningPlan, run_finetuning
+from harness.finetuning.orchestration import FinetuningPlan, fresh_results, run_finetuning
 from harness.tracking import mlflow_runs
 from reports import dev_outputs, intervals, results_schema, seed_summary
 from tasks import glue, glue_head, metrics
@@ -181,6 +181,10 @@ class GlueRunner:
             choices = ", ".join(n for n, t in GLUE_TASKS.items() if t.predicted_by is None)
             raise UserError(f"cannot search task {name!r}; choose one of {choices}")
         return Searched(task.name, GlueFinetuning(_invocation(job, (task,))))
+
+    def fresh_results(self, job: Job) -> tuple[dict, tuple[str, ...]]:
+        invocation = _invocation(job, job.description.glue_tasks())
+        return fresh_results(invocation, GlueFinetuning(invocation))
 
     def check_data(self, job: Job) -> None:
         """Every described task's splits, read and validated as GlueFinetuning.prepare reads them."""

@@ -61,6 +61,10 @@ class KindRunner(Protocol):
     def search(self, job: Job) -> Searched:
         """The one task a search tunes, or a UserError where the description names none it can."""
 
+    def fresh_results(self, job: Job) -> tuple[dict, tuple[str, ...]]:
+        """results.json's body a run of the job starts from and the keys a resume must share
+        (orchestration.fresh_results): a grid's rerun holds its finished units to them. Writes nothing."""
+
     def check_data(self, job: Job) -> None:
         """Read and validate the described data as a run would, without a model: a caller with hours of
         other work first (an experiment's pre-training) fails in seconds on bad data, in one UserError."""

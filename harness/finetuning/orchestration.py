@@ -175,12 +175,7 @@ def _run(invocation: Invocation, finetuning: Finetuning[Any], replicas: distribu
     """Rank 0's (or the one process's) run: results.json, MLflow, each seed, the summary."""
     started = time.perf_counter()
     setup, config, invocation, plan = _plan(invocation, finetuning)
-    model = results_schema.ModelBlock(name=invocation.model, path=setup.model_path, family=setup.family,
-                                      recipe=setup.recipe)
-    fresh = records.fresh_results(finetuning.results_format, model, config, plan.tasks, invocation.seeds,
-                                  **plan.results)
-    if invocation.evaluate_only:
-        fresh["evaluated"] = True  # scored as it is, not fine-tuned here (harness eval)
+    fresh = _fresh(invocation, finetuning, setup, config, plan)
     results = results_file.resume(invocation.output_dir, fresh, finetuning.same)
     store = results_file.ResultsFile(invocation.output_dir, started, finetuning.same)
     used = model_setup.resolved_device_settings(setup, invocation.config)
@@ -218,6 +213,27 @@ def _run(invocation: Invocation, finetuning: Finetuning[Any], replicas: distribu
     elif finetuning.leaderboard:
         mlflow_leaderboard.record([invocation.output_dir / results_schema.FILE], invocation.tracking_uri)
     return results
+
+
+@quiet_libraries()
+def fresh_results(invocation: Invocation, finetuning: Finetuning[Any]
+                  ) -> tuple[results_schema.ResultsBody, tuple[str, ...]]:
+    """The results.json body a run of `invocation` starts from, and the keys an earlier file must share to
+    be resumed (Finetuning.same): what a grid holds its finished units to (results_file.check_same). Reads
+    the model's files and the data; writes nothing."""
+    setup, config, invocation, plan = _plan(invocation, finetuning)
+    return _fresh(invocation, finetuning, setup, config, plan), tuple(finetuning.same)
+
+
+def _fresh(invocation: Invocation, finetuning: Finetuning[Any], setup: ModelSetup, config: FinetuneConfig,
+           plan: FinetuningPlan) -> results_schema.ResultsBody:
+    model = results_schema.ModelBlock(name=invocation.model, path=setup.model_path, family=setup.family,
+                                      recipe=setup.recipe)
+    fresh = records.fresh_results(finetuning.results_format, model, config, plan.tasks, invocation.seeds,
+                                  **plan.results)
+    if invocation.evaluate_only:
+        fresh["evaluated"] = True  # scored as it is, not fine-tuned here (harness eval)
+    return fresh
 
 
 def _save(store: results_file.ResultsFile, results: results_schema.ResultsBody, finetuning: Finetuning[Any],

@@ -88,12 +88,19 @@ def resume(output_dir: Path, fresh: ResultsBody, same: Sequence[str] = ("format"
     previous = read(Path(output_dir) / FILE)
     if previous is None:
         return fresh
+    check_same(output_dir, previous, fresh, same)
+    return previous | {"tasks": fresh["tasks"], "seeds": fresh["seeds"]}
+
+
+def check_same(output_dir: Path, previous: ResultsBody, fresh: ResultsBody, same: Sequence[str]) -> None:
+    """The one rule a rerun into output_dir is held to, a single run's resume and a grid's finished units
+    alike (harness/grid/plan.py): results.json `previous` made with `fresh`'s model and `same` keys, else
+    one UserError naming each setting, its old and new value, and the fix."""
     differences = setting_differences(previous, fresh, same)
     if differences:
         raise UserError(f"{str(output_dir)!r} holds results made with other settings "
                         f"({'; '.join(differences)}); resume it with the same settings, or pass a new "
                         "--output-dir")
-    return previous | {"tasks": fresh["tasks"], "seeds": fresh["seeds"]}
 
 
 _ABSENT = object()  # a key one of the two results.json bodies lacks (one written by another version)

@@ -17,7 +17,7 @@ from harness.config import as_dict
 from harness.finetuning import model_setup
 from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
-from harness.finetuning.orchestration import FinetuningPlan, run_finetuning
+from harness.finetuning.orchestration import FinetuningPlan, fresh_results, run_finetuning
 from harness.finetuning.table import interval_note
 from reports import dev_outputs, recipe, results_schema, seed_summary
 from tasks import squad, squad_metrics
@@ -219,6 +219,10 @@ class SquadRunner:
         fixed = {key: value for key, value in as_dict(squad_config).items() if value != defaults[key]}
         return Searched(job.description.task.name, SquadFinetuning(_invocation(job, config, squad_config)),
                         lambda plan: fixed)
+
+    def fresh_results(self, job: Job) -> tuple[dict, tuple[str, ...]]:
+        invocation = _invocation(job, *job.settings)
+        return fresh_results(invocation, SquadFinetuning(invocation))
 
     def check_data(self, job: Job) -> None:
         """The described files (or the Hub's), read and validated as SquadFinetuning.prepare reads them;

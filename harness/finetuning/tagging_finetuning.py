@@ -14,7 +14,7 @@ from foundation.infra import atomic
 from harness.finetuning import evaluation, model_setup
 from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
-from harness.finetuning.orchestration import FinetuningPlan, run_finetuning
+from harness.finetuning.orchestration import FinetuningPlan, fresh_results, run_finetuning
 from reports import dev_outputs, results_schema, seed_summary
 from tasks import tagging, tagging_data, tagging_metrics
 from tasks.config import FinetuneConfig
@@ -122,6 +122,10 @@ class TaggingRunner:
         described = job.description
         return Searched(described.name or described.task or Path(described.train).stem,
                         TaggingFinetuning(job))
+
+    def fresh_results(self, job: Job) -> tuple[dict, tuple[str, ...]]:
+        job = job
+        return fresh_results(job, TaggingFinetuning(job))
 
     def check_data(self, job: Job) -> None:
         """The described files, read and validated as TaggingFinetuning.prepare reads them."""

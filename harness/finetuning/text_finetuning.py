@@ -16,7 +16,7 @@ from foundation.infra.errors import UserError
 from harness.finetuning import evaluation, model_setup, text_predictions
 from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
-from harness.finetuning.orchestration import FinetuningPlan, run_finetuning
+from harness.finetuning.orchestration import FinetuningPlan, fresh_results, run_finetuning
 from reports import dev_outputs, results_schema, seed_summary
 from tasks import glue_head, sequence_features, text, text_data
 from tasks.config import FinetuneConfig
@@ -161,6 +161,10 @@ class TextRunner:
         described = job.description
         return Searched(described.name or Path(described.train or described.dataset).stem,
                         TextFinetuning(with_task_weights(job)))
+
+    def fresh_results(self, job: Job) -> tuple[dict, tuple[str, ...]]:
+        job = with_task_weights(job)
+        return fresh_results(job, TextFinetuning(job))
 
     def check_data(self, job: Job) -> None:
         """The described files (or dataset), read and validated as TextFinetuning.prepare reads them."""

@@ -3,7 +3,8 @@ in one display, then log them to MLflow, list the failures with the command that
 one leaderboard over every model.
 
 Rerunning the same command trains only what results.json does not hold yet: a failed, cancelled or
-preempted unit is retried (a stopped seed resumes from its saved state), a finished one never.
+preempted unit is retried (a stopped seed resumes from its saved state), a finished one never; a run folder
+whose results.json holds other settings is refused as a single run refuses it, before anything starts.
 """
 
 from __future__ import annotations
@@ -42,12 +43,13 @@ class Grid:
 
 
 def run_grid(grid: Grid, executor: Executor) -> int:
-    """Run the grid's missing units; 0 when every unit is done, 1 when one failed, 130 on Ctrl-C."""
+    """Run the grid's missing units; 0 when every unit is done, 1 when one failed, 130 on Ctrl-C; a
+    UserError (exit 2) when a run folder holds other settings (nothing run) or a unit diverged (listed)."""
     units = plan.shard(plan.plan_units(grid.kind, grid.models, grid.output_dirs, grid.description,
                                        grid.settings, grid.seeds, grid.task_file_dir, grid.gpus_per_unit),
                        grid.shard)
     executor.check(units)
-    done = plan.finished(units)
+    done = plan.finished(units, _fresh)
     pending = [unit for unit in units if unit.name not in done]
     if pending:  # bad data: one line now, not a failure in every unit (nothing left to train: nothing read)
         _check_data(grid)
@@ -69,11 +71,29 @@ def run_grid(grid: Grid, executor: Executor) -> int:
             executor.cancel()
             return 130
     _log(grid)
+    diverged = plan.diverged(units)
+    failed = [handle for handle in failed if handle.unit.name not in {unit.name for unit, _ in diverged}]
     for handle in failed:
         print(f"failed: {handle.unit.name} (log: {handle.log})")
+    for unit, record in diverged:  # finished: a rerun would diverge again, as a single run's would
+        print(f"diverged: {unit.name} ({record['error']})")
     if failed:
         print(f"grid: {len(failed)} of {len(units)} units failed; retry what is missing with: {grid.retry}")
-    return 1 if failed else 0
+        return 1
+    if diverged:  # a single run's status and line (harness/commands/run.py)
+        from harness.finetuning.records import diverged_error
+
+        raise diverged_error([record | {"task": f"{unit.output_dir.name}/{record['task']}"}
+                              for unit, record in diverged], recorded_in="the models' results.json")
+    return 0
+
+
+def _fresh(unit):
+    """The results.json body the unit's single run starts from, and the keys a resume must share."""
+    from harness import kinds
+    from harness.grid.unit import job_of
+
+    return kinds.load(kinds.KINDS[unit.kind].runner).fresh_results(job_of(unit))
 
 
 def _check_data(grid: Grid) -> None:

@@ -1,17 +1,18 @@
 """A grid's plan, pure functions of what the user gave: the models (repeated --model, globs, @FILE), each
 model's run folder, the units (model x task x seed, in a fixed order), a --shard's slice of them, and
-which of them results.json already holds."""
+which of them results.json already holds (by a single run's resume rule) or records as diverged."""
 
 from __future__ import annotations
 
 import glob
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from foundation.infra.errors import UserError
+from harness.finetuning import results_file
 from harness.grid.units import Unit
 from reports import results_schema
 
@@ -119,17 +120,31 @@ def shard(units: Sequence[Unit], slice_: tuple[int, int] | None) -> list[Unit]:
     return list(units[k - 1::n])
 
 
-def finished(units: Sequence[Unit]) -> set[str]:
+def finished(units: Sequence[Unit], fresh: Callable[[Unit], tuple[results_schema.ResultsBody, Sequence[str]]]
+             ) -> set[str]:
     """The names of the units whose (task, seed) their model's results.json holds (done, or diverged: it
-    would diverge again)."""
+    would diverge again). A run folder that holds any is first held to a single run's resume rule
+    (results_file.check_same) against `fresh(unit)`, the body and keys its first unit's run starts from: other
+    settings are one UserError, before anything is trained or written."""
     bodies: dict[Path, results_schema.ResultsBody | None] = {}
     done = set()
     for unit in units:
         if unit.output_dir not in bodies:
             # a damaged file is one UserError now, before anything starts
-            bodies[unit.output_dir] = results_schema.read(unit.output_dir / results_schema.FILE)
+            body = bodies[unit.output_dir] = results_schema.read(unit.output_dir / results_schema.FILE)
+            if body is not None:
+                results_file.check_same(unit.output_dir, body, *fresh(unit))
         body = bodies[unit.output_dir]
         if body is not None and results_schema.is_done(body, unit.task, unit.seed):
             done.add(unit.name)
     return done
 
+
+def diverged(units: Sequence[Unit]) -> list[tuple[Unit, results_schema.DivergedRecord]]:
+    """The units whose (task, seed) their model's results.json records as diverged, with that record."""
+    found = []
+    for unit in units:
+        body = results_schema.read(unit.output_dir / results_schema.FILE)
+        found += [(unit, record) for record in (body or {}).get("diverged", [])
+                  if (record["task"], record["seed"]) == (unit.task, unit.seed)]
+    return found

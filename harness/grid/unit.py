@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from harness import kinds
@@ -40,20 +41,35 @@ def run_unit(unit: Unit) -> dict | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the unit SPEC.json describes: 0 done (on every rank under torchrun), 2 bad input (one line),
-    128+N stopped by signal N with its state saved, 1 anything else (the traceback in the unit's log)."""
-    from foundation.infra.errors import UserError
-    from foundation.training.stop import Stopped
-
+    """Run the unit SPEC.json describes: 0 done (on every rank under torchrun), 2 bad input or diverged (one
+    line, as a single run), 128+N stopped by signal N with its state saved, 1 anything else (the traceback
+    in the unit's log). Rank 0 logs when it started and ended, in UTC: when the grid's units ran."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print("usage: python -m harness.grid.unit SPEC.json", file=sys.stderr)
         return 2
+    said = os.environ.get("RANK", "0") == "0"  # under torchrun: one line in the unit's log, not one a rank
+    code = _main(Path(argv[0]), said)
+    if said:
+        print(f"unit ended {_now()}: exit {code}", flush=True)
+    return code
+
+
+def _main(spec: Path, said: bool) -> int:
+    from foundation.infra.errors import UserError
+    from foundation.training.stop import Stopped
+    from harness.finetuning.records import diverged_error
+
     try:
-        unit = read_spec(Path(argv[0]))
-        if os.environ.get("RANK", "0") == "0":  # under torchrun: one line in the unit's log, not one a rank
-            print(f"unit {unit.name}: {unit.kind} on {unit.model} into {unit.output_dir}", flush=True)
-        run_unit(unit)
+        unit = read_spec(spec)
+        if said:
+            print(f"unit {unit.name}: {unit.kind} on {unit.model} into {unit.output_dir}; started {_now()}",
+                  flush=True)
+        body = run_unit(unit)
+        diverged = [record for record in (body or {}).get("diverged", [])
+                    if (record["task"], record["seed"]) == (unit.task, unit.seed)]
+        if diverged:  # recorded, not retried: a single run's line and status
+            raise diverged_error(diverged)
     except UserError as error:
         print(f"harness: error: {error}", file=sys.stderr)
         return 2
@@ -64,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         print("harness: interrupted", file=sys.stderr)
         return 130
     return 0
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 if __name__ == "__main__":
