@@ -3,6 +3,8 @@ written, and the local pool's real child processes, bit-equal to single runs."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -164,8 +166,8 @@ def test_gpus_per_unit_is_one_grid_setting_that_every_unit_carries(tiny_model, g
 @pytest.fixture(scope="session")
 def pool_grid(grid_models, grid_glue, tmp_path_factory):
     """The grid of both models (one glob) through the local pool, one thread per unit, run as its two
-    shards (--shard 1/2, then 2/2, into one folder) and then as the whole command: its folder, MLflow
-    store, and the three runs (exit code, output)."""
+    shards (--shard 1/2, then 2/2, into one folder) and then as the whole command (in this process): its
+    folder, MLflow store, and the three runs (args, exit code, output)."""
     import subprocess
     import sys
 
@@ -176,10 +178,13 @@ def pool_grid(grid_models, grid_glue, tmp_path_factory):
     workers = max(2, os.cpu_count() or 1)  # cpu_count() // workers: one thread, as the single runs
     args = grid_args([grid_models[0].parent / "*"], grid_glue, root / "out", "--workers", str(workers),
                      "--tracking-uri", uri)
-    runs = [subprocess.run([sys.executable, "-m", "harness.cli", *args, *shard], cwd=root,
+    runs = [subprocess.run([sys.executable, "-m", "harness.cli", *args, "--shard", shard], cwd=root,
                            env=processes.child_env(), capture_output=True, text=True, timeout=600)
-            for shard in (["--shard", "1/2"], ["--shard", "2/2"], [])]
-    return root, uri, runs
+            for shard in ("1/2", "2/2")]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):  # trains nothing: no process of its own needed
+        code = processes.run_here(args, root)
+    return root, uri, [*runs, subprocess.CompletedProcess(args, code, printed.getvalue(), "")]
 
 
 def _intervals(logs: Path) -> list[tuple[datetime, datetime]]:
@@ -229,7 +234,7 @@ def test_the_pools_shards_equal_single_runs_bit_for_bit_side_by_side_and_a_rerun
     history = children[0].data.metrics
     assert "train_loss" in history and "final_score" in history
     # the same command again: nothing trained, nothing logged twice
-    code, out, _ = run_cli(whole.args[3:], capsys)
+    code, out, _ = run_cli(whole.args, capsys)
     assert code == 0 and "grid: 8 of 8 units finished already; nothing to train" in out
     assert len(mlflow_store.runs(uri, "tags.mlflow.parentRunId != ''", experiment="glue")) == 8
 
@@ -260,7 +265,7 @@ def test_a_finished_grid_rerun_with_another_setting_is_one_line_and_writes_nothi
         return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in root.rglob("*") if p.is_file()}
 
     before = files()
-    code, out, err = run_cli([*whole.args[3:], "learning_rate=1e-4"], capsys)
+    code, out, err = run_cli([*whole.args, "learning_rate=1e-4"], capsys)
     first = root / "out" / "first"
     assert code == 2 and err == (f"harness: error: {str(first)!r} holds results made with other settings "
                                  "(learning_rate: None -> 0.0001); resume it with the same settings, or pass a "
