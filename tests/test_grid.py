@@ -24,7 +24,15 @@ from tasks.glue_task import GlueDescription
 from tests import grid_fixtures, mlflow_store
 from tests.conftest import run_cli
 from tests.fixtures_processes import mlflow_store_copy
-from tests.grid_fixtures import GRID_SEEDS, grid_args, long_args, records, same_as_unbroken, wait_for
+from tests.grid_fixtures import (
+    GRID_SEEDS,
+    LONG_STEPS,
+    grid_args,
+    long_args,
+    records,
+    same_as_unbroken,
+    wait_for,
+)
 
 # the shared set-up's session fixtures, here by name (tests/grid_fixtures.py)
 grid_models, grid_glue, single_runs = grid_fixtures.grid_models, grid_fixtures.grid_glue, grid_fixtures.single_runs
@@ -344,31 +352,45 @@ def test_a_pool_stopped_by_ctrl_c_or_sigterm_resumes_every_unit_from_its_step(gr
     for model, log in zip(grid_models, logs, strict=True):
         stops = [int(step) for step in re.findall(r"stopped by SIGTERM at step (\d+) ", log.read_text())]
         resumed = same_as_unbroken(out, long_runs, model.name)["resumed"]
-        assert [point["step"] for point in resumed] == stops and 0 < stops[0] < stops[1] < 600
+        assert [point["step"] for point in resumed] == stops and 0 < stops[0] < stops[1] < LONG_STEPS
     assert not any(state.exists() for state in states)
 
 
-# Slow tier, ~6 s on idle cores (30 s under other load): the one check of a several-GPU unit's command
-# (torchrun, two CPU processes over gloo).
+# Slow tier, ~15 s on idle cores (60 s under other load): the one check of a several-GPU unit's command
+# (torchrun, two CPU processes over gloo), and of a torchrun unit stopped as Slurm stops a job: SIGTERM to
+# every process, so each worker has it twice (Slurm's, and torchrun's agent's forward of its own).
 @pytest.mark.slow
-def test_a_unit_of_two_gpus_runs_under_torchrun_and_rank_0_alone_writes(grid_models, grid_glue, tmp_path):
+def test_a_unit_of_two_gpus_runs_under_torchrun_saves_once_when_stopped_and_resumes(grid_models, grid_glue,
+                                                                                  tmp_path):
     import subprocess
 
     from harness.grid.slurm import unit_command
+    from tasks.finetune_state import seed_path
     from tests import processes
 
     unit = Unit(kind="glue", model=str(grid_models[0]), task="rte", seed=0, output_dir=tmp_path / "out",
                 description={"tasks": "rte", "data_dir": str(grid_glue)},
-                settings=({"num_epochs": 1, "batch_size": 4, "save_models": False, "predict_test": False},),
+                settings=({"num_epochs": 40, "batch_size": 4, "save_models": False, "predict_test": False},),
                 gpus=2)
     command = unit_command(unit, tmp_path / "specs")  # what a Slurm array task (and the pool) runs
     assert command[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    state = seed_path(tmp_path / "out", "rte", 0)
+    stopped = subprocess.Popen(command, cwd=tmp_path, env=processes.child_env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    wait_for(state.exists, "the unit training", process=stopped)
+    os.killpg(stopped.pid, signal.SIGTERM)  # as Slurm signals a job's processes: the agent and each worker
+    output = stopped.communicate(timeout=300)[0]
+    said = re.findall(r"harness: stopped by SIGTERM at step (\d+) ", output)
+    assert len(said) == 2 and len(set(said)) == 1, output[-3000:]  # each rank saved once, at one step
+    assert not (tmp_path / "out" / "results.json").exists()
+
     done = subprocess.run(command, cwd=tmp_path, env=processes.child_env(), capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     runs = json.loads((tmp_path / "out" / "results.json").read_text())["runs"]
-    # one record, written once; 16 examples in global batches of 4 (2 a process): 4 steps, as one process
-    assert [(r["task"], r["seed"], r["num_train_steps"]) for r in runs] == [("rte", 0, 4)]
+    # one record, written once; 16 examples in global batches of 4 (2 a process): 4 steps an epoch
+    assert [(r["task"], r["seed"], r["num_train_steps"]) for r in runs] == [("rte", 0, 160)]
+    assert [point["step"] for point in runs[0]["resumed"]] == [int(said[0])]
     assert done.stdout.count(f"unit {unit.name}: glue on") == 1, done.stdout  # rank 0 alone says so
 
 

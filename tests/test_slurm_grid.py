@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests import grid_fixtures, processes
-from tests.grid_fixtures import long_args, same_as_unbroken, wait_for
+from tests.grid_fixtures import LONG_STEPS, long_args, same_as_unbroken, wait_for
 
 # the grid's shared fixtures (two tiny models, GLUE's tiny files, the single runs), found by pytest here
 grid_models, grid_glue, long_runs = grid_fixtures.grid_models, grid_fixtures.grid_glue, grid_fixtures.long_runs
@@ -34,7 +34,7 @@ def _array_task(state: str, index: int, timeout_s: float = 300.0) -> str:
 
 
 # The one check of real units through Slurm (~90 s on 2 cores: each unit a fresh process importing torch,
-# then a requeue and a rerun): both models' RTE seed as one job array, each several hundred steps.
+# then a requeue and a rerun): both models' RTE seed as one job array, each LONG_STEPS steps (320).
 # Mid-training array task 0 is cancelled with scancel (SIGTERM to each process of its job: the unit saves;
 # the grid fails it; the rerun resumes it from its step) and task 1 is given Slurm's time-limit signal
 # (USR2, sent with `scancel --signal` as slurmctld sends it 90 s before the limit: it saves, is requeued
@@ -73,4 +73,4 @@ def test_units_cancelled_or_timed_out_on_slurm_resume_from_their_step_and_equal_
     assert code == 0 and "grid: 1 of 2 units finished already" in rerun, rerun
     for model in grid_models:
         [point] = same_as_unbroken(out, long_runs, model.name)["resumed"]
-        assert 0 < point["step"] < 600
+        assert 0 < point["step"] < LONG_STEPS
