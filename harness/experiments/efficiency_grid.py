@@ -40,7 +40,8 @@ def finetune_arms(exp: Any, job: Any, models: dict[str, str]) -> dict[str, dict]
     grid = Grid(kind="glue", models=tuple(models.values()), output_dirs=tuple(glue / n for n in models),
                 grid_dir=glue / GRID_DIR, description=job.description, settings=job.settings,
                 seeds=exp.seeds, retry=exp.command or "the same command", tracking_uri=exp.tracking_uri,
-                report_dir=None, gpus_per_unit=grid_settings.gpus_per_unit)  # the experiment reports itself
+                report_dir=None, gpus_per_unit=grid_settings.gpus_per_unit,
+                diverged_fails=False)  # the experiment reports itself, diverged arms too
     code = run_grid(grid, executor)
     if code == 130:
         raise KeyboardInterrupt

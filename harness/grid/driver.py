@@ -40,6 +40,7 @@ class Grid:
     report_dir: Path | None = None  # where the leaderboard's files go; None: no report (a shard's slice)
     progress: bool | None = None
     gpus_per_unit: int = 0  # over 1: each unit runs under torchrun across that many GPUs
+    diverged_fails: bool = True  # a diverged unit ends the grid as a single run ends (False: the caller says)
 
 
 def run_grid(grid: Grid, executor: Executor) -> int:
@@ -80,7 +81,7 @@ def run_grid(grid: Grid, executor: Executor) -> int:
     if failed:
         print(f"grid: {len(failed)} of {len(units)} units failed; retry what is missing with: {grid.retry}")
         return 1
-    if diverged:  # a single run's status and line (harness/commands/run.py)
+    if diverged and grid.diverged_fails:  # a single run's status and line (harness/commands/run.py)
         from harness.finetuning.records import diverged_error
 
         raise diverged_error([record | {"task": f"{unit.output_dir.name}/{record['task']}"}
