@@ -218,8 +218,8 @@ def _most_at_once(intervals: list[tuple[datetime, datetime]]) -> int:
 @pytest.mark.slow
 def test_the_pools_shards_equal_single_runs_bit_for_bit_side_by_side_and_a_rerun_trains_nothing(
         pool_grid, single_runs, capsys):
-    # The one check of the pool's real processes: 8 units, each a child process, as two shards of 4 (~40 s
-    # on 2 cores); the whole command after them trains nothing, logs MLflow and writes the leaderboard.
+    # The one check of the pool's real processes: 8 units, each a child process, as two shards of 4 (150 s
+    # with the single runs, pinned to one core shared at load 5); the whole command after them trains nothing, logs MLflow and writes the leaderboard.
     root, uri, (first, second, whole) = pool_grid
     workers = max(2, os.cpu_count() or 1)
     for k, done in enumerate((first, second), start=1):
@@ -319,7 +319,7 @@ def test_a_diverging_unit_exits_as_a_single_run_does_and_is_listed(tiny_model, g
     assert "unit ended " in log and log.rstrip().endswith(": exit 2")
 
 
-# Slow tier, ~50 s on 2 cores: the one check that stopping the pool (Ctrl-C, then SIGTERM, to the driver)
+# Slow tier, 110-180 s pinned to one core shared at load 2-8: the one check that stopping the pool (Ctrl-C, then SIGTERM, to the driver)
 # stops each real unit mid-training with its state saved, and that the reruns resume every unit from its
 # step and end bit-equal to unbroken runs (the unbroken runs are shared with the Slurm tests).
 @pytest.mark.slow
@@ -365,7 +365,7 @@ def _process_tree(pid: int) -> list[int]:
     return found
 
 
-# Slow tier, ~15 s on idle cores (100 s under other load): the one check of a several-GPU unit's command
+# Slow tier, 100-250 s pinned to one core shared at load 5-8: the one check of a several-GPU unit's command
 # (torchrun, two CPU processes over gloo), and of a torchrun unit stopped as Slurm stops a job: SIGTERM to
 # every process of it, so each worker has it twice (Slurm's, then torchrun's agent's forward of its own;
 # torchrun's workers run in sessions of their own, so a process group's kill, the pool's, reaches the agent
