@@ -33,8 +33,9 @@ def _array_task(state: str, index: int, timeout_s: float = 300.0) -> str:
     raise AssertionError(f"array task {index} not {state} after {timeout_s} s")
 
 
-# The one check of real units through Slurm (220-280 s pinned to one core shared at load 6-15: each unit a fresh
-# process importing torch, then a requeue and a rerun): both models' RTE seed as one job array, each LONG_STEPS steps (320).
+# The one check of real units through Slurm (220-280 s pinned to one core shared at load 6-15: each unit
+# a fresh process importing torch, then a requeue and a rerun): both models' RTE seed as one job array,
+# each LONG_STEPS (320) steps.
 # Mid-training array task 0 is cancelled with scancel (SIGTERM to each process of its job: the unit saves;
 # the grid fails it; the rerun resumes it from its step) and task 1 is given Slurm's time-limit signal
 # (USR2, sent with `scancel --signal` as slurmctld sends it 90 s before the limit: it saves, is requeued
