@@ -39,17 +39,20 @@ class Grid:
     report_dir: Path | None = None  # where the leaderboard's files go; None: no report (a shard's slice)
     progress: bool | None = None
     gpus_per_unit: int = 0  # over 1: each unit runs under torchrun across that many GPUs
+    search: dict | None = None  # --params-from: the search that chose the settings (results.json `search`)
 
 
 def run_grid(grid: Grid, executor: Executor) -> int:
     """Run the grid's missing units; 0 when every unit is done, 1 when one failed, 130 on Ctrl-C."""
     units = plan.shard(plan.plan_units(grid.kind, grid.models, grid.output_dirs, grid.description,
-                                       grid.settings, grid.seeds, grid.task_file_dir, grid.gpus_per_unit),
+                                       grid.settings, grid.seeds, grid.task_file_dir, grid.gpus_per_unit,
+                                       grid.search),
                        grid.shard)
     executor.check(units)
     done = plan.finished(units)
     pending = [unit for unit in units if unit.name not in done]
-    if pending:  # bad data: one line now, not a failure in every unit (nothing left to train: nothing read)
+    if pending:  # bad input: one line now, not a failure in every unit (nothing left to train: nothing read)
+        _check_models(grid, {unit.model for unit in pending})
         _check_data(grid)
     tasks = grid.description.grid_tasks()
     slice_ = f", slice {grid.shard[0]}/{grid.shard[1]}" if grid.shard else ""
@@ -76,6 +79,24 @@ def run_grid(grid: Grid, executor: Executor) -> int:
     return 1 if failed else 0
 
 
+def _check_models(grid: Grid, models: set[str]) -> None:
+    """Every model still to train resolved as its units will resolve it (foundation/models/resolve.py): a
+    missing folder or a mistyped name is one UserError for them all, before any unit starts."""
+    from foundation.infra.errors import UserError
+    from foundation.models.resolve import resolve_model
+
+    problems = []
+    for model in (model for model in grid.models if model in models):
+        try:
+            resolve_model(model, grid.settings[0].trust_remote_code)
+        except UserError as error:
+            problems.append(str(error))
+    if len(problems) > 1:
+        raise UserError(f"{len(problems)} of the grid's models cannot be loaded: " + "; ".join(problems))
+    if problems:
+        raise UserError(problems[0])
+
+
 def _check_data(grid: Grid) -> None:
     """The kind's data read and validated as each unit will read it, without a model (KindRunner.check_data);
     a UserError names what is wrong before any unit starts or anything is written."""
@@ -94,6 +115,7 @@ def _follow(executor: Executor, handles: list[Handle], progress: bool | None) ->
     with stop.handled():  # SIGTERM as KeyboardInterrupt: no loop is armed here
         try:
             while True:
+                executor.poll()  # once a round; then each state is read, not asked for
                 states = [handle.state() for handle in handles]
                 shown.show(states)
                 if all(state in ("done", "failed") for state in states):

@@ -89,13 +89,13 @@ def run_names(models: Sequence[str]) -> list[str]:
 
 def plan_units(kind: str, models: Sequence[str], output_dirs: Sequence[Path], description: Any,
                settings: Sequence[Any], seeds: int, task_file_dir: Path | None = None,
-               gpus: int = 0) -> list[Unit]:
+               gpus: int = 0, search: dict | None = None) -> list[Unit]:
     """Every unit, model by model (as listed), task by task (as described), seed by seed; each takes
-    `gpus` GPUs (--gpus-per-unit)."""
+    `gpus` GPUs (--gpus-per-unit) and records `search` (--params-from)."""
     first = settings[0].seed
     return [Unit(kind=kind, model=model, task=task, seed=seed, output_dir=output_dir,
                  description=asdict(description.for_task(task)), settings=tuple(asdict(s) for s in settings),
-                 task_file_dir=task_file_dir, gpus=gpus)
+                 task_file_dir=task_file_dir, gpus=gpus, search=search)
             for model, output_dir in zip(models, output_dirs, strict=True)
             for task in description.grid_tasks()
             for seed in range(first, first + seeds)]

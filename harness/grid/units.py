@@ -33,6 +33,7 @@ class Unit:
     settings: tuple[dict[str, Any], ...] = ()  # each settings class's values (FinetuneConfig first)
     gpus: int = 0  # GPUs the unit uses; over 1: the unit runs under torchrun, one process per GPU
     task_file_dir: Path | None = None  # a --task-file's folder: the description's relative paths start there
+    search: dict[str, Any] | None = None  # --params-from: the search that chose the settings
 
     @property
     def name(self) -> str:
