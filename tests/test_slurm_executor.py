@@ -227,3 +227,15 @@ def test_a_squeue_failure_keeps_the_last_answer_until_its_patience_is_spent(tmp_
     with pytest.raises(UserError, match=r"and scancel failed too: the grid's job array 4242 is left as it is; "
                                         r"`scancel 4242` once Slurm answers, then rerun the command$"):
         executor.poll()
+
+
+def test_submitit_is_pinned_to_the_range_tested():
+    # harness/grid/slurm.py reads submitit's private _make_sbatch_string and its result pickle's layout
+    import tomllib
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads(Path(__file__).parents[1].joinpath("pyproject.toml").read_text())["project"]
+    (pin,) = [Requirement(item) for item in project["dependencies"] if item.startswith("submitit")]
+    assert pin.specifier.contains(version("submitit")) and not pin.specifier.contains("1.6.0")
