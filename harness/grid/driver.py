@@ -54,6 +54,7 @@ def run_grid(grid: Grid, executor: Executor) -> int:
     if pending:  # bad input: one line now, not a failure in every unit (nothing left to train: nothing read)
         _check_models(grid, {unit.model for unit in pending})
         _check_data(grid)
+        _check_locks(grid, executor)
     tasks = grid.description.grid_tasks()
     slice_ = f", slice {grid.shard[0]}/{grid.shard[1]}" if grid.shard else ""
     print(f"grid: {len(units)} units ({len(grid.models)} model{'s' * (len(grid.models) > 1)} x "
@@ -95,6 +96,24 @@ def _check_models(grid: Grid, models: set[str]) -> None:
         raise UserError(f"{len(problems)} of the grid's models cannot be loaded: " + "; ".join(problems))
     if problems:
         raise UserError(problems[0])
+
+
+def _check_locks(grid: Grid, executor: Executor) -> None:
+    """The units merge their records into results.json under a file lock: where the output folder's file
+    system takes it without excluding anyone (a second process here, or a process on another node where
+    the executor spans nodes), units that finish together would drop each other's records."""
+    from foundation.infra import locks
+    from foundation.infra.errors import UserError
+
+    folder = locks.nearest_folder(grid.grid_dir)
+    fix = ("choose an --output-dir on a file system whose locks work: a local disk, NFS with locking "
+           "(not nolock or local_lock), Lustre mounted with -o flock")
+    if not locks.second_process_excluded(folder):
+        raise UserError(f"file locks in {folder} keep no second process out, and the grid's units merge "
+                        f"results.json under one; {fix}")
+    why = locks.host_local_lock(folder) if getattr(executor, "spans_hosts", False) else None
+    if why:
+        raise UserError(f"--executor {executor.name} runs units on several nodes, and {why}; {fix}")
 
 
 def _check_data(grid: Grid) -> None:

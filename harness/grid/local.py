@@ -24,7 +24,7 @@ from pathlib import Path
 
 from foundation.infra.errors import UserError
 from harness.grid.executors import LocalSettings, cpu_count
-from harness.grid.units import State, Unit, command, write_spec
+from harness.grid.units import State, Unit, code_path, command, write_spec
 
 STOP_GRACE_S = 60.0  # after SIGTERM a unit finishes its step and saves; then it is killed
 
@@ -125,7 +125,7 @@ class LocalPool:
         item.log.parent.mkdir(parents=True, exist_ok=True)
         if not self.devices and self.command is None:
             return self._fork(item)
-        env = dict(os.environ)
+        env = dict(os.environ) | {"PYTHONPATH": code_path()}
         if self.devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(self.visible[int(d)] for d in item.devices)
         else:

@@ -127,6 +127,7 @@ class SlurmExecutor:
     """Runs a grid's units as one Slurm job array (harness/grid/executors.py's Executor)."""
 
     name = "slurm"
+    spans_hosts = True  # the output folder's locks must reach every node (harness/grid/driver.py)
 
     def __init__(self, settings: SlurmSettings, command: Callable[[Unit, Path], list[str]] = unit_command):
         self.settings, self.command = settings, command
@@ -152,13 +153,15 @@ class SlurmExecutor:
         import submitit
 
         from harness.grid.slurm_job import UnitJob
+        from harness.grid.units import code_path
 
         log_dir = Path(log_dir).absolute()
         jobs = [UnitJob(self.command(unit, log_dir / "specs"), unit.name) for unit in units]
         # submitit's files (the pickled job, its result, Slurm's output) in a folder per array task
         executor = submitit.SlurmExecutor(folder=log_dir / "slurm" / "%j",
                                           max_num_timeout=self.settings.max_requeues)
-        executor.update_parameters(**sbatch_parameters(self.settings, units))
+        executor.update_parameters(**sbatch_parameters(self.settings, units),
+                                   setup=[f"export PYTHONPATH={shlex.quote(code_path())}"])
         submitted = executor.submit_array(jobs)
         self._array = Array(sorted({job.job_id.split("_")[0] for job in submitted}))
         return [Handle(unit, _link_log(log_dir / "logs", unit, job.paths.stdout), self._array, job.job_id,

@@ -74,6 +74,15 @@ def read_spec(path: Path) -> Unit:
     return Unit.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
+def code_path() -> str:
+    """PYTHONPATH with the folder of the harness this driver runs first: a unit in a process of its own
+    (a GPU's child, a Slurm job) runs the driver's code, not another copy installed beside it."""
+    import os
+
+    root = str(Path(__file__).resolve().parents[2])
+    return os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))
+
+
 def command(spec: Path, gpus: int) -> list[str]:
     """How a unit runs in a process of its own: `python -m harness.grid.unit SPEC.json`, under torchrun
     with one process a GPU when it takes several (rank 0 writes its record, the others train with it)."""
