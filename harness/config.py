@@ -43,10 +43,9 @@ def load_config(cls: type[C], config_file: str | Path | None = None, overrides: 
     typed: dict[str, Any] = {}
     hints = typing.get_type_hints(cls)
     unknown = [key for key in values if key not in fields]
-    if unknown:
-        errors.append(unknown_setting(unknown, sorted(fields)))
     for key, value in values.items():
-        if key not in fields:
+        if key not in fields:  # every unknown key in one error, where the first stood
+            errors += [unknown_setting(unknown, sorted(fields))] if key == unknown[0] else []
             continue
         try:
             typed[key] = _coerce(value, hints[key])

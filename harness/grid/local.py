@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from foundation.infra.errors import UserError
@@ -50,9 +49,8 @@ class LocalPool:
 
     name = "local"
 
-    def __init__(self, settings: LocalSettings, command: Callable[[Unit, Path], list[str]] | None = None):
+    def __init__(self, settings: LocalSettings):
         self.settings = settings
-        self.command = command  # a stand-in's command line instead of the unit's (benchmarks/grid_driver.py)
         self.visible = visible_gpus()
         self.devices = self._chosen_devices()
         self.workers = settings.workers or len(self.devices) or cpu_count()
@@ -123,7 +121,7 @@ class LocalPool:
 
     def _launch(self, item: Started) -> subprocess.Popen | multiprocessing.Process:
         item.log.parent.mkdir(parents=True, exist_ok=True)
-        if not self.devices and self.command is None:
+        if not self.devices:
             return self._fork(item)
         env = dict(os.environ) | {"PYTHONPATH": code_path()}
         if self.devices:
@@ -131,9 +129,7 @@ class LocalPool:
         else:
             env["OMP_NUM_THREADS"] = str(self.threads)
         with open(item.log, "ab") as log:  # the child holds its own descriptor
-            line = self.command(item.unit, item.spec.parent) if self.command else command(item.spec,
-                                                                                           len(item.devices))
-            return subprocess.Popen(line, env=env,
+            return subprocess.Popen(command(item.spec, len(item.devices)), env=env,
                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
 
