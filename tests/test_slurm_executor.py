@@ -33,10 +33,9 @@ def _executor(tmp_path: Path, steps: dict[str, int], fail: tuple[str, ...] = (),
     return SlurmExecutor(SlurmSettings(**settings), command=command)
 
 
-def _wait(executor, handles, until, timeout_s: float = 60.0) -> list[str]:
+def _wait(handles, until, timeout_s: float = 60.0) -> list[str]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        executor.poll()  # as the driver does, once a round
         states = [handle.state() for handle in handles]
         if until(states):
             return states
@@ -57,7 +56,7 @@ def test_units_run_as_one_array_each_with_its_log_and_a_failure_is_its_own(on_sl
     executor.check(units)
     handles = executor.start(units, tmp_path / "grid")
     assert len({handle.job_id.split("_")[0] for handle in handles}) == 1  # one array
-    assert _wait(executor, handles, _finished) == ["done", "failed", "done"]
+    assert _wait(handles, _finished) == ["done", "failed", "done"]
     assert [handle.log.name for handle in handles] == ["tiny.rte.seed0.log", "tiny.cola.seed0.log",
                                                        "tiny.stsb.seed0.log"]
     for handle, steps in zip(handles, (2, 2, 1), strict=True):
@@ -73,10 +72,10 @@ def test_slurms_timeout_signal_saves_the_unit_requeues_it_and_it_resumes(on_slur
     # sent with scancel as slurmctld sends it; the unit saves, `scontrol requeue` runs it again (~12 s)
     executor = _executor(tmp_path, {"rte": 20})
     (handle,) = executor.start(_units(tmp_path, "rte"), tmp_path / "grid")
-    _wait(executor, [handle], lambda states: states == ["running"])
+    _wait([handle], lambda states: states == ["running"])
     _wait_for_line(handle.log, "step 3")
     subprocess.run(["scancel", "--signal=USR2", handle.job_id], check=True)
-    assert _wait(executor, [handle], _finished) == ["done"]
+    assert _wait([handle], _finished) == ["done"]
     starts = [int(line) for line in (tmp_path / "rte.state.starts").read_text().split()]
     assert len(starts) == 2 and starts[0] == 0 and starts[1] >= 3  # resumed, not restarted
     log = handle.log.read_text()
@@ -91,11 +90,11 @@ def test_a_unit_cancelled_mid_run_has_saved_and_a_new_start_resumes_it(on_slurm,
     (handle,) = executor.start(_units(tmp_path, "rte"), tmp_path / "grid")
     _wait_for_line(handle.log, "step 2")
     executor.cancel()
-    assert _wait(executor, [handle], _finished) == ["failed"]
+    assert _wait([handle], _finished) == ["failed"]
     saved = json.loads((tmp_path / "rte.state").read_text())["step"]
     assert 2 <= saved < 12
     (again,) = executor.start(_units(tmp_path, "rte"), tmp_path / "grid")  # what rerunning the grid does
-    assert _wait(executor, [again], _finished) == ["done"]
+    assert _wait([again], _finished) == ["done"]
     assert again.log.name == "tiny.rte.seed0.log" and f"resume from step {saved}" in again.log.read_text()
 
 

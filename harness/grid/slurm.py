@@ -13,6 +13,7 @@ Torch-free and submitit-free at import: the CLI builds its flags from SlurmSetti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -250,8 +251,10 @@ class Array:
             raise SqueueFailed(why)
 
     def state(self, job_id: str) -> str | None:
-        """Slurm's state of one array task (PENDING, RUNNING, COMPLETED...) as of the last refresh, None
-        once squeue forgets it; PENDING until squeue first answers."""
+        """Slurm's state of one array task (PENDING, RUNNING, COMPLETED...), None once squeue forgets it;
+        PENDING until squeue first answers. Asks squeue when due; giving up is the executor's poll's."""
+        with contextlib.suppress(SqueueFailed):
+            self.refresh()
         return "PENDING" if self._states is None else self._states.get(job_id)
 
 
@@ -267,8 +270,7 @@ class Handle:
     ended: State | None = None  # done or failed, once its result is read
 
     def state(self) -> State:
-        """queued or running as squeue said at the executor's last poll; done when the job returned; failed
-        otherwise."""
+        """queued or running as squeue says; done when the job returned; failed otherwise."""
         if self.ended is not None:
             return self.ended
         slurm = self.array.state(self.job_id)
