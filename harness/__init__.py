@@ -5,10 +5,12 @@
                       text="sentence", label="label", seeds=3, output_dir="runs/text/mine")
     run.to_pandas()          # median, mean, std, best and the 95% interval per task and metric
 
-run, evaluate, compare and report are `harness run`, `eval`, `compare` and `report` (harness/api.py).
+run, evaluate, compare and report are `harness run`, `eval`, `compare` and `report` (harness/api.py);
+bad input raises UserError, one line naming the value and the fix, as the commands print it.
 """
 
+from foundation.infra.errors import UserError
 from harness.api import compare, evaluate, report, run
 from harness.api_results import Comparison, Results
 
-__all__ = ["Comparison", "Results", "compare", "evaluate", "report", "run"]
+__all__ = ["Comparison", "Results", "UserError", "compare", "evaluate", "report", "run"]

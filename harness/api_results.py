@@ -91,6 +91,19 @@ class Comparison:
 
         return pandas.DataFrame(self.rows)
 
+    def to_latex(self) -> str:
+        """The comparison as a booktabs LaTeX tabular, in points as the command prints it: A, B, A - B
+        with its 95% interval, p-value and verdict per task."""
+        lines = [r"\begin{tabular}{llrrrrl}", r"\toprule",
+                 r"task & metric & A & B & A $-$ B [95\% CI] & p & verdict \\", r"\midrule"]
+        for row in self.rows:
+            p_value = r"$<$0.001" if row["p_value"] < 0.001 else f"{row['p_value']:.3f}"
+            interval = f"{row['difference']:+.2f} [{row['ci_low']:+.2f}, {row['ci_high']:+.2f}]"
+            cells = [_escaped(row["task"]), _escaped(row["metric"]), f"{row['a']:.2f}", f"{row['b']:.2f}",
+                     interval, p_value, _escaped(row["verdict"])]
+            lines.append(" & ".join(cells) + r" \\")
+        return "\n".join([*lines, r"\bottomrule", r"\end{tabular}"]) + "\n"
+
     def __str__(self) -> str:
         from harness.experiments.comparison import table
 

@@ -19,8 +19,16 @@ COMMANDS = ["run", "settings", "tasks", "models", "init", "flops", "pretrain", "
             "predict", "serve", "experiment", "compare", "demo", "eval", "card", "push"]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser (its subcommands' too), its errors one line as every other error is: argparse
+    printed the whole usage first, 9-17 lines for a mistyped choice."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="harness",
         description="Pre-train ELECTRA discriminators, fine-tune them on GLUE, SQuAD, your own text or "
                     "tagging, count their FLOPs.")

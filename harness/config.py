@@ -42,9 +42,10 @@ def load_config(cls: type[C], config_file: str | Path | None = None, overrides: 
     fields = {f.name: f for f in dataclasses.fields(cls)}
     typed: dict[str, Any] = {}
     hints = typing.get_type_hints(cls)
+    unknown = [key for key in values if key not in fields]
     for key, value in values.items():
-        if key not in fields:
-            errors.append(unknown_setting(key, sorted(fields)))
+        if key not in fields:  # every unknown key in one error, where the first stood
+            errors += [unknown_setting(unknown, sorted(fields))] if key == unknown[0] else []
             continue
         try:
             typed[key] = _coerce(value, hints[key])
@@ -78,11 +79,16 @@ def _current(cls: type, values: dict[str, Any], errors: list[str]) -> dict[str, 
     return found
 
 
-def unknown_setting(key: str, known: Sequence[str]) -> str:
-    """One error naming an unknown key, the known setting it was likely meant to be, and the rest."""
-    close = difflib.get_close_matches(key, known, n=1)
-    guess = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown setting {key!r} ({guess}known: {', '.join(known)})"
+def unknown_setting(keys: str | Sequence[str], known: Sequence[str]) -> str:
+    """One error naming the unknown keys, the known setting each was likely meant to be, and the known
+    ones (listed once, however many keys are unknown)."""
+    keys = [keys] if isinstance(keys, str) else list(dict.fromkeys(keys))
+    close = {key: difflib.get_close_matches(key, known, n=1) for key in keys}
+    guesses = [f"{found[0]!r}" + (f" for {key!r}" if len(keys) > 1 else "")
+               for key, found in close.items() if found]
+    guess = f"did you mean {', '.join(guesses)}? " if guesses else ""
+    named = ", ".join(repr(key) for key in keys)
+    return f"unknown setting{'s' * (len(keys) > 1)} {named} ({guess}known: {', '.join(known)})"
 
 
 def warn_renamed(old: str, new: str) -> None:
@@ -90,14 +96,19 @@ def warn_renamed(old: str, new: str) -> None:
     print(f"harness: warning: {old} is deprecated; use {new}", file=sys.stderr)
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """A TOML settings file, or a UserError naming it."""
+def read_toml(path: Path, what: str = "config file", flag: str = "--config") -> dict[str, Any]:
+    """A TOML settings file, or a UserError naming it (`what`, given with `flag`) and what is wrong."""
+    if path.is_dir():
+        raise UserError(f"{what} {str(path)!r} is a directory; pass a TOML file with {flag}")
     if not path.is_file():
-        raise UserError(f"config file {str(path)!r} does not exist; pass a TOML file with --config")
+        raise UserError(f"{what} {str(path)!r} does not exist; pass a TOML file with {flag}")
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise UserError(f"{what} {str(path)!r} is not UTF-8 text (byte {error.start}); save it as UTF-8"
+                        ) from None
     except tomllib.TOMLDecodeError as error:
-        raise UserError(f"config file {str(path)!r} is not valid TOML: {error}") from error
+        raise UserError(f"{what} {str(path)!r} is not valid TOML: {error}") from error
 
 
 def _coerce(value: Any, hint: Any) -> Any:
@@ -296,8 +307,8 @@ def load_settings(classes: Sequence[type], config_file: str | None, overrides: S
     owners |= {old: cls for cls in classes for old in settings.former_names(cls)}
     keys = [item.partition("=")[0].strip() for item in items]
     # Unknown keys are reported here, against every config; malformed items are load_config's to report.
-    errors = [unknown_setting(key, known)
-              for key, item in zip(keys, items, strict=True) if "=" in item and key not in owners]
+    unknown = [key for key, item in zip(keys, items, strict=True) if "=" in item and key not in owners]
+    errors = [unknown_setting(unknown, known)] if unknown else []
     configs = []
     for cls in classes:
         mine = [item for key, item in zip(keys, items, strict=True)

@@ -142,13 +142,15 @@ def add_description_flags(parser: argparse.ArgumentParser, found: Kind, command:
 def load_description(found: Kind, args: argparse.Namespace) -> tuple[Any, Path | None]:
     """The kind's task description: the --task-file's keys, then the flags given; and the folder the task
     file's relative paths start from."""
-    from harness.config import load_config, shown
+    from harness.config import load_config, read_toml, shown
 
     described = load(found.description)
     values = {field.name: getattr(args, DEST + field.name) for field in dataclasses.fields(described)
               if getattr(args, DEST + field.name, None) is not None}
     given = [f"{key}={shown(tuple(value)) if isinstance(value, list | tuple) else value}"
              for key, value in values.items()]
+    if args.task_file:  # named as what it is: a task file, not a --config
+        read_toml(Path(args.task_file), "task file", "--task-file")
     description = load_config(described, args.task_file, given)
     return description, Path(args.task_file).resolve().parent if args.task_file else None
 

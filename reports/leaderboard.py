@@ -161,7 +161,9 @@ def load_results(paths: list[Path]) -> list[tuple[Path, results_schema.ResultsBo
         try:
             results = results_schema.load(file)
         except FileNotFoundError:
-            errors.append(f"{str(path)!r} has no results.json (is the run finished?)")
+            missing = "does not exist; pass a run folder (a harness run's --output-dir) or its results.json"
+            errors.append(f"{str(path)!r} " + (missing if not path.exists()
+                                               else "has no results.json (is the run finished?)"))
             continue
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
             errors.append(f"{str(file)!r} is not a JSON results file ({type(error).__name__})")

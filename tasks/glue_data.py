@@ -30,7 +30,8 @@ def glue_dir(data_dir: str | None) -> Path | None:
     path = Path(chosen).expanduser()
     if not path.is_dir():
         source = "--data-dir" if data_dir else "GLUE_DIR"
-        raise UserError(f"GLUE data directory {chosen!r} ({source}) does not exist; point it at the "
+        problem = "is a file, not a folder" if path.exists() else "does not exist"
+        raise UserError(f"GLUE data directory {chosen!r} ({source}) {problem}; point it at the "
                         "folder holding CoLA/, SST-2/, ... (download_glue_data.py layout)")
     return path
 

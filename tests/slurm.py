@@ -175,16 +175,17 @@ def _wait_idle(cluster: Cluster, env: dict[str, str], timeout_s: float = 60.0) -
 
 
 @contextlib.contextmanager
-def cluster() -> Iterator[Cluster]:
+def cluster(cpus: int | None = None) -> Iterator[Cluster]:
     """Start a one-node cluster in a fresh folder; yields it once its node is idle; stops it and deletes
-    the folder after (jobs still running are ended with it)."""
+    the folder after (jobs still running are ended with it). `cpus`: what the node declares (default: the
+    cores this process may use), so many one-CPU jobs at once (benchmarks/grid_driver.py: more)."""
     clean_leftovers()
     root = Path(tempfile.mkdtemp(prefix=PREFIX))
     (root / "owner").write_text(str(os.getpid()))
     root.chmod(0o755)  # munged wants every folder above its socket searchable
     for name in ("munge", "state", "spool", "log"):
         (root / name).mkdir(mode=0o711)
-    cpus = len(os.sched_getaffinity(0))
+    cpus = cpus or len(os.sched_getaffinity(0))
     suffix = re.sub(r"[^a-z0-9]", "", root.name[len(PREFIX):].lower())
     running = Cluster(root, root / "slurm.conf", PARTITION, f"node{suffix}", cpus)
     running.conf.write_text(_conf_text(root, running.node, cpus, _memory_mb()))

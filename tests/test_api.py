@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ def test_import_harness_loads_neither_torch_nor_pandas_and_documents_its_functio
             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=child_env(), capture_output=True,
                             text=True, check=True)
-    documented = ["Comparison", "Results", "compare", "evaluate", "report", "run"]
+    documented = ["Comparison", "Results", "UserError", "compare", "evaluate", "report", "run"]
     assert result.stdout.splitlines() == [repr(documented), "[]"]
 
 
@@ -114,6 +115,80 @@ def test_unknown_keys_are_the_clis_one_line_error(tmp_path, capsys):
     assert code == 2 and err == f"harness: error: {caught.value}\n" and "unknown setting 'lerning_rate'" in err
     with pytest.raises(UserError, match="unknown kind of task 'txt'; choose one of glue, squad, text, tagging"):
         harness.run("txt", model="m", output_dir=tmp_path)
+
+
+def test_bad_python_values_are_one_line_and_a_dict_is_a_settings_value(runner, tmp_path):
+    import harness
+
+    assert harness.UserError is UserError  # what a notebook catches; not exported before
+    base = {"model": "m", "train": "t.csv", "text": "s", "output_dir": tmp_path}
+    for bad, message in [({"settings": 42}, "settings must be a dict ({'learning_rate': 1e-4}) or key=value "
+                                            "strings (['learning_rate=1e-4']), not int 42"),
+                         ({"seeds": "3"}, "seeds must be a whole number, at least 1 (got '3'); e.g. seeds=3"),
+                         ({"seeds": 0}, "seeds must be a whole number, at least 1 (got 0)"),
+                         ({"model": None}, "pass model='...' (one model, or a list of them) or models=[...]; "
+                                           "got neither"),
+                         ({"model": 3}, "model(s) must be a model (a str or Path) or a list of them (got 3)")]:
+        with pytest.raises(UserError) as caught:
+            harness.run("text", **base | bad)
+        assert str(caught.value).startswith(message), caught.value
+    harness.run("text", **base, settings={"class_weights": {"neg": 1, "pos": 19}})
+    assert runner.jobs[-1].config.class_weights == "neg=1,pos=19"  # "{'neg': 1, 'pos': 19}" before
+
+
+def test_a_torchrun_process_but_rank_0_gets_none(runner, tmp_path, monkeypatch):
+    import harness
+
+    monkeypatch.setattr(runner, "run", lambda job: None)  # what a runner returns off rank 0
+    assert harness.run("text", model="m", train="t.csv", text="s", output_dir=tmp_path) is None
+
+
+def test_a_grid_from_python_is_the_grid_the_cli_runs(tiny_model, glue_data, tmp_path, monkeypatch, capsys):
+    import dataclasses
+
+    import harness
+    from harness.grid import driver
+
+    handed = []
+    monkeypatch.setattr(driver, "run_grid", lambda grid, executor: handed.append((grid, executor)) or 0)
+    out, second = tmp_path / "out", tmp_path / "second"
+    second.mkdir()
+    code, _, err = run_cli(["run", "glue", "--model", tiny_model, "--model", second, "--data-dir", glue_data,
+                            "--tasks", "rte", "--seeds", "2", "--workers", "2", "--output-dir", out,
+                            "--tracking-uri", "none", "num_epochs=1"], capsys)
+    assert code == 0, err
+    found = harness.run("glue", model=[tiny_model, second], data_dir=glue_data, tasks="rte", seeds=2,
+                        workers=2, output_dir=out, tracking_uri="none", settings={"num_epochs": 1})
+    assert found == []  # nothing trained: run_grid stood in for
+    (cli, cli_pool), (api, api_pool) = handed
+    assert dataclasses.replace(api, retry=cli.retry) == cli and api.retry == "the same harness.run call"
+    assert (type(api_pool), api_pool.settings, api_pool.workers) == (type(cli_pool), cli_pool.settings, 2)
+    harness.run("glue", models=[tiny_model], data_dir=glue_data, tasks="rte", output_dir=out, tracking_uri="none")
+    assert handed[-1][0].models == (str(tiny_model),)  # models= is a grid, even of one
+
+
+@pytest.mark.slow
+def test_a_grid_from_python_returns_each_models_run_and_compare_takes_a_comma_list(tiny_model, glue_data,
+                                                                                   tmp_path, capsys):
+    # the one real grid through harness.run: two models, one RTE unit each, in this process (~6 s)
+    import harness
+
+    second = tmp_path / "second"
+    shutil.copytree(tiny_model, second)
+    found = harness.run("glue", model=[tiny_model, second], data_dir=glue_data, tasks="rte", executor="inline",
+                        output_dir=tmp_path / "out", tracking_uri="none",
+                        settings=["num_epochs=1", "save_models=false", "predict_test=false"])
+    assert [run.output_dir for run in found] == [tmp_path / "out" / "tiny", tmp_path / "out" / "second"]
+    for run in found:
+        assert run.body == json.loads((run.output_dir / "results.json").read_text())
+        assert [(r["task"], r["seed"]) for r in run.body["runs"]] == [("rte", 0)]
+    compared = harness.compare(*found, tasks="rte")  # split into 'r', 't', 'e' before
+    assert [row["task"] for row in compared.rows] == ["rte", "GLUE"]  # and the average of the tasks compared
+    latex = compared.to_latex()
+    row = compared.rows[0]
+    assert latex.startswith("\\begin{tabular}{llrrrrl}\n\\toprule\n") and latex.endswith("\\end{tabular}\n")
+    assert (f"rte & {row['metric']} & {row['a']:.2f} & {row['b']:.2f} & {row['difference']:+.2f} "
+            f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] & ") in latex
 
 
 # ---- the results object ---------------------------------------------------------------------------

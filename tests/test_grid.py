@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 from datetime import datetime
 from pathlib import Path
@@ -55,10 +56,17 @@ def test_models_expand_from_globs_and_files_in_order(tmp_path):
     (["hub/model", "hub/model"], "'hub/model' is listed twice; list each model once"),
     (["{run}/none-*"], "matches nothing"),
     (["@{run}/missing.txt"], "cannot read the list of models"),
+    # a RecursionError and a 21-line UnicodeDecodeError before
+    (["@{run}/self.txt"], "--model @{run}/self.txt includes itself (@{run}/self.txt -> @{run}/self.txt); list "
+                          "models in it, not the file"),
+    (["@{run}/latin1.txt"], "--model @{run}/latin1.txt is not UTF-8 text (byte 3); pass a text file with one "
+                            "model a line"),
 ])
 def test_bad_model_lists_are_one_line(tmp_path, values, message):
     run = tmp_path / "run"
     (run / "step-1").mkdir(parents=True)
+    (run / "self.txt").write_text(f"{run}/step-1\n@{run}/self.txt\n")
+    (run / "latin1.txt").write_bytes("caf\u00e9\n".encode("latin-1"))
     with pytest.raises(UserError, match=None) as raised:
         plan.expand_models([value.format(run=run) for value in values])
     assert message.format(run=run) in str(raised.value)
@@ -284,8 +292,8 @@ def test_a_finished_grid_rerun_with_another_setting_is_one_line_and_writes_nothi
 @pytest.mark.slow
 def test_a_failing_unit_stops_no_other_and_is_listed_with_its_retry(tiny_model, glue_data, tmp_path, capsys):
     broken = tmp_path / "broken"
-    broken.mkdir()
-    (broken / "config.json").write_text((tiny_model / "config.json").read_text())  # no weights
+    shutil.copytree(tiny_model, broken)
+    (broken / "model.safetensors").write_bytes(b"not weights")  # found by the driver, damaged in the unit
     args = ["run", "glue", "--model", str(tiny_model), "--model", str(broken), "--data-dir", str(glue_data),
             "--tasks", "rte", "--workers", "2", "--output-dir", str(tmp_path / "out"), "--tracking-uri", "none",
             "num_epochs=1", "save_models=false", "predict_test=false"]
@@ -293,7 +301,7 @@ def test_a_failing_unit_stops_no_other_and_is_listed_with_its_retry(tiny_model, 
     assert code == 1, out
     log = tmp_path / "out" / "grid" / "logs" / "broken.rte.seed0.log"
     assert f"failed: broken/rte/seed0 (log: {log})" in out
-    assert "has a config.json but no weights" in log.read_text()
+    assert "model.safetensors' is damaged" in log.read_text()
     assert f"grid: 1 of 2 units failed; retry what is missing with: harness {shlex.join(args)}" in out
     assert [r["task"] for r in json.loads((tmp_path / "out" / "tiny" / "results.json").read_text())["runs"]] \
         == ["rte"]

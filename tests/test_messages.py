@@ -89,3 +89,82 @@ def test_run_texts_help_keeps_its_verbs(capsys):
         run_cli(["run", "text", "--help"], capsys)
     shown = " ".join(capsys.readouterr().out.split())
     assert "a resume refuses a changed file, and `harness compare` refuses runs on other data" in shown
+
+
+@pytest.mark.parametrize("args, message", [
+    # each named the wrong problem before: "does not exist", "not writable", "pass ... --config"
+    (["run", "text", "--model", "{model}", "--config", "{tmp}"],
+     "config file '{tmp}' is a directory; pass a TOML file with --config"),
+    (["run", "text", "--model", "{model}", "--task-file", "{tmp}"],
+     "task file '{tmp}' is a directory; pass a TOML file with --task-file"),
+    (["run", "text", "--model", "{model}", "--task-file", "{tmp}/none.toml"],
+     "task file '{tmp}/none.toml' does not exist; pass a TOML file with --task-file"),
+    (["run", "glue", "--model", "{model}", "--data-dir", "{tmp}/a-file", "--tasks", "rte"],
+     "GLUE data directory '{tmp}/a-file' (--data-dir) is a file, not a folder; point it at the folder holding"),
+    (["run", "glue", "--model", "{model}", "--data-dir", "{glue}", "--tasks", "rte", "--output-dir", "{tmp}/a-file"],
+     "--output-dir '{tmp}/a-file' is a file; pass a writable --output-dir"),
+    (["report", "--runs", "{tmp}/nope"],
+     "'{tmp}/nope' does not exist; pass a run folder (a harness run's --output-dir) or its results.json"),
+    (["run", "glue", "--model", "{model}", "--config", "{tmp}/latin1.toml"],
+     "config file '{tmp}/latin1.toml' is not UTF-8 text (byte 8); save it as UTF-8"),
+])
+def test_a_message_names_the_problem_there_is(tiny_model, glue_data, tmp_path, capsys, args, message):
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "latin1.toml").write_bytes('seed = "\u00e9"\n'.encode("latin-1"))
+    fill = {"model": tiny_model, "tmp": tmp_path, "glue": glue_data}
+    code, _, err = run_cli([word.format(**fill) for word in args] + ["--tracking-uri", "none"] * (args[0] == "run"),
+                           capsys)
+    assert code == 2 and err.startswith(f"harness: error: {message.format(**fill)}") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "glue", "--model", "m", "--executor", "bogus"],
+     "harness run glue: error: argument --executor: invalid choice: 'bogus' (choose from 'local', 'inline', 'slurm')"),
+    (["run", "glue"], "harness run glue: error: the following arguments are required: --model"),
+    (["run", "nope"], "harness run: error: argument KIND: invalid choice: 'nope'"),
+])
+def test_argparses_errors_are_one_line_as_every_other(capsys, args, message):
+    err = _parse_error(args, capsys)  # 9-17 lines of usage first, before
+    assert err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_two_unknown_settings_list_the_known_ones_once():
+    from harness import kinds
+    from harness.config import load_config, load_settings
+    from tasks.config import FinetuneConfig
+
+    for load in (lambda items: load_config(FinetuneConfig, None, items),
+                 lambda items: load_settings((FinetuneConfig,), None, items),
+                 lambda items: load_settings(kinds.settings_classes(kinds.kind("squad")), None, items)):
+        with pytest.raises(UserError) as caught:
+            load(["aa=1", "lerning_rate=1e-4"])
+        said = str(caught.value)
+        assert said.startswith("unknown settings 'aa', 'lerning_rate' (did you mean 'learning_rate' for "
+                               "'lerning_rate'? known: adam_epsilon, "), said
+        assert said.count("adam_epsilon") == 1
+
+
+def test_report_with_nothing_to_report_is_one_line_and_creates_no_store(tmp_path, monkeypatch, capsys):
+    # it exited 0 after creating runs/mlflow.db and a report of the published rows alone
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    code, _, err = run_cli(["report"], capsys)
+    assert (code, err) == (2, "harness: error: nothing to report: no MLflow store at 'runs/mlflow.db' (no run "
+                              "was tracked there); run `harness run glue` first, or pass --runs RUN_DIR ... (or "
+                              "--tracking-uri)\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_seeds_zero_is_refused_before_torch_loads():
+    # it was refused only after torch and transformers loaded (7 s here)
+    import subprocess
+    import sys
+
+    from tests.processes import child_env
+
+    code = ("import sys; from harness.cli import main; code = main(['run', 'glue', '--model', 'm', '--seeds', '0']);"
+            "print(code, 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(),
+                          timeout=60)
+    assert done.stdout.split() == ["2", "False"], done.stderr
+    assert done.stderr == "harness: error: --seeds must be at least 1 (got 0)\n"

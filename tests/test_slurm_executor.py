@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from foundation.infra.errors import UserError
-from harness.grid.slurm import SlurmExecutor, SlurmSettings, sbatch_parameters, with_file
+from harness.grid import slurm
+from harness.grid.slurm import SlurmExecutor, SlurmSettings, sbatch_parameters
 from harness.grid.units import Unit
 from tests.conftest import run_cli
 
@@ -154,8 +155,86 @@ def test_settings_become_submitit_parameters_and_a_file_fills_what_flags_leave()
 def test_a_toml_slurm_table_fills_the_settings_and_a_flag_given_wins(tmp_path):
     config = tmp_path / "slurm.toml"
     config.write_text('[slurm]\npartition = "gpu"\ncpus_per_unit = 4\nsbatch_extra = "--qos=high"\n')
-    settings = with_file(SlurmSettings(slurm_config=str(config), cpus_per_unit=2))
+    settings = SlurmSettings.from_items([f"slurm_config={config}", "cpus_per_unit=2"])
     assert (settings.partition, settings.cpus_per_unit, settings.sbatch_extra) == ("gpu", 2, "--qos=high")
+    # a flag equal to its default is given all the same: it wins (it lost to the table before)
+    assert SlurmSettings.from_items([f"slurm_config={config}", "cpus_per_unit=1"]).cpus_per_unit == 1
+    config.write_text('[slurm]\npartition = "gpu"\ncpu_per_unit = 4\n')
+    with pytest.raises(UserError) as unknown:
+        SlurmSettings.from_items([f"slurm_config={config}"])
+    assert str(unknown.value).startswith(f"{config} [slurm]: unknown setting 'cpu_per_unit' (did you mean "
+                                         "'cpus_per_unit'?")
     config.write_text('partition = "gpu"\n')
     with pytest.raises(UserError, match=r"has no \[slurm\] table; put the Slurm settings under \[slurm\]$"):
-        with_file(SlurmSettings(slurm_config=str(config)))
+        SlurmSettings.from_items([f"slurm_config={config}"])
+
+
+def test_a_flag_equal_to_its_default_wins_over_the_table_on_the_command_line(tmp_path):
+    from harness.grid import executors
+
+    config = tmp_path / "slurm.toml"
+    config.write_text("[slurm]\ntime_limit_min = 30\n")
+    _, executor = executors.load_grid({"executor": "slurm", "slurm_config": str(config), "time_limit_min": 60})
+    assert executor.settings.time_limit_min == 60
+    _, executor = executors.load_grid({"executor": "slurm", "slurm_config": str(config)})
+    assert executor.settings.time_limit_min == 30
+
+
+def _fake_squeue(folder: Path, script: str) -> str:
+    """A PATH with an `squeue` that does what `script` says (a controller down or hung), then the rest."""
+    import os
+
+    (folder / "bin").mkdir()
+    squeue = folder / "bin" / "squeue"
+    squeue.write_text(f"#!/bin/sh\n{script}\n")
+    squeue.chmod(0o755)
+    scancel = folder / "bin" / "scancel"
+    scancel.write_text(f"#!/bin/sh\necho \"$@\" >> {folder / 'scancelled'}\n")
+    scancel.chmod(0o755)
+    return f"{folder / 'bin'}:{os.environ['PATH']}"
+
+
+@pytest.mark.parametrize(("script", "said"), [
+    ("sleep 5", "squeue did not answer within 1 s"),
+    ("echo 'squeue: error: Unable to contact slurm controller' >&2; exit 1",
+     "squeue failed (squeue: error: Unable to contact slurm controller)"),
+])
+def test_a_squeue_that_cannot_answer_cancels_the_array_in_one_line(tmp_path, monkeypatch, script, said):
+    # a squeue failing from the start showed "queued" for ever; a time-out was a traceback, the array left
+    monkeypatch.setenv("PATH", _fake_squeue(tmp_path, script))
+    monkeypatch.setattr(slurm, "SQUEUE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(slurm, "SQUEUE_PATIENCE_S", 0.0)
+    executor = SlurmExecutor(SlurmSettings())
+    executor._array = slurm.Array(["4242"])  # as start() leaves it: the array submitted
+    with pytest.raises(UserError) as gave_up:
+        executor.poll()
+    assert str(gave_up.value) == (f"{said} for 0 s: the grid's job array 4242 is cancelled (running units "
+                                  "saved their state); rerun the command once squeue answers")
+    assert (tmp_path / "scancelled").read_text() == "4242\n"
+
+
+def test_a_squeue_failure_keeps_the_last_answer_until_its_patience_is_spent(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", _fake_squeue(tmp_path, "exit 1"))
+    array = slurm.Array(["4242"])
+    array.refresh()  # within the patience: no error, the state as before the first answer
+    assert array.state("4242_0") == "PENDING"
+    (tmp_path / "bin" / "scancel").write_text("#!/bin/sh\nexit 1\n")
+    monkeypatch.setattr(slurm, "SQUEUE_PATIENCE_S", 0.0)
+    monkeypatch.setattr(slurm, "POLL_S", 0.0)
+    executor = SlurmExecutor(SlurmSettings())
+    executor._array = array
+    with pytest.raises(UserError, match=r"and scancel failed too: the grid's job array 4242 is left as it is; "
+                                        r"`scancel 4242` once Slurm answers, then rerun the command$"):
+        executor.poll()
+
+
+def test_submitit_is_pinned_to_the_range_tested():
+    # harness/grid/slurm.py reads submitit's private _make_sbatch_string and its result pickle's layout
+    import tomllib
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads(Path(__file__).parents[1].joinpath("pyproject.toml").read_text())["project"]
+    (pin,) = [Requirement(item) for item in project["dependencies"] if item.startswith("submitit")]
+    assert pin.specifier.contains(version("submitit")) and not pin.specifier.contains("1.6.0")

@@ -96,11 +96,12 @@ def handle_efficiency(args: argparse.Namespace) -> int:
 
 def _pool(args: argparse.Namespace):
     """The grid's (settings, executor) where a grid flag was given, else None (fine-tune in turn)."""
-    if not executors.given_flags(args):
+    given = executors.grid_values(args)
+    if not given:
         return None
     from harness.experiments.efficiency_grid import check
 
-    grid_settings, executor = executors.load_grid(args)
+    grid_settings, executor = executors.load_grid(given)
     check(grid_settings, executor)
     return grid_settings, executor
 

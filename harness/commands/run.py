@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 
@@ -58,19 +59,35 @@ def common_arguments(parser, where: str, seeds: bool = True, models: bool = Fals
 
 
 def handle(args) -> int:
+    from foundation.infra.errors import UserError
     from harness.config import load_settings
-    from harness.grid import plan, start
+    from harness.grid import executors, plan, start
 
+    if args.seeds < 1:  # before anything loads
+        raise UserError(f"--seeds must be at least 1 (got {args.seeds})")
     kind = kinds.kind(args.kind)
     models = plan.expand_models(args.model)
+    given = executors.grid_values(args)
+    grid = start.wanted(models, given)
     description, base = kinds.load_description(kind, args)
     params, origin = _searched(args)
     settings = load_settings(kinds.settings_classes(kind), args.config, params + args.overrides)
     settings = (_fresh_seeds(settings[0], args, origin), *settings[1:])
-    if start.wanted(args, models, description, settings):
+    if grid:
+        from harness.grid.driver import run_grid
+
         root = default_output(Path("runs") / kind.name, "grid" if len(models) > 1 else models[0],
                               description.output_name)
-        return start.run(args, kind.name, models, description, base, settings, root)
+        found, executor = start.plan_grid(kind.name, models, description, base, settings, given,
+                                          seeds=args.seeds, output_dir=args.output_dir, default_root=root,
+                                          argv=list(getattr(args, "argv", None) or []),
+                                          tracking_uri=args.tracking_uri, search=origin)
+        code = run_grid(found, executor)
+        for folder in found.output_dirs if origin else ():  # each model's fresh seeds beside the search's
+            if (folder / "results.json").is_file():
+                print(f"\n{folder.name}:")
+                _remeasured(json.loads((folder / "results.json").read_text()), origin)
+        return code
     # torch and transformers load only now: a typo in the settings is reported in well under a second
     from harness.finetuning.kind_runner import Job
 

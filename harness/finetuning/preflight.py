@@ -40,6 +40,10 @@ def modules_cache() -> Path:
 
 def writable(directory: Path, what: str, fix: str) -> None:
     """Create `directory` if needed and a file in it (then remove it), or a UserError saying what failed."""
+    existing = next((p for p in (directory, *directory.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():  # "not writable (File exists)" named the wrong problem
+        where = "is a file" if existing == directory else f"is under {str(existing)!r}, a file"
+        raise UserError(f"{what} {str(directory)!r} {where}; {fix}") from None
     try:
         directory.mkdir(parents=True, exist_ok=True)
         descriptor, probe = tempfile.mkstemp(dir=directory, prefix=".harness-write-check-")

@@ -41,19 +41,23 @@ class Grid:
     progress: bool | None = None
     gpus_per_unit: int = 0  # over 1: each unit runs under torchrun across that many GPUs
     diverged_fails: bool = True  # a diverged unit ends the grid as a single run ends (False: the caller says)
+    search: dict | None = None  # --params-from: the search that chose the settings (results.json `search`)
 
 
 def run_grid(grid: Grid, executor: Executor) -> int:
     """Run the grid's missing units; 0 when every unit is done, 1 when one failed, 130 on Ctrl-C; a
     UserError (exit 2) when a run folder holds other settings (nothing run) or a unit diverged (listed)."""
     units = plan.shard(plan.plan_units(grid.kind, grid.models, grid.output_dirs, grid.description,
-                                       grid.settings, grid.seeds, grid.task_file_dir, grid.gpus_per_unit),
+                                       grid.settings, grid.seeds, grid.task_file_dir, grid.gpus_per_unit,
+                                       grid.search),
                        grid.shard)
     executor.check(units)
     done = plan.finished(units, _fresh)
     pending = [unit for unit in units if unit.name not in done]
-    if pending:  # bad data: one line now, not a failure in every unit (nothing left to train: nothing read)
+    if pending:  # bad input: one line now, not a failure in every unit (nothing left to train: nothing read)
+        _check_models(grid, {unit.model for unit in pending})
         _check_data(grid)
+        _check_locks(grid, executor)
     tasks = grid.description.grid_tasks()
     slice_ = f", slice {grid.shard[0]}/{grid.shard[1]}" if grid.shard else ""
     print(f"grid: {len(units)} units ({len(grid.models)} model{'s' * (len(grid.models) > 1)} x "
@@ -97,6 +101,42 @@ def _fresh(unit):
     return kinds.load(kinds.KINDS[unit.kind].runner).fresh_results(job_of(unit))
 
 
+def _check_models(grid: Grid, models: set[str]) -> None:
+    """Every model still to train resolved as its units will resolve it (foundation/models/resolve.py): a
+    missing folder or a mistyped name is one UserError for them all, before any unit starts."""
+    from foundation.infra.errors import UserError
+    from foundation.models.resolve import resolve_model
+
+    problems = []
+    for model in (model for model in grid.models if model in models):
+        try:
+            resolve_model(model, grid.settings[0].trust_remote_code)
+        except UserError as error:
+            problems.append(str(error))
+    if len(problems) > 1:
+        raise UserError(f"{len(problems)} of the grid's models cannot be loaded: " + "; ".join(problems))
+    if problems:
+        raise UserError(problems[0])
+
+
+def _check_locks(grid: Grid, executor: Executor) -> None:
+    """The units merge their records into results.json under a file lock: where the output folder's file
+    system takes it without excluding anyone (a second process here, or a process on another node where
+    the executor spans nodes), units that finish together would drop each other's records."""
+    from foundation.infra import locks
+    from foundation.infra.errors import UserError
+
+    folder = locks.nearest_folder(grid.grid_dir)
+    fix = ("choose an --output-dir on a file system whose locks work: a local disk, NFS with locking "
+           "(not nolock or local_lock), Lustre mounted with -o flock")
+    if not locks.second_process_excluded(folder):
+        raise UserError(f"file locks in {folder} keep no second process out, and the grid's units merge "
+                        f"results.json under one; {fix}")
+    why = locks.host_local_lock(folder) if getattr(executor, "spans_hosts", False) else None
+    if why:
+        raise UserError(f"--executor {executor.name} runs units on several nodes, and {why}; {fix}")
+
+
 def _check_data(grid: Grid) -> None:
     """The kind's data read and validated as each unit will read it, without a model (KindRunner.check_data);
     a UserError names what is wrong before any unit starts or anything is written."""
@@ -115,6 +155,7 @@ def _follow(executor: Executor, handles: list[Handle], progress: bool | None) ->
     with stop.handled():  # SIGTERM as KeyboardInterrupt: no loop is armed here
         try:
             while True:
+                executor.poll()  # once a round; then each state is read, not asked for
                 states = [handle.state() for handle in handles]
                 shown.show(states)
                 if all(state in ("done", "failed") for state in states):

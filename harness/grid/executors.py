@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from foundation.infra.errors import UserError
 from foundation.infra.settings import Flag, setting
@@ -40,6 +41,10 @@ class Executor(Protocol):
     def start(self, units: list[Unit], log_dir: Path) -> list[Handle]:
         """Start (or queue) every unit; each logs to its own file under log_dir."""
 
+    def poll(self) -> None:
+        """Bring every unit's state up to date: the driver calls it once a round, then reads each Handle's
+        state (so that a round costs time linear in the units)."""
+
     def cancel(self) -> None:
         """Stop what is queued or running (the driver's Ctrl-C)."""
 
@@ -55,6 +60,7 @@ class ExecutorRow:
 
 EXECUTORS: dict[str, ExecutorRow] = {row.name: row for row in [
     ExecutorRow("local", "harness.grid.local:LocalPool", "harness.grid.executors:LocalSettings"),
+    ExecutorRow("inline", "harness.grid.inline:InlineExecutor", "harness.grid.inline:InlineSettings"),
     ExecutorRow("slurm", "harness.grid.slurm:SlurmExecutor", "harness.grid.slurm:SlurmSettings"),
 ]}
 
@@ -64,8 +70,9 @@ class GridSettings:
     """The driver's own settings: which executor, which slice of the grid, and each unit's GPUs."""
 
     executor: str = setting("local", role="runtime", flag=Flag("--executor", choices=EXECUTORS), help=(
-        "what runs the units: local, a pool of worker processes on this machine; slurm, one job array "
-        "on a Slurm cluster (through submitit)"))
+        "what runs the units: local, a pool of worker processes on this machine; inline, this one process, "
+        "unit after unit, on any machine (no child processes); slurm, one job array on a Slurm cluster "
+        "(through submitit)"))
     shard: str = setting("", role="runtime", flag=Flag("--shard", "K/N"), help=(
         "run only the K-th of N deterministic slices of the grid (1 <= K <= N), for any array-job engine; "
         "every slice into one --output-dir"))
@@ -105,30 +112,41 @@ def add_grid_flags(parser: argparse.ArgumentParser) -> None:
         add_flags(parser, load(row.settings), prefix="grid.")
 
 
-def given_flags(args: argparse.Namespace) -> list[str]:
-    """The grid flags the command line gave (any of them asks for the grid)."""
-    return sorted(key for key, value in vars(args).items() if key.startswith("grid.") and value is not None)
+def grid_values(args: argparse.Namespace) -> dict[str, Any]:
+    """{setting: value} of the grid flags the command line gave (any of them asks for the grid)."""
+    return {key.removeprefix("grid."): value for key, value in sorted(vars(args).items())
+            if key.startswith("grid.") and value is not None}
 
 
-def load_grid(args: argparse.Namespace) -> tuple[GridSettings, Executor]:
-    """The grid's settings and its executor, from the flags given; bad values as one UserError."""
-    from harness.config import load_config
+def grid_keys() -> set[str]:
+    """Every grid setting's name: the driver's and each executor's (what harness.run takes as keywords)."""
+    from harness.kinds import load
+
+    return {name for cls in [GridSettings, *(load(row.settings) for row in EXECUTORS.values())]
+            for name in cls.__dataclass_fields__}
+
+
+def load_grid(given: Mapping[str, Any]) -> tuple[GridSettings, Executor]:
+    """The grid's settings and its executor, from the grid settings given ({name: value}); bad values as
+    one UserError. An executor's settings class may read them itself (`from_items`: Slurm's file)."""
+    from harness.config import load_config, shown
     from harness.kinds import load
 
     def values(cls) -> list[str]:
-        return [f"{name}={getattr(args, 'grid.' + name)}" for name in cls.__dataclass_fields__
-                if getattr(args, "grid." + name, None) is not None]
+        return [f"{name}={shown(given[name])}" for name in cls.__dataclass_fields__ if name in given]
 
     grid = load_config(GridSettings, None, values(GridSettings))
     row = EXECUTORS[grid.executor]
     settings_class = load(row.settings)
     mine = set(settings_class.__dataclass_fields__)
-    foreign = [key.removeprefix("grid.") for key in given_flags(args)
-               if key.removeprefix("grid.") not in mine | set(GridSettings.__dataclass_fields__)]
+    foreign = [key for key in given if key not in mine | set(GridSettings.__dataclass_fields__)]
     if foreign:
         raise UserError(f"--{foreign[0].replace('_', '-')} is not a setting of --executor {grid.executor}; "
                         "drop it or choose the executor it belongs to")
-    return grid, load(row.executor)(load_config(settings_class, None, values(settings_class)))
+    loader = getattr(settings_class, "from_items", None)
+    items = values(settings_class)
+    settings = loader(items) if loader else load_config(settings_class, None, items)
+    return grid, load(row.executor)(settings)
 
 
 def cpu_count() -> int:

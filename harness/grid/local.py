@@ -13,6 +13,7 @@ resumes it).
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import os
 import signal
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from foundation.infra.errors import UserError
 from harness.grid.executors import LocalSettings, cpu_count
-from harness.grid.units import State, Unit, command, write_spec
+from harness.grid.units import State, Unit, code_path, command, write_spec
 
 STOP_GRACE_S = 60.0  # after SIGTERM a unit finishes its step and saves; then it is killed
 
@@ -38,7 +39,7 @@ class Started:
         self.code: int | None = None  # the exit status once ended; -1: cancelled before it started
 
     def state(self) -> State:
-        self.pool.poll()
+        """As of the pool's last poll (the driver polls once a round)."""
         if self.code is not None:
             return "done" if self.code == 0 else "failed"
         return "queued" if self.process is None else "running"
@@ -56,6 +57,8 @@ class LocalPool:
         self.workers = settings.workers or len(self.devices) or cpu_count()
         self.threads = max(1, cpu_count() // self.workers)
         self.started: list[Started] = []
+        self.queued: collections.deque[Started] = collections.deque()  # in the grid's order
+        self.running: list[Started] = []
         self.free: list[str] = list(self.devices)
         self.forks: multiprocessing.context.BaseContext | None = None  # the fork server, once started
 
@@ -74,42 +77,54 @@ class LocalPool:
 
     def check(self, units: list[Unit]) -> None:
         widest = max((unit.gpus for unit in units), default=0)
-        if widest > max(1, len(self.devices)):  # one GPU a unit on a CPU machine: the unit runs on the CPU
-            there = f"this pool has {len(self.devices)}" if self.devices else "no GPU is visible here"
-            raise UserError(f"--gpus-per-unit {widest} asks for {widest} GPUs a unit and {there}; choose at "
+        if widest and not self.devices:
+            raise UserError(f"--gpus-per-unit {widest} asks for {widest} GPU{'s' * (widest > 1)} a unit and "
+                            "no GPU is visible here; leave --gpus-per-unit out to train on the CPU (a worker "
+                            "a core), or --executor slurm")
+        if widest > len(self.devices):
+            raise UserError(f"--gpus-per-unit {widest} asks for {widest} GPUs a unit and this pool has "
+                            f"{len(self.devices)}; choose at "
                             "most as many GPUs a unit as the pool has (--devices), or --executor slurm")
 
     def start(self, units: list[Unit], log_dir: Path) -> list[Started]:
         specs = log_dir / "specs"
-        for unit in units:
-            log = log_dir / "logs" / f"{unit.file_stem}.log"
-            self.started.append(Started(self, unit, write_spec(unit, specs), log))
+        started = [Started(self, unit, write_spec(unit, specs), log_dir / "logs" / f"{unit.file_stem}.log")
+                   for unit in units]
+        self.started += started
+        self.queued.extend(started)
         self.poll()
         return list(self.started)
 
     def poll(self) -> None:
-        """Reap the children that ended, then start queued units while workers (and GPUs) are free."""
-        for item in self._running():
+        """Reap the children that ended, then start queued units while workers (and GPUs) are free: time
+        linear in the running units and those started, whatever the grid's size."""
+        still = []
+        for item in self.running:
             code = _exit_code(item.process)
-            if code is not None:
+            if code is None:
+                still.append(item)
+            else:
                 item.code = code
                 self.free += item.devices
-        for item in self.started:
-            if item.process is None and item.code is None and len(self._running()) < self.workers:
-                needed = max(1, item.unit.gpus) if self.devices else 0
-                if needed > len(self.free):
-                    break  # in order: a wide unit waits for its GPUs rather than be overtaken for ever
-                item.devices, self.free = tuple(self.free[:needed]), self.free[needed:]
-                item.process = self._launch(item)
+        self.running = still
+        while self.queued and len(self.running) < self.workers:
+            item = self.queued[0]
+            needed = max(1, item.unit.gpus) if self.devices else 0
+            if needed > len(self.free):
+                break  # in order: a wide unit waits for its GPUs rather than be overtaken for ever
+            self.queued.popleft()
+            item.devices, self.free = tuple(self.free[:needed]), self.free[needed:]
+            item.process = self._launch(item)
+            self.running.append(item)
 
     def _running(self) -> list[Started]:
-        return [item for item in self.started if item.process is not None and item.code is None]
+        return list(self.running)
 
     def _launch(self, item: Started) -> subprocess.Popen | multiprocessing.Process:
         item.log.parent.mkdir(parents=True, exist_ok=True)
         if not self.devices:
             return self._fork(item)
-        env = dict(os.environ)
+        env = dict(os.environ) | {"PYTHONPATH": code_path()}
         if self.devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(self.visible[int(d)] for d in item.devices)
         else:
@@ -134,9 +149,9 @@ class LocalPool:
 
     def cancel(self) -> None:
         """Queued units never start; running ones get SIGTERM (they save), then SIGKILL after a grace."""
-        for item in self.started:
-            if item.process is None and item.code is None:
-                item.code = -1
+        for item in self.queued:
+            item.code = -1
+        self.queued.clear()
         running = self._running()
         for item in running:
             _signal(item.process, signal.SIGTERM)

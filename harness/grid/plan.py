@@ -20,13 +20,14 @@ GLOB_CHARACTERS = "*?["
 GRID_DIR = "grid"  # beside the models' run folders: the units' specs and logs
 
 
-def expand_models(values: Sequence[str]) -> list[str]:
-    """Every --model value as models: a glob's matches (sorted), an @FILE's lines (# comments), others as
-    given; a glob matching nothing, a missing file or a model listed twice is a UserError."""
+def expand_models(values: Sequence[str], reading: tuple[Path, ...] = ()) -> list[str]:
+    """Every --model value as models: a glob's matches (sorted), an @FILE's lines (# comments; `reading`:
+    the @FILEs this one is listed in), others as given; a glob matching nothing, a missing, unreadable or
+    self-including file or a model listed twice is a UserError."""
     models: list[str] = []
     for value in values:
         if value.startswith("@"):
-            models += _listed(Path(value[1:]))
+            models += _listed(Path(value[1:]), reading)
         elif any(character in value for character in GLOB_CHARACTERS):
             found = sorted(glob.glob(str(Path(value).expanduser())), key=_natural)
             if not found:
@@ -50,16 +51,23 @@ def _natural(path: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
 
 
-def _listed(path: Path) -> list[str]:
+def _listed(path: Path, reading: tuple[Path, ...]) -> list[str]:
+    resolved = path.expanduser().resolve()
+    if resolved in reading:
+        chain = " -> ".join(f"@{p}" for p in (*reading, resolved))
+        raise UserError(f"--model @{path} includes itself ({chain}); list models in it, not the file")
     try:
         lines = path.expanduser().read_text(encoding="utf-8").splitlines()
     except OSError as error:
         raise UserError(f"--model @{path}: cannot read the list of models ({error.strerror}); pass a file "
                         "with one model a line") from error
+    except UnicodeDecodeError as error:
+        raise UserError(f"--model @{path} is not UTF-8 text (byte {error.start}); pass a text file with one "
+                        "model a line") from None
     models = [line.split("#", 1)[0].strip() for line in lines]
     if not any(models):
         raise UserError(f"--model @{path} lists no model; write one model a line (# starts a comment)")
-    return expand_models([model for model in models if model]) if models else []
+    return expand_models([model for model in models if model], (*reading, resolved))
 
 
 def _identity(model: str) -> str:
@@ -90,13 +98,13 @@ def run_names(models: Sequence[str]) -> list[str]:
 
 def plan_units(kind: str, models: Sequence[str], output_dirs: Sequence[Path], description: Any,
                settings: Sequence[Any], seeds: int, task_file_dir: Path | None = None,
-               gpus: int = 0) -> list[Unit]:
+               gpus: int = 0, search: dict | None = None) -> list[Unit]:
     """Every unit, model by model (as listed), task by task (as described), seed by seed; each takes
-    `gpus` GPUs (--gpus-per-unit)."""
+    `gpus` GPUs (--gpus-per-unit) and records `search` (--params-from)."""
     first = settings[0].seed
     return [Unit(kind=kind, model=model, task=task, seed=seed, output_dir=output_dir,
                  description=asdict(description.for_task(task)), settings=tuple(asdict(s) for s in settings),
-                 task_file_dir=task_file_dir, gpus=gpus)
+                 task_file_dir=task_file_dir, gpus=gpus, search=search)
             for model, output_dir in zip(models, output_dirs, strict=True)
             for task in description.grid_tasks()
             for seed in range(first, first + seeds)]

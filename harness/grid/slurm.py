@@ -13,6 +13,7 @@ Torch-free and submitit-free at import: the CLI builds its flags from SlurmSetti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -20,7 +21,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ from foundation.infra.settings import Flag, setting
 from harness.grid.units import State, Unit
 
 POLL_S = 2.0  # squeue at most this often, however many units the driver asks about
+SQUEUE_TIMEOUT_S = 60.0  # one squeue call
+SQUEUE_PATIENCE_S = 300.0  # squeue failing (or never answering) this long: the grid gives up, in one line
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESIZING", "SUSPENDED"}
 RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "STOPPED"}
 
@@ -57,6 +60,26 @@ class SlurmSettings:
     slurm_config: str = setting("", role="runtime", flag=Flag("--slurm-config", "FILE"), help=(
         "a TOML file whose [slurm] table holds these settings (keys as here); a flag given wins"))
 
+    @classmethod
+    def from_items(cls, items: list[str]) -> SlurmSettings:
+        """The settings from key=value items over their slurm_config file's [slurm] table: a setting given
+        wins, whatever its value (its default too)."""
+        from harness.config import load_config, read_toml, shown
+
+        given = load_config(cls, None, items)
+        if not given.slurm_config:
+            return given
+        table = read_toml(Path(given.slurm_config)).get("slurm")
+        if not isinstance(table, dict):
+            raise UserError(f"{given.slurm_config} has no [slurm] table; put the Slurm settings under "
+                            "[slurm]")
+        from_file = [f"{key}={shown(value)}" for key, value in table.items() if key != "slurm_config"]
+        try:
+            load_config(cls, None, from_file)
+        except UserError as error:  # name the file: the flags were fine a moment ago
+            raise UserError(f"{given.slurm_config} [slurm]: {error}") from None
+        return load_config(cls, None, from_file + items)
+
     def __post_init__(self):
         if self.time_limit_min < 3:  # the timeout signal comes 90 s ahead: a unit needs time before it
             raise ValueError(f"time_limit_min must be at least 3 (got {self.time_limit_min}): Slurm "
@@ -75,22 +98,6 @@ class SlurmSettings:
         if bad:
             raise ValueError(f"sbatch_extra option {bad[0]!r} is not in the long form --name[=value]; "
                              "write e.g. --sbatch-extra='--qos=high'")
-
-
-def with_file(given: SlurmSettings) -> SlurmSettings:
-    """`given` over its slurm_config file's [slurm] table: a setting given other than its default wins."""
-    if not given.slurm_config:
-        return given
-    from harness.config import load_config, read_toml
-
-    table = read_toml(Path(given.slurm_config)).get("slurm")
-    if not isinstance(table, dict):
-        raise UserError(f"{given.slurm_config} has no [slurm] table; put the Slurm settings under [slurm]")
-    items = [f"{key}={value}" for key, value in table.items() if key != "slurm_config"]
-    from_file = load_config(SlurmSettings, None, items)
-    defaults = SlurmSettings()
-    return replace(from_file, **{f.name: getattr(given, f.name) for f in fields(SlurmSettings)
-                                 if getattr(given, f.name) != getattr(defaults, f.name)})
 
 
 def sbatch_parameters(settings: SlurmSettings, units: list[Unit] = ()) -> dict[str, Any]:
@@ -121,9 +128,10 @@ class SlurmExecutor:
     """Runs a grid's units as one Slurm job array (harness/grid/executors.py's Executor)."""
 
     name = "slurm"
+    spans_hosts = True  # the output folder's locks must reach every node (harness/grid/driver.py)
 
     def __init__(self, settings: SlurmSettings, command: Callable[[Unit, Path], list[str]] = unit_command):
-        self.settings, self.command = with_file(settings), command
+        self.settings, self.command = settings, command
         self._array: Array | None = None
 
     def check(self, units: list[Unit]) -> None:
@@ -146,22 +154,48 @@ class SlurmExecutor:
         import submitit
 
         from harness.grid.slurm_job import UnitJob
+        from harness.grid.units import code_path
 
         log_dir = Path(log_dir).absolute()
         jobs = [UnitJob(self.command(unit, log_dir / "specs"), unit.name) for unit in units]
         # submitit's files (the pickled job, its result, Slurm's output) in a folder per array task
         executor = submitit.SlurmExecutor(folder=log_dir / "slurm" / "%j",
                                           max_num_timeout=self.settings.max_requeues)
-        executor.update_parameters(**sbatch_parameters(self.settings, units))
+        executor.update_parameters(**sbatch_parameters(self.settings, units),
+                                   setup=[f"export PYTHONPATH={shlex.quote(code_path())}"])
         submitted = executor.submit_array(jobs)
         self._array = Array(sorted({job.job_id.split("_")[0] for job in submitted}))
         return [Handle(unit, _link_log(log_dir / "logs", unit, job.paths.stdout), self._array, job.job_id,
                        job.paths.result_pickle) for unit, job in zip(units, submitted, strict=True)]
 
-    def cancel(self) -> None:
-        """scancel the array: running units get SIGTERM and save; queued ones never start."""
-        if self._array is not None:
-            subprocess.run(["scancel", *self._array.ids], capture_output=True, timeout=60)
+    def poll(self) -> None:
+        """squeue's states of the array (at most every POLL_S); a squeue that cannot answer for
+        SQUEUE_PATIENCE_S cancels the array and is one line saying so (or the array's id to cancel)."""
+        if self._array is None:
+            return
+        try:
+            self._array.refresh()
+        except SqueueFailed as failed:
+            ids = " ".join(self._array.ids)
+            if self.cancel():
+                raise UserError(f"{failed} for {SQUEUE_PATIENCE_S:.0f} s: the grid's job array {ids} is "
+                                "cancelled (running units saved their state); rerun the command once squeue "
+                                "answers") from None
+            raise UserError(f"{failed} for {SQUEUE_PATIENCE_S:.0f} s, and scancel failed too: the grid's "
+                            f"job array {ids} is left as it is; `scancel {ids}` once Slurm answers, then "
+                            "rerun the command") from None
+
+    def cancel(self) -> bool:
+        """scancel the array: running units get SIGTERM and save; queued ones never start. False where
+        scancel failed (the controller down)."""
+        if self._array is None:
+            return True
+        try:
+            done = subprocess.run(["scancel", *self._array.ids], capture_output=True,
+                                  timeout=SQUEUE_TIMEOUT_S)
+        except (subprocess.TimeoutExpired, OSError):
+            return False
+        return done.returncode == 0
 
 
 def refusal(stderr: str, settings: SlurmSettings) -> str:
@@ -184,21 +218,43 @@ def _link_log(log_dir: Path, unit: Unit, target: Path) -> Path:
     return link
 
 
+class SqueueFailed(Exception):
+    """squeue has not answered for SQUEUE_PATIENCE_S: why, as one phrase."""
+
+
 class Array:
     """The squeue states of the grid's jobs, asked for once per POLL_S for all of them."""
 
     def __init__(self, ids: list[str]):
         self.ids, self._states, self._asked = ids, None, 0.0
+        self._answered = time.monotonic()  # the last answer, or the submission
+
+    def refresh(self) -> None:
+        """Ask squeue (at most every POLL_S); a failure keeps the last answer (the controller busy), until
+        squeue has not answered for SQUEUE_PATIENCE_S: then SqueueFailed."""
+        if time.monotonic() - self._asked < POLL_S:
+            return
+        self._asked = time.monotonic()
+        command = ["squeue", "-h", "-r", "-t", "all", "-o", "%i %T", "-j", ",".join(self.ids)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            why = f"squeue did not answer within {SQUEUE_TIMEOUT_S:.0f} s"
+        else:
+            if done.returncode == 0:
+                self._states = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+                self._answered = time.monotonic()
+                return
+            said = next((line.strip() for line in done.stderr.splitlines() if line.strip()), "no reason")
+            why = f"squeue failed ({said})"
+        if time.monotonic() - self._answered >= SQUEUE_PATIENCE_S:
+            raise SqueueFailed(why)
 
     def state(self, job_id: str) -> str | None:
         """Slurm's state of one array task (PENDING, RUNNING, COMPLETED...), None once squeue forgets it;
-        PENDING until squeue first answers."""
-        if time.monotonic() - self._asked >= POLL_S:
-            self._asked = time.monotonic()
-            command = ["squeue", "-h", "-r", "-t", "all", "-o", "%i %T", "-j", ",".join(self.ids)]
-            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-            if done.returncode == 0:  # else (the controller busy): keep the last answer
-                self._states = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+        PENDING until squeue first answers. Asks squeue when due; giving up is the executor's poll's."""
+        with contextlib.suppress(SqueueFailed):
+            self.refresh()
         return "PENDING" if self._states is None else self._states.get(job_id)
 
 
@@ -211,16 +267,20 @@ class Handle:
     array: Array
     job_id: str  # ARRAY_INDEX
     result: Path  # submitit's result pickle: written when the unit's job returns or raises
+    ended: State | None = None  # done or failed, once its result is read
 
     def state(self) -> State:
         """queued or running as squeue says; done when the job returned; failed otherwise."""
+        if self.ended is not None:
+            return self.ended
         slurm = self.array.state(self.job_id)
         if slurm in QUEUED:
             return "queued"
         if slurm in RUNNING:
             return "running"
-        if slurm in (None, "COMPLETED") and self.result.exists():
-            return "done" if _succeeded(self.result) else "failed"
+        if slurm in (None, "COMPLETED") and self.result.exists():  # final: the result is read once
+            self.ended = "done" if _succeeded(self.result) else "failed"
+            return self.ended
         return "failed"  # cancelled, timed out, out of memory, node failure, or gone without a result
 
 

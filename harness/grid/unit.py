@@ -31,7 +31,8 @@ def job_of(unit: Unit):
                      for cls, values in zip(kinds.settings_classes(found), unit.settings, strict=True))
     settings = (dataclasses.replace(settings[0], seed=unit.seed), *settings[1:])
     return Job(model=unit.model, description=description, settings=settings, output_dir=unit.output_dir,
-               seeds=1, task_file_dir=unit.task_file_dir, tracking_uri=mlflow_runs.OFF, leaderboard=False)
+               seeds=1, task_file_dir=unit.task_file_dir, tracking_uri=mlflow_runs.OFF, leaderboard=False,
+               search=unit.search)
 
 
 def run_unit(unit: Unit) -> dict | None:

@@ -33,6 +33,7 @@ class Unit:
     settings: tuple[dict[str, Any], ...] = ()  # each settings class's values (FinetuneConfig first)
     gpus: int = 0  # GPUs the unit uses; over 1: the unit runs under torchrun, one process per GPU
     task_file_dir: Path | None = None  # a --task-file's folder: the description's relative paths start there
+    search: dict[str, Any] | None = None  # --params-from: the search that chose the settings
 
     @property
     def name(self) -> str:
@@ -71,6 +72,15 @@ def write_spec(unit: Unit, folder: Path) -> Path:
 def read_spec(path: Path) -> Unit:
     """The unit a spec file describes."""
     return Unit.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def code_path() -> str:
+    """PYTHONPATH with the folder of the harness this driver runs first: a unit in a process of its own
+    (a GPU's child, a Slurm job) runs the driver's code, not another copy installed beside it."""
+    import os
+
+    root = str(Path(__file__).resolve().parents[2])
+    return os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))
 
 
 def command(spec: Path, gpus: int) -> list[str]:

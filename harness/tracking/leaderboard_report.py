@@ -26,6 +26,11 @@ def write_report(runs: list[Path] | None, output: Path, tracking_uri: str | None
         write_files(rows, output)
         print(f"wrote {', '.join(str(output / name) for name in FILES)} (tracking off: nothing logged)")
         return
+    chosen = mlflow_runs.chosen_uri(tracking_uri)
+    store = Path(chosen.removeprefix("sqlite:///")).expanduser() if chosen.startswith("sqlite:///") else None
+    if not runs and store is not None and not store.is_file():  # nothing to report: create no store for it
+        raise UserError(f"nothing to report: no MLflow store at {str(store)!r} (no run was tracked there); "
+                        "run `harness run glue` first, or pass --runs RUN_DIR ... (or --tracking-uri)")
     uri = mlflow_leaderboard.check_reachable(tracking_uri)
     if runs:
         rows = rows_from_results(runs) + published_rows()  # every file checked before any write
