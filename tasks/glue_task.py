@@ -40,7 +40,8 @@ class GlueDescription:
     tasks: str = setting("rte,mrpc,stsb,cola", role="recipe", flag=Flag("--tasks", "TASKS"), help=(
         f"comma list of {', '.join(GLUE_TASKS)} or all (every task, AX with MNLI: the full server zip)"))
     data_dir: str = setting("", role="recipe", flag=Flag("--data-dir", "DATA_DIR"), help=(
-        "classic glue_data directory (default: $GLUE_DIR, else the Hub)"))
+        "classic glue_data directory (default: $GLUE_DIR, else the shared data folder's data/glue "
+        "($SHARED_DIR, else ../shared beside the checkout), else the Hub)"))
 
     percent_scores: ClassVar[bool] = False
     # The Hub's task (a model card's pipeline_tag, transformers.pipeline's task) and each task's Hub data set:

@@ -206,9 +206,10 @@ def test_markdown_and_csv_exactly(two_runs):
     # A terminal's summary (a grid's end) leaves the published section to the files, not "no rows yet"
     assert markdown(rows, published=False) == text.split("\n## Published (reference")[0]
     # After notes and key: stage, task set, problem, headline, its score and interval, seeds, other metrics
-    tails = [",stage,task,problem,headline,score,score_ci_low,score_ci_high,seeds,metrics",
-             ',fine-tuned,"cola,stsb,rte",,GLUE,62.5,,,1,', ",fine-tuned,rte,,GLUE,50,,,1,",
-             ",published,GLUE (all 8),,GLUE,79.9,,,,"]
+    # ... and the family, where the model's files came from, and their licence (none of them in these files)
+    tails = [",stage,task,problem,headline,score,score_ci_low,score_ci_high,seeds,metrics,family,model_source,"
+             "license", ',fine-tuned,"cola,stsb,rte",,GLUE,62.5,,,1,,,,', ",fine-tuned,rte,,GLUE,50,,,1,,,,",
+             ",published,GLUE (all 8),,GLUE,79.9,,,,,,,"]
     assert to_csv(rows).splitlines() == [with_interval_columns(line) + tail for line, tail in zip([
         "model,source,recipe,reference,num_params,pretrain_flops,inference_flops,cola,sst2,mrpc,stsb,qqp,mnli,qnli,"
         "rte,glue_score,glue_tasks,squad11_em,squad11_f1,squad20_em,squad20_f1,notes,key",
