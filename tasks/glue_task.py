@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from foundation.infra.settings import Flag, setting
-from tasks.kind_text import CommandText, task_row
+from tasks.kind_text import TEXT_ONLY_SETTINGS, CommandText, task_row
 from tasks.registry import GLUE_TASKS, GlueTask, parse_tasks
 
 TRAINED = tuple(name for name, task in GLUE_TASKS.items() if task.predicted_by is None)  # AX: MNLI's model
@@ -44,6 +44,7 @@ class GlueDescription:
         "($SHARED_DIR, else ../shared beside the checkout), else the Hub)"))
 
     percent_scores: ClassVar[bool] = False
+    refused: ClassVar[tuple[str, ...]] = TEXT_ONLY_SETTINGS  # not in its --help; refused if set
     # The Hub's task (a model card's pipeline_tag, transformers.pipeline's task) and each task's Hub data set:
     # (id, config, name as a card shows it).
     pipeline_tag: ClassVar[str] = "text-classification"  # regression too: the Hub has no task of its own
