@@ -32,7 +32,7 @@ HEADLINE = "f1"
 JSON_SUFFIXES = (".jsonl", ".json")
 
 RUN_EPILOG = """examples:
-  harness run tagging --model electra-small --task chunk --seeds 3   # CoNLL-2000 in ../shared/data
+  harness run tagging --model minilm-l6 --task chunk --seeds 3   # CoNLL-2000 in ../shared/data
   harness run tagging --model M --train ner/train.txt --dev ner/dev.txt --test ner/test.txt
   harness run tagging --model M --train train.jsonl --dev dev.jsonl max_train_examples=2000
 
