@@ -19,7 +19,7 @@ from tasks.registry import GLUE_TASKS, GlueTask, parse_tasks
 TRAINED = tuple(name for name, task in GLUE_TASKS.items() if task.predicted_by is None)  # AX: MNLI's model
 
 RUN_EPILOG = """examples:
-  harness run glue --model minilm-l6 --tasks rte,mrpc --seeds 3   # GLUE from ../shared/data/glue, else the Hub
+  harness run glue --model minilm-l6 --tasks rte,mrpc --seeds 3   # data: ../shared/data/glue, else the Hub
   harness run glue --model runs/pretrain/tiny --data-dir ../shared/data/glue num_epochs=1 batch_size=16
 """
 SEARCH_EPILOG = """examples:
