@@ -190,6 +190,7 @@ def _run(invocation: Invocation, finetuning: Finetuning[Any], replicas: distribu
                          params=mlflow_logging.parent_params(config, plan.configs, used) | plan.params,
                          tags={"model": invocation.model, "tasks": ",".join(plan.tasks),
                                "family": setup.family, "recipe": setup.recipe,
+                               "model_source": setup.identity.source,
                                "evaluated": str(invocation.evaluate_only).lower()} | output_dir):
         for task, config in plan.configs.items():
             built = finetuning.build(plan, task, setup)
@@ -228,7 +229,8 @@ def fresh_results(invocation: Invocation, finetuning: Finetuning[Any]
 def _fresh(invocation: Invocation, finetuning: Finetuning[Any], setup: ModelSetup, config: FinetuneConfig,
            plan: FinetuningPlan) -> results_schema.ResultsBody:
     model = results_schema.ModelBlock(name=invocation.model, path=setup.model_path, family=setup.family,
-                                      recipe=setup.recipe)
+                                      recipe=setup.recipe, source=setup.identity.source,
+                                      license=setup.identity.license)
     fresh = records.fresh_results(finetuning.results_format, model, config, plan.tasks, invocation.seeds,
                                   **plan.results)
     if invocation.evaluate_only:
