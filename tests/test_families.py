@@ -201,7 +201,8 @@ def test_a_hub_id_and_revision_resolve_from_the_hub_cache_offline(session_glue_d
     for model, snapshot in models:
         results = json.loads((tmp_path / model.replace("/", "_") / "run" / "results.json").read_text())
         assert results["model"] == {"name": model, "path": str(snapshot), "family": "electra",
-                                    "recipe": "electra-small"}
+                                    "recipe": "electra-small", "source": f"Hub cache ({model})",
+                                    "license": None}
         assert results["config"]["head"] == "electra"  # head=auto on an ELECTRA discriminator
         assert results["flops"]["model_id"] == model  # the leaderboard's key: the id, not this cache's path
 
