@@ -44,7 +44,8 @@ CHUNK = "chunk"
 # set after each epoch: hence their smaller sets.
 TRAIN = {"sst2": 400, "mrpc": 200, "stsb": 120, "rte": 100, "cola": 400, CHUNK: 200}
 DEV = {"sst2": 400, "mrpc": 300, "stsb": 300, "rte": 200, "cola": 400, CHUNK: 300}
-# trainer: --trainer-precision; trainer-fp32: the Trainer in fp32 whatever it says (bf16's check)
+# trainer: --trainer-precision; trainer-fp32: the Trainer in fp32 whatever it says (bf16's check);
+# harness-fp32: the harness with precision=fp32 (the demo's pinned precision), beside its default
 SIDES = ("harness", "trainer")
 
 
@@ -109,12 +110,14 @@ def outputs_file(out: Path, side: str, task: str, seed: int) -> Path:
     return out / side / "predictions" / f"{task}-seed{seed}" / "dev_outputs.json"
 
 
-def run_harness(out: Path, model: str, task: str, seed: int) -> dict:
-    """`harness run KIND` (through harness.api, as the command) for one seed; its figures."""
+def run_harness(out: Path, side: str, model: str, task: str, seed: int) -> dict:
+    """`harness run KIND` (through harness.api, as the command) for one seed; its figures. Side
+    harness-fp32: precision=fp32 (what the demo pins), else the harness's defaults."""
     from harness import api
 
-    folder = out / "runs" / f"harness-{task}-seed{seed}"
-    settings = {"seed": seed, "save_models": False}
+    folder = out / "runs" / f"{side}-{task}-seed{seed}"
+    pinned = {"precision": "fp32"} if side == "harness-fp32" else {}
+    settings = {"seed": seed, "save_models": False} | pinned
     tracking = f"sqlite:///{out / 'mlflow.db'}"
     if task == CHUNK:
         api.run("tagging", model=model, output_dir=folder, settings=settings, tracking_uri=tracking,
@@ -124,7 +127,7 @@ def run_harness(out: Path, model: str, task: str, seed: int) -> dict:
                 tracking_uri=tracking, tasks=task, data_dir=str(out / "data" / "glue"))
     results = json.loads((folder / "results.json").read_text())
     [record] = [r for r in results["runs"] if r["task"] == task and r["seed"] == seed]
-    target = outputs_file(out, "harness", task, seed)
+    target = outputs_file(out, side, task, seed)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(folder / "predictions" / f"{task}-seed{seed}" / "dev_outputs.json", target)
     recipe = record["resolved_config"]
@@ -251,8 +254,8 @@ def run_unit(args) -> None:
     out, task, seed = args.output, args.unit_task, args.unit_seed
     started = time.perf_counter()
     precision = "fp32" if args.unit_side == "trainer-fp32" else args.trainer_precision
-    if args.unit_side == "harness":
-        found = run_harness(out, args.model, task, seed)
+    if args.unit_side.startswith("harness"):
+        found = run_harness(out, args.unit_side, args.model, task, seed)
     elif task == CHUNK:
         found = run_trainer_chunk(out, args.unit_side, args.model, seed, precision)
     else:
