@@ -42,6 +42,10 @@ class ModelBlock(TypedDict):
     path: str  # the local folder it resolved to (what a resume must share)
     family: NotRequired[str]  # config.json's model_type (electra, bert, ...); absent in older files
     recipe: NotRequired[str]  # the fine-tuning recipe row, electra-small|base|large; absent in older files
+    # where its files came from: "local folder", "Hub cache (org/name@rev)", "Hugging Face Hub (...)",
+    # "package NAME VERSION (pkg:NAME/FOLDER)"; absent in older files
+    source: NotRequired[str]
+    license: NotRequired[str]  # the checkpoint's licence (registry row or model card), where known
 
 
 class SeedRecord(TypedDict, total=False):

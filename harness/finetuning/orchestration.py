@@ -175,7 +175,9 @@ def _run(invocation: Invocation, finetuning: Finetuning[Any], replicas: distribu
     started = time.perf_counter()
     setup, config, invocation, plan = _plan(invocation, finetuning)
     model = results_schema.ModelBlock(name=invocation.model, path=setup.model_path, family=setup.family,
-                                      recipe=setup.recipe)
+                                      recipe=setup.recipe, source=setup.identity.source)
+    if setup.identity.license:
+        model["license"] = setup.identity.license
     fresh = records.fresh_results(finetuning.results_format, model, config, plan.tasks, invocation.seeds,
                                   **plan.results)
     if invocation.evaluate_only:
@@ -194,6 +196,7 @@ def _run(invocation: Invocation, finetuning: Finetuning[Any], replicas: distribu
                          params=mlflow_logging.parent_params(config, plan.configs, used) | plan.params,
                          tags={"model": invocation.model, "tasks": ",".join(plan.tasks),
                                "family": setup.family, "recipe": setup.recipe,
+                               "model_source": setup.identity.source,
                                "evaluated": str(invocation.evaluate_only).lower()} | output_dir):
         for task, config in plan.configs.items():
             built = finetuning.build(plan, task, setup)
