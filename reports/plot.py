@@ -139,7 +139,9 @@ def _footnote(shown: list[Row], missing: list[Row]) -> str:
     import textwrap
 
     lines = []
-    unknown = [r for r in shown if "pretrain_flops" not in r.values]
+    # measured first: the note is cut after four names, and the paper's rows are in the table anyway
+    unknown = sorted((r for r in shown if "pretrain_flops" not in r.values),
+                     key=lambda r: r.source != MEASURED)
     if unknown:
         lines.append(f"{FLOPS_UNKNOWN} (right of the dashed line): {_names(unknown)}")
     if any(r.values.get("pretrain_flops", 1) <= 0 for r in shown):

@@ -101,7 +101,10 @@ def export_line(summary: dict) -> str:
     found = summary.get("published")
     if not found:
         return better_line(summary)
-    return f"exported: {found['model']}'s best SST-2 seed, int8: ONNX bundle {summary['bundle']}"
+    from tasks.registry import GLUE_TASKS
+
+    task = GLUE_TASKS[summary["plan"]["export_task"]].dir_name
+    return f"exported: {found['model']}'s best {task} seed, int8: ONNX bundle {summary['bundle']}"
 
 
 def closing(demo, summary: dict) -> str:
