@@ -77,7 +77,7 @@ def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, cap
     bundle = out / "onnx" / "tiny-rte"
     assert "model.int8.onnx" in json.loads((bundle / "manifest.json").read_text())["files"]
     assert f"exported: {micro_plan.published}'s best RTE seed, int8: ONNX bundle {bundle}" in printed
-    assert set(summary["prediction"]["output"]) == {"label", "probabilities"}
+    assert set(summary["prediction"]["output"]) == {"label", "probability", "probabilities"}
     # "better" only as harness compare's GLUE verdict has it; else neither, and the higher median exported
     glue_row = next(line for line in summary["comparison"].splitlines() if line.startswith("GLUE"))
     assert summary["glue_verdict"] in glue_row
