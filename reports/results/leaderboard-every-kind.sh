@@ -56,7 +56,7 @@ harness run glue --model tiny --tasks rte --data-dir "$SHARED/data/glue" --outpu
 harness eval glue --model glue/models/rte-seed0 --tasks rte --data-dir "$SHARED/data/glue" --output-dir eval
 # the published encoder as the demo's act trains it on SST-2 (500 examples, fp32, 3 seeds)
 harness run glue --model minilm-l6 --tasks sst2 --data-dir "$SHARED/data/glue" --output-dir minilm-l6 --seeds 3 \
-    max_train_examples=500 precision=fp32 predict_test=false save_models=true 
+    max_train_examples=500 precision=fp32 predict_test=false save_models=true
 cd "$ROOT"
 "$PY" scripts/leaderboard_screenshot.py reports/results/leaderboard-every-kind.png --window 1500,1500 --html \
     runs/screenshot/{classification,regression,multilabel,tagging,glue,eval,minilm-l6}
