@@ -15,7 +15,7 @@ from foundation.infra.errors import UserError
 from foundation.models import flops, pretrain_meta
 from foundation.models.identity import ModelIdentity
 from foundation.models.layout import PRETRAIN_META, pretrain_record_path
-from foundation.models.presets import PRESETS
+from foundation.models.presets import published_hub_id
 from foundation.models.shapes import shape_of
 from reports.results_schema import Flops, SeedRecord
 
@@ -95,9 +95,9 @@ def pretraining(model: ModelIdentity) -> tuple[float | None, str]:
         return float(meta["train_flops"]), (
             f"{meta_path}: {meta.get('objective', '?')} objective, {meta.get('steps', '?')} steps x "
             f"batch {meta.get('batch_size', '?')} x seq_len {meta.get('seq_len', '?')}")
-    preset = PRESETS.get(model.name)
-    if preset is not None and preset.hub_id:
-        return None, (f"{UNKNOWN}: released checkpoint {preset.hub_id} ships no pre-training record; "
+    released = published_hub_id(model.name)
+    if released:
+        return None, (f"{UNKNOWN}: released checkpoint {released} ships no pre-training record; "
                       "see the published rows for the paper's figures")
     return None, f"{UNKNOWN}: no {PRETRAIN_META} beside {Path(model.path)} (not a `harness pretrain` output)"
 

@@ -12,7 +12,9 @@ from pathlib import Path
 from foundation.infra.errors import UserError
 from foundation.models.hub import hub_checkpoint, parse_hub_id
 from foundation.models.layout import DISCRIMINATOR_DIR, GENERATOR_DIR, config_dir
+from foundation.models.packaged import is_package_source
 from foundation.models.presets import PRESETS, discriminator_config
+from foundation.models.resolve import published_checkpoint, resolve_model
 from foundation.models.shapes import TransformerShape, generator_shape, shape_of
 
 
@@ -40,6 +42,8 @@ def model_shapes(name_or_dir: str, generator_fraction: float | None) -> ModelSha
         # An ElectraModel is BERT plus an optional embedding projection, so it measures both families.
         return ModelShapes(f"{preset.name} (registry shape)", shape, generator, source,
                       discriminator_config(preset).to_dict())
+    if published_checkpoint(name_or_dir) is not None or is_package_source(name_or_dir):
+        return _from_directory(Path(resolve_model(name_or_dir)), generator_fraction)  # its package too
     found = parse_hub_id(name_or_dir) if "/" in name_or_dir else None
     if found is not None:  # a Hub id: its snapshot's config.json (offline, from the Hub cache)
         return _from_directory(hub_checkpoint(*found), generator_fraction)

@@ -69,6 +69,10 @@ class Row:
     task: str = ""
     headline: str = ""
     problem: str = ""
+    # measured: where the checkpoint's files came from (results.json's model source: a package, the Hub's
+    # cache, a local folder) and its licence, where results.json says
+    origin: str = ""
+    license: str = ""
 
     @property
     def name(self) -> str:
@@ -213,7 +217,7 @@ def measured_row(path: Path, results: results_schema.ResultsBody) -> Row:
     return _with_glue(Row(key, model.get("name") or key, MEASURED, str(path), values, notes, departures,
                           model.get("family", ""), costs.get("pretrain_corpus") or "", short_name(model),
                           _stage(results), own.column if own else "", own.headline if own else "",
-                          own.problem if own else ""))
+                          own.problem if own else "", model.get("source") or "", model.get("license") or ""))
 
 
 def departures_of(results: results_schema.ResultsBody) -> str:
@@ -301,7 +305,8 @@ def merge(old: Row, new: Row) -> Row:
     return _with_glue(Row(old.key, new.model, MEASURED, "\n".join(references), values, notes, old.departures,
                           new.family or old.family, new.corpus or old.corpus,
                           new.short_name or old.short_name, old.stage or new.stage, old.task or new.task,
-                          new.headline or old.headline, new.problem or old.problem))
+                          new.headline or old.headline, new.problem or old.problem, new.origin or old.origin,
+                          new.license or old.license))
 
 
 def _covers(new: Row, old: Row) -> bool:

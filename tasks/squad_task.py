@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from foundation.infra.settings import Flag, setting
-from tasks.kind_text import CommandText, task_row
+from tasks.kind_text import TEXT_ONLY_SETTINGS, CommandText, task_row
 from tasks.registry import SQUAD_TASKS, SquadTask, squad_task
 
 RUN_EPILOG = """examples:
@@ -45,6 +45,7 @@ class SquadDescription:
         "official-format dev JSON; alone, its articles are split"))
 
     percent_scores: ClassVar[bool] = True  # as the official script gives them (harness compare's scale)
+    refused: ClassVar[tuple[str, ...]] = TEXT_ONLY_SETTINGS  # not in its --help; refused if set
     pipeline_tag: ClassVar[str] = "question-answering"  # the Hub's task (a model card's pipeline_tag)
     hub_datasets: ClassVar[dict[str, tuple[str, str | None, str]]] = {
         task.name: (f"rajpurkar/{task.name}", None, f"SQuAD {task.version}") for task in SQUAD_TASKS.values()}

@@ -5,7 +5,7 @@ BIOES tag and the others none (-100 here: the loss skips them, where ELECTRA gat
 only); one dense layer over the encoder's tokens (transformers' ElectraForTokenClassification: dropout and
 a dense layer). ELECTRA cuts a sentence longer than max_seq_length; here it is split into windows of whole
 words, each a model input, and the predictions of its windows are joined again (or, with
-long_sentences=refuse, it is refused in one line). Predicted BIOES tags are read as chunks and written in
+--long-sentences refuse, it is refused in one line). Predicted BIOES tags are read as chunks and written in
 the files' scheme; conlleval scores those against the gold tags (tasks/tagging_metrics.py).
 """
 

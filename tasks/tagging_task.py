@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 from foundation.infra.settings import Flag, setting
-from tasks.kind_text import CommandText, task_row
+from tasks.kind_text import TEXT_ONLY_SETTINGS, CommandText, task_row
 from tasks.read_task import ReadTask
 from tasks.registry import TAGGING_CORPORA
 from tasks.task_files import recorded_digests
@@ -32,7 +32,7 @@ HEADLINE = "f1"
 JSON_SUFFIXES = (".jsonl", ".json")
 
 RUN_EPILOG = """examples:
-  harness run tagging --model electra-small --task chunk --seeds 3   # CoNLL-2000 in ../shared/data
+  harness run tagging --model minilm-l6 --task chunk --seeds 3   # CoNLL-2000 in ../shared/data
   harness run tagging --model M --train ner/train.txt --dev ner/dev.txt --test ner/test.txt
   harness run tagging --model M --train train.jsonl --dev dev.jsonl max_train_examples=2000
 
@@ -40,7 +40,7 @@ CoNLL column files (word first, the tag in --tag-column, by default the last; a 
 sentences; -DOCSTART- lines are boundaries) or JSON Lines ({"tokens": [...], "tags": [...]}); tags in
 IOB1, IOB2 or BIOES. As ELECTRA: trained on BIOES tags, each word's first sub-token labelled; scored by
 conlleval's phrase-level F1 (precision, recall, token accuracy, F1 per type beside it). A sentence
-longer than max_length is split into windows of whole words (long_sentences=refuse: refused).
+longer than max_length is split into windows of whole words (--long-sentences refuse: refused).
 """
 SEARCH_EPILOG = """examples:
   harness search tagging --model M --task chunk --trials 20 max_train_examples=2000
@@ -94,6 +94,7 @@ class TaggingDescription:
         "the task's name in results, leaderboard and bundles; default: the train file's stem"))
 
     percent_scores: ClassVar[bool] = False
+    refused: ClassVar[tuple[str, ...]] = TEXT_ONLY_SETTINGS  # not in its --help; refused if set
     pipeline_tag: ClassVar[str] = "token-classification"  # the Hub's task (a model card's pipeline_tag)
     # A named corpus's Hub data set (id, config, name as a card shows it); your own files have none.
     hub_datasets: ClassVar[dict[str, tuple[str, str | None, str]]] = {

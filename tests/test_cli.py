@@ -275,7 +275,7 @@ def test_bad_arguments(case, tiny_model, glue_data, tmp_path, capsys):
 def test_bad_model_and_data(tiny_model, glue_data, tmp_path, capsys):
     # (model, extra arguments, message): a second --model would make a grid of two (tests/test_grid.py)
     cases = [
-        ("electra-huge", [], "unknown model 'electra-huge'; choose one of electra-small"),
+        ("electra-huge", [], "unknown model 'electra-huge'; choose one of minilm-l6, electra-small"),
         (tmp_path / "nope", [], "does not exist"),
         (tiny_model, ["--data-dir", str(tmp_path / "nodata")], "GLUE data directory"),
     ]

@@ -101,3 +101,21 @@ def test_task_names():
         parse_tasks("sst")
     with pytest.raises(UserError, match="add mnli to --tasks"):
         parse_tasks("ax,rte")
+
+
+def test_run_glue_reads_the_shared_data_where_no_folder_is_named(tiny_model, tmp_path, monkeypatch, capsys):
+    """Offline, without --data-dir or GLUE_DIR, `run glue` reads the shared folder's data/glue (as the
+    demo and pre-training's `glue:` corpus do), not the Hub it cannot reach."""
+    import json
+
+    from tests.conftest import run_cli, write_glue_dir
+
+    write_glue_dir(tmp_path / "shared" / "data" / "glue")
+    monkeypatch.setenv("SHARED_DIR", str(tmp_path / "shared"))
+    monkeypatch.delenv("GLUE_DIR", raising=False)
+    code, _, err = run_cli(["run", "glue", "--model", tiny_model, "--tasks", "rte", "--seeds", "1",
+                            "--output-dir", tmp_path / "out", "--tracking-uri", "none", "num_epochs=1"], capsys)
+    assert code == 0, err
+    (record,) = json.loads((tmp_path / "out" / "results.json").read_text())["runs"]
+    assert record["num_train_examples"] == 16  # write_glue_dir's RTE training file
+    assert glue_dir(None, tmp_path / "nowhere") is None  # a missing shared copy leaves the Hub

@@ -89,3 +89,36 @@ def test_run_texts_help_keeps_its_verbs(capsys):
         run_cli(["run", "text", "--help"], capsys)
     shown = " ".join(capsys.readouterr().out.split())
     assert "a resume refuses a changed file, and `harness compare` refuses runs on other data" in shown
+
+
+def run_help(kind: str, capsys) -> str:
+    with pytest.raises(SystemExit):
+        run_cli(["run", kind, "--help"], capsys)
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", ["glue", "squad", "tagging", "text"])
+def test_run_help_lists_only_the_settings_its_kind_takes(kind, capsys):
+    """glue, squad and tagging refuse class_weights and long_text (only your own text reads them): their
+    help leaves them out; every kind's help says where each setting is explained, and groups the grid's
+    flags and each executor's."""
+    shown = run_help(kind, capsys)
+    listed = shown.split("settings (key=value")[1]
+    for name in ("class_weights", "long_text", "window_overlap"):
+        assert (name in listed) == (kind == "text"), (kind, name)
+    assert shown.rstrip().endswith(f"what each setting means, its default and its choices: harness settings {kind}")
+    assert "long_sentences=" not in shown  # tagging's is a flag, --long-sentences
+    groups = [line for line in shown.splitlines() if line.endswith(":") and not line.startswith(" ")]
+    assert [g.split(" ")[0] for g in groups if g.startswith(("grid", "the local", "Slurm"))] == [
+        "grid:", "the", "Slurm"]
+    grid = shown.split("\ngrid: ")[1]
+    assert grid.index("--executor") < grid.index("\nthe local pool") < grid.index("--workers") \
+        < grid.index("\nSlurm (--executor slurm)") < grid.index("--partition")
+
+
+def test_glue_still_refuses_what_its_help_leaves_out(glue_data, tiny_model, tmp_path, capsys):
+    from tests.conftest import glue_args
+
+    code, _, err = run_cli(glue_args(tiny_model, glue_data, tmp_path, "--tasks", "rte", "class_weights=balanced"),
+                           capsys)
+    assert code == 2 and "class_weights" in err and err.count("\n") == 1, err

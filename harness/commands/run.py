@@ -26,10 +26,13 @@ def add_parser(subparsers) -> None:
 
 
 def _epilog(kind: kinds.Kind, text) -> str:
-    """The kind's examples and notes, then its settings (key=value or --config), listed by kind."""
-    blocks = [settings_help(cls, heading)
+    """The kind's examples and notes, then the settings it accepts (key=value or --config), and where each
+    is explained."""
+    refused = getattr(kinds.load(kind.description), "refused", ())
+    blocks = [settings_help(cls, heading, skip=refused)
               for cls, heading in zip(kinds.settings_classes(kind), text.settings, strict=True)]
-    return text.epilog + "\n" + "\n".join(blocks)
+    return (text.epilog + "\n" + "\n".join(blocks)
+            + f"\nwhat each setting means, its default and its choices: harness settings {kind.name}")
 
 
 def common_arguments(parser, where: str, seeds: bool = True, models: bool = False) -> None:

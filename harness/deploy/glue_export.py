@@ -19,9 +19,10 @@ class Exporter(ClassificationExporter):
         return {name: t for name, t in GLUE_TASKS.items() if t.predicted_by is None}
 
     def dev_examples(self, task: GlueTask, data_dir: str | None, data: dict | None) -> Dataset:
+        from harness.finetuning.glue_finetuning import shared_glue
         from tasks.glue_data import glue_dir, load_glue
 
-        return load_glue(task, glue_dir(data_dir))[task.dev_splits[0]]
+        return load_glue(task, glue_dir(data_dir, shared_glue()))[task.dev_splits[0]]
 
     def dev_scores(self, task: GlueTask, examples: Dataset, results: list[dict], settings: dict) -> dict:
         if task.is_regression:

@@ -16,6 +16,7 @@ from harness.finetuning.kind_runner import Job, Searched
 from harness.finetuning.model_setup import ModelSetup
 from harness.finetuning.orchestration import FinetuningPlan, run_finetuning
 from harness.tracking import mlflow_runs
+from pretrain.vocab import shared_dir
 from reports import dev_outputs, intervals, results_schema, seed_summary
 from tasks import glue, glue_head, metrics
 from tasks.config import FinetuneConfig
@@ -77,7 +78,7 @@ class GlueFinetuning:
         model_setup.require(setup, transformers.AutoModelForSequenceClassification, "GLUE")
         invocation = self.invocation
         # Read and validate every task's data before any training: bad input fails in seconds.
-        data_dir = glue_dir(invocation.data_dir)
+        data_dir = glue_dir(invocation.data_dir, shared_glue())
         data = {task.name: load_glue(task, data_dir) for task in invocation.tasks}
         configs = {t.name: model_setup.fitted(invocation.config, setup, t.num_epochs, t.max_length,
                                               setup.head)
@@ -184,9 +185,15 @@ class GlueRunner:
 
     def check_data(self, job: Job) -> None:
         """Every described task's splits, read and validated as GlueFinetuning.prepare reads them."""
-        data_dir = glue_dir(job.description.data_dir or None)
+        data_dir = glue_dir(job.description.data_dir or None, shared_glue())
         for task in job.description.glue_tasks():
             load_glue(task, data_dir)
+
+
+def shared_glue() -> Path:
+    """The shared data folder's GLUE copy, read where neither --data-dir nor GLUE_DIR names one (before
+    the Hub, as pre-training's `glue:` corpus and the demo read it)."""
+    return shared_dir() / "data" / "glue"
 
 
 def _invocation(job: Job, tasks: tuple[GlueTask, ...]) -> GlueInvocation:

@@ -175,9 +175,8 @@ def _run(invocation: Invocation, finetuning: Finetuning[Any], replicas: distribu
     started = time.perf_counter()
     setup, config, invocation, plan = _plan(invocation, finetuning)
     model = results_schema.ModelBlock(name=invocation.model, path=setup.model_path, family=setup.family,
-                                      recipe=setup.recipe, source=setup.identity.source)
-    if setup.identity.license:
-        model["license"] = setup.identity.license
+                                      recipe=setup.recipe, source=setup.identity.source,
+                                      license=setup.identity.license)
     fresh = records.fresh_results(finetuning.results_format, model, config, plan.tasks, invocation.seeds,
                                   **plan.results)
     if invocation.evaluate_only:

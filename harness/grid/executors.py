@@ -51,12 +51,17 @@ class ExecutorRow:
     name: str
     executor: str
     settings: str
+    title: str  # its flags' group in --help
 
 
 EXECUTORS: dict[str, ExecutorRow] = {row.name: row for row in [
-    ExecutorRow("local", "harness.grid.local:LocalPool", "harness.grid.executors:LocalSettings"),
-    ExecutorRow("slurm", "harness.grid.slurm:SlurmExecutor", "harness.grid.slurm:SlurmSettings"),
+    ExecutorRow("local", "harness.grid.local:LocalPool", "harness.grid.executors:LocalSettings",
+                "the local pool (--executor local): worker processes on this machine"),
+    ExecutorRow("slurm", "harness.grid.slurm:SlurmExecutor", "harness.grid.slurm:SlurmSettings",
+                "Slurm (--executor slurm): one job array through submitit"),
 ]}
+GRID_TITLE = ("grid: each model x task x seed a unit (any of these flags, or several --model, runs one; "
+              "harness/README.md, 'A grid of fine-tunings')")
 
 
 @dataclass(frozen=True)
@@ -100,9 +105,9 @@ def add_grid_flags(parser: argparse.ArgumentParser) -> None:
     from harness.config import add_flags
     from harness.kinds import load
 
-    add_flags(parser, GridSettings, prefix="grid.")
+    add_flags(parser.add_argument_group(GRID_TITLE), GridSettings, prefix="grid.")
     for row in EXECUTORS.values():
-        add_flags(parser, load(row.settings), prefix="grid.")
+        add_flags(parser.add_argument_group(row.title), load(row.settings), prefix="grid.")
 
 
 def given_flags(args: argparse.Namespace) -> list[str]:

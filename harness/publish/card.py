@@ -16,6 +16,7 @@ from pathlib import Path
 from foundation.infra import atomic
 from foundation.models.hub import parse_hub_id
 from foundation.models.identity import model_identity
+from foundation.models.resolve import published_checkpoint
 from harness.publish.card_task import CardTask, card_task
 from harness.publish.card_text import body
 from harness.publish.saved import SavedModel, read_run, saved_models
@@ -51,6 +52,7 @@ def model_card(results: results_schema.ResultsBody, saved: SavedModel, repo: str
     data = ModelCardData(
         model_name=f"{_slug(_model_short(results))}-{saved.task}-seed{saved.seed}", language="en",
         library_name="transformers", pipeline_tag=task.pipeline_tag, base_model=base_id,
+        license=results["model"].get("license"),
         datasets=[task.dataset[0]] if task.dataset else None,
         metrics=list(dict.fromkeys(e.metric_type for e in evals)),
         tags=[SOURCE, results["model"].get("family") or "encoder", saved.task], eval_results=evals)
@@ -68,7 +70,9 @@ def base_model(model: results_schema.ModelBlock) -> tuple[str | None, str | None
     if found is None:  # a registry name without a Hub id, or a path
         return None, None
     commit = SNAPSHOT.search(path)
-    return found[0], found[1] or (commit.group(1) if commit else None)
+    published = published_checkpoint(name)  # pinned, whether from the Hub's cache or its package
+    pinned = published.revision if published is not None else None
+    return found[0], found[1] or (commit.group(1) if commit else pinned)
 
 
 def eval_results(saved: SavedModel, results: results_schema.ResultsBody,

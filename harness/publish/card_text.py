@@ -143,8 +143,10 @@ def _provenance(results: results_schema.ResultsBody, base_id: str | None, revisi
     else:
         base = f"a local checkpoint, `{model.get('name')}` (not on the Hub)"
     versions = ", ".join(f"{k} {v}" for k, v in (results.get("versions") or {}).items())
+    origin = [f"- Its files came from: {model['source']}; licence {model.get('license') or 'not stated'}."
+              ] if model.get("source") else []
     return ["## Provenance", "", f"- Base model: {base}; family {model.get('family', '?')}, recipe row "
-            f"{model.get('recipe', '?')}.",
+            f"{model.get('recipe', '?')}.", *origin,
             f"- Trained on {results.get('accelerator', '?')} ({results.get('device', '?')}), precision "
             f"{results.get('precision', '?')}; {versions}.",
             f"- Results format {results.get('format')}."]

@@ -101,7 +101,7 @@ def _row_of(run) -> Row:
                tags.get("pretrain_corpus", ""), short, stage,
                # a row stored before rows of your own data were tagged: its task from its one own column
                tags.get("task") or (stored_column(values) if measured else ""), tags.get("headline", ""),
-               tags.get("problem", ""))
+               tags.get("problem", ""), tags.get("model_source", ""), tags.get("license", ""))
 
 
 def _stored(client, experiment_id: str) -> dict[str, object]:
@@ -121,7 +121,8 @@ def _stored(client, experiment_id: str) -> dict[str, object]:
 def _tags(row: Row) -> dict[str, str]:
     text = {"source": row.source, "recipe": row.recipe, "model": row.model, "model_id": row.key,
             "reference": row.reference, "notes": row.notes, "family": row.family,
-            "pretrain_corpus": row.corpus, TASK_SET_TAG: row.task_set, SHORT_NAME_TAG: row.short_name,
+            "pretrain_corpus": row.corpus, "model_source": row.origin, "license": row.license,
+            TASK_SET_TAG: row.task_set, SHORT_NAME_TAG: row.short_name,
             STAGE_TAG: row.stage or ("published" if row.source == PUBLISHED else ""),
             **({name: getattr(row, name) for name in OWN_TAGS} if row.task else {}),
             RUN_NAME_TAG: render.title(row),

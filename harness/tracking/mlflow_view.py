@@ -62,6 +62,8 @@ with the same `task_set` and `recipe`.
   `seeds` (the fewest seeds a score is over), `pretrain_flops`, `inference_flops`, `num_params`, 95%
   intervals.
 - Filter with `tags.source = "measured"` or `tags.recipe = "electra"`.
+- A measured row's `family` (the encoder's model_type), `model_source` (where its files came from: a
+  package, the Hub's cache, a local folder) and `license` are tags, and in its description.
 """
 
 
