@@ -2,7 +2,8 @@
 # reports/results/leaderboard-every-kind.png: `harness report --runs` over a real run of each kind and the
 # published encoder minilm-l6, screenshot by scripts/leaderboard_screenshot.py. Runs from the repository
 # root in the project's environment, offline, into runs/screenshot (each run's model named as typed there,
-# no temporary paths); ~10 min on one core: the tiny model's runs take seconds, minilm-l6's SST-2 most of it.
+# no temporary paths; the published run is not named minilm-l6: a folder of that name in the working
+# directory would be read as the model); ~10 min on one core: the tiny model's runs take seconds, minilm-l6's SST-2 most of it.
 set -euo pipefail
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 SHARED=${SHARED_DIR:-../shared}
@@ -55,8 +56,8 @@ harness run glue --model tiny --tasks rte --data-dir "$SHARED/data/glue" --outpu
     max_train_examples=64 predict_test=false
 harness eval glue --model glue/models/rte-seed0 --tasks rte --data-dir "$SHARED/data/glue" --output-dir eval
 # the published encoder as the demo's act trains it on SST-2 (500 examples, fp32, 3 seeds)
-harness run glue --model minilm-l6 --tasks sst2 --data-dir "$SHARED/data/glue" --output-dir minilm-l6 --seeds 3 \
+harness run glue --model minilm-l6 --tasks sst2 --data-dir "$SHARED/data/glue" --output-dir sst2-minilm-l6 --seeds 3 \
     max_train_examples=500 precision=fp32 predict_test=false save_models=true
 cd "$ROOT"
 "$PY" scripts/leaderboard_screenshot.py reports/results/leaderboard-every-kind.png --window 1500,1500 --html \
-    runs/screenshot/{classification,regression,multilabel,tagging,glue,eval,minilm-l6}
+    runs/screenshot/{classification,regression,multilabel,tagging,glue,eval,sst2-minilm-l6}
