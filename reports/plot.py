@@ -1,26 +1,54 @@
-"""GLUE score against pre-training FLOPs (log scale): measured and published points apart at a glance."""
+"""GLUE score against pre-training FLOPs (log scale): measured and published points apart at a glance.
+
+Every row with a GLUE score is drawn: measured rows off ELECTRA's recipe (a subsampled training set, fewer
+epochs) with their own marker, an untrained control left of the FLOPs axis and a checkpoint whose
+pre-training FLOPs are unknown right of it, each band named above the plot and under it."""
 
 from __future__ import annotations
 
 import io
+import math
 from pathlib import Path
 
-from reports.leaderboard import MEASURED, Row
+from reports.leaderboard import EVALUATED, MEASURED, Row
 from reports.published import GLUE_COLUMNS
 
+DEPARTS = "departs"
 STYLES = {MEASURED: {"marker": "o", "color": "#d95f02", "label": "measured (this harness)", "size": 70},
+          DEPARTS: {"marker": "D", "color": "#d95f02", "size": 50,
+                    "label": "measured, off the recipe (the table's recipe column says how)"},
           "published": {"marker": "s", "color": "#7570b3", "label": "published (paper, READMEs)", "size": 45}}
+# Where rows without a log position go: decades left of the fewest FLOPs (an untrained control, 0) and right
+# of the most (a published checkpoint whose pre-training FLOPs nobody published), past a dashed line.
+BAND_DECADES = 1.5
+NO_PRETRAINING, FLOPS_UNKNOWN = "no pre-training", "FLOPs unknown"
 
 
 def plottable(rows: list[Row]) -> tuple[list[Row], list[Row]]:
-    """(rows with both pre-training FLOPs and a GLUE score, measured GLUE or SQuAD rows left out for lack of
-    one or for departing from the recipe: their scores do not belong beside the paper's). Rows of your own
+    """(rows with a GLUE score, drawn: on the FLOPs axis, or in the no-pre-training or unknown-FLOPs band;
+    measured rows without a GLUE score, or only evaluated, named under the plot instead). Rows of your own
     data are neither: they have no GLUE score to miss."""
-    # An untrained control spent 0 FLOPs: it has no place on a log axis, so it is named below the plot.
-    shown = [r for r in rows if {"pretrain_flops", "glue_score"} <= r.values.keys() and not r.departures
-             and r.values["pretrain_flops"] > 0]
+    shown = [r for r in rows if "glue_score" in r.values and r.stage != EVALUATED]
     missing = [r for r in rows if r.source == MEASURED and not r.task and r not in shown]
     return shown, missing
+
+
+def style_of(row: Row) -> str:
+    if row.source != MEASURED:
+        return "published"
+    return DEPARTS if row.departures else MEASURED
+
+
+def positions(rows: list[Row]) -> tuple[dict[str, float], tuple[float, float]]:
+    """Each row's x (by key) and the FLOPs axis's own range: rows without a log position in the bands."""
+    known = [r.values["pretrain_flops"] for r in rows if r.values.get("pretrain_flops", 0) > 0]
+    low, high = (min(known), max(known)) if known else (1e14, 1e14)
+    places = {}
+    for row in rows:
+        flops = row.values.get("pretrain_flops")
+        places[row.key] = (high * 10 ** BAND_DECADES if flops is None
+                           else low / 10 ** BAND_DECADES if flops <= 0 else flops)
+    return places, (low / 10 ** (BAND_DECADES / 2), high * 10 ** (BAND_DECADES / 2))
 
 
 def flops_vs_glue_png(rows: list[Row]) -> bytes:
@@ -32,36 +60,33 @@ def flops_vs_glue_png(rows: list[Row]) -> bytes:
 
 def flops_vs_glue_figure(rows: list[Row]):
     """The plot's matplotlib Figure (on an Agg canvas)."""
-    import textwrap
-
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     shown, missing = plottable(rows)
+    places, (left, right) = positions(shown)
     figure = Figure(figsize=(9, 5.5), dpi=110, layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     for source, style in STYLES.items():
-        mine = [r for r in shown if (r.source == MEASURED) == (source == MEASURED)]
+        mine = [r for r in shown if style_of(r) == source]
         if not mine:
             continue
-        axes.scatter([r.values["pretrain_flops"] for r in mine], [r.values["glue_score"] for r in mine],
-                     marker=style["marker"], s=style["size"], color=style["color"], label=style["label"],
-                     edgecolors="black" if source == MEASURED else "none", linewidths=0.6, zorder=3)
-        bars = [r for r in mine if {"glue_score_ci_low", "glue_score_ci_high"} <= r.values.keys()]
-        if bars:  # 95% intervals over fine-tuning seeds and dev examples
-            y = [r.values["glue_score"] for r in bars]
-            axes.errorbar([r.values["pretrain_flops"] for r in bars], y, fmt="none", ecolor=style["color"],
-                          elinewidth=1, capsize=3, zorder=2,
-                          yerr=[[v - r.values["glue_score_ci_low"] for v, r in zip(y, bars, strict=True)],
-                                [r.values["glue_score_ci_high"] - v for v, r in zip(y, bars, strict=True)]])
+        x = [places[r.key] for r in mine]
+        axes.scatter(x, [r.values["glue_score"] for r in mine], marker=style["marker"], s=style["size"],
+                     color="white" if source == DEPARTS else style["color"], label=style["label"],
+                     edgecolors=style["color"] if source == DEPARTS else
+                     "black" if source == MEASURED else "none", linewidths=1.4 if source == DEPARTS else 0.6,
+                     zorder=3)
+        _bars(axes, [r for r in mine if {"glue_score_ci_low", "glue_score_ci_high"} <= r.values.keys()],
+              places, style["color"])
         for series in _series(mine):  # e.g. ELECTRA-Small and its 50%/25%/... trained checkpoints
-            points = sorted((r.values["pretrain_flops"], r.values["glue_score"]) for r in series)
+            points = sorted((places[r.key], r.values["glue_score"]) for r in series)
             axes.plot(*zip(*points, strict=True), color=style["color"], alpha=0.4, linewidth=1, zorder=2)
         for row in mine:
             # Partial versions sit on a rising line: label them below it, the rest above-right.
             offset = (3, -11) if _base(row, mine) else (6, 3)
-            axes.annotate(_label(row, mine), (row.values["pretrain_flops"], row.values["glue_score"]),
+            axes.annotate(_label(row, mine), (places[row.key], row.values["glue_score"]),
                           xytext=offset, textcoords="offset points", fontsize=7.5, color=style["color"])
     axes.set_xscale("log")
     axes.set_xlabel("pre-training FLOPs (ELECTRA paper convention, log scale)")
@@ -70,19 +95,65 @@ def flops_vs_glue_figure(rows: list[Row]):
     axes.grid(True, which="major", alpha=0.35)
     axes.grid(True, which="minor", axis="x", alpha=0.12)
     if shown:
+        _bands(axes, shown, places, left, right)
         axes.legend(loc="lower right", fontsize=8)
         axes.margins(x=0.15, y=0.1)
     else:
-        axes.text(0.5, 0.5, "no row has both pre-training FLOPs and a GLUE score", ha="center",
-                  transform=axes.transAxes)
-    if missing:
-        names = ", ".join(r.label for r in missing[:4]) + (" ..." if len(missing) > 4 else "")
+        axes.text(0.5, 0.5, "no row has a GLUE score", ha="center", transform=axes.transAxes)
+    note = _footnote(shown, missing)
+    if note:
         # supxlabel, unlike figure.text, gets its own room from the constrained layout.
-        # Wrapped: recipe tags make the names long, and one line ran off the figure's right edge.
-        note = textwrap.fill("not plotted (pre-training FLOPs or GLUE unknown, no pre-training, or off the "
-                             f"recipe): {names}", width=150)
         figure.supxlabel(note, x=0.01, ha="left", fontsize=7.5, color="#555")
     return figure
+
+
+def _bars(axes, bars: list[Row], places: dict[str, float], color: str) -> None:
+    """95% intervals over fine-tuning seeds and dev examples."""
+    if not bars:
+        return
+    y = [r.values["glue_score"] for r in bars]
+    axes.errorbar([places[r.key] for r in bars], y, fmt="none", ecolor=color, elinewidth=1, capsize=3,
+                  zorder=2, yerr=[[v - r.values["glue_score_ci_low"] for v, r in zip(y, bars, strict=True)],
+                                  [r.values["glue_score_ci_high"] - v for v, r in zip(y, bars, strict=True)]])
+
+
+def _bands(axes, shown: list[Row], places: dict[str, float], left: float, right: float) -> None:
+    """Dashed lines around the FLOPs axis, each band named where it holds a row; ticks only on the axis."""
+    from matplotlib.ticker import FixedLocator, LogFormatterSciNotation, NullLocator
+
+    flops = [r.values.get("pretrain_flops") for r in shown]
+    for edge, name, used in ((left, NO_PRETRAINING, any(f is not None and f <= 0 for f in flops)),
+                             (right, FLOPS_UNKNOWN, any(f is None for f in flops))):
+        if used:
+            axes.axvline(edge, color="#999", linestyle="--", linewidth=0.8, zorder=1)
+            x = edge / 10 ** (BAND_DECADES / 2) if edge == left else edge * 10 ** (BAND_DECADES / 2)
+            axes.text(x, 1.01, name, transform=axes.get_xaxis_transform(), ha="center", fontsize=7.5,
+                      color="#555")
+    decades = range(math.ceil(math.log10(left)), math.floor(math.log10(right)) + 1)
+    axes.xaxis.set_major_locator(FixedLocator([10.0 ** k for k in decades]))
+    axes.xaxis.set_major_formatter(LogFormatterSciNotation())
+    axes.xaxis.set_minor_locator(NullLocator())
+
+
+def _footnote(shown: list[Row], missing: list[Row]) -> str:
+    import textwrap
+
+    lines = []
+    # measured first: the note is cut after four names, and the paper's rows are in the table anyway
+    unknown = sorted((r for r in shown if "pretrain_flops" not in r.values),
+                     key=lambda r: r.source != MEASURED)
+    if unknown:
+        lines.append(f"{FLOPS_UNKNOWN} (right of the dashed line): {_names(unknown)}")
+    if any(r.values.get("pretrain_flops", 1) <= 0 for r in shown):
+        lines.append(f"{NO_PRETRAINING} (left of the dashed line): an untrained control, 0 FLOPs")
+    if missing:
+        lines.append(f"not plotted (no GLUE score, or evaluated without fine-tuning): {_names(missing)}")
+    # Wrapped: recipe tags make the names long, and one line ran off the figure's right edge.
+    return "\n".join(textwrap.fill(line, width=150) for line in lines)
+
+
+def _names(rows: list[Row]) -> str:
+    return ", ".join(r.label for r in rows[:4]) + (" ..." if len(rows) > 4 else "")
 
 
 def _base(row: Row, rows: list[Row]) -> Row | None:

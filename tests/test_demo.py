@@ -15,12 +15,16 @@ from tests.fixtures_processes import mlflow_store_copy
 
 
 @pytest.fixture
-def micro_plan(micro, monkeypatch, tmp_path):
+def micro_plan(micro, monkeypatch, tmp_path, tiny_model):
+    # the published act's encoder: the tiny checkpoint (the real one, minilm-l6, is
+    # tests/test_published_model.py's), on one task beside the arms' (rte) and one of its own (cola)
     plan = dataclasses.replace(
         demo.CPU, preset=MICRO.name, budget_flops=2e8, seeds=2, tasks="stsb,rte", train_examples=12,
         pretrain_settings=("tokenizer=train", "train_vocab_size=200", "precision=fp32",
                            f"cache_dir={tmp_path / 'cache'}"),
-        finetune_settings=("predict_test=false", "num_epochs=1", "batch_size=8", "precision=fp32"))
+        finetune_settings=("predict_test=false", "num_epochs=1", "batch_size=8", "precision=fp32"),
+        published=str(tiny_model), published_tasks="rte,cola", published_train_examples=10, export_task="rte",
+        example=("the cat sat on the mat .", "a cat sat ."))
     monkeypatch.setattr(demo, "CPU", plan)
     return plan
 
@@ -38,7 +42,8 @@ def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, cap
     printed = capsys.readouterr().out
     # The subsampling is said up front, and the leaderboard keeps these rows apart from the recipe's.
     assert "(training sets subsampled to 12 examples each to fit the half hour, a departure from the recipe " \
-           "that the leaderboard marks; full dev sets, 2 seeds)" in printed.splitlines()[0]
+           f"that the leaderboard marks; full dev sets, 2 seeds), the published encoder {micro_plan.published} on " \
+           "rte,cola (10 training examples), compare" in printed.splitlines()[0]
     assert "[departs: batch_size=8, max_train_examples=12, num_epochs=1]" in (out / "report" / "leaderboard.md").read_text()
     summary = json.loads((out / "demo.json").read_text())
     # Both arms fine-tuned on the plan's tasks and seeds, without test-set prediction.
@@ -55,7 +60,24 @@ def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, cap
     # The side-by-side table, harness compare's verdict, the export and one real prediction.
     assert "| random-init |" in printed and "| electra |" in printed
     assert "harness compare (A = pre-trained, B = control):" in printed and "verdict" in printed
-    bundle = out / "onnx" / f"{'random-init' if summary['exported'] == 'random-init' else 'electra-2e+08'}-stsb"
+    # The published act: its run beside the arms', the three models in one table, compared on their common task.
+    published = json.loads((out / "glue" / "tiny" / "results.json").read_text())
+    assert {(r["task"], r["seed"], r["num_train_examples"]) for r in published["runs"]} == {
+        (t, s, 10) for t in ("rte", "cola") for s in (0, 1)}
+    table = summary["published"]["table"].splitlines()
+    assert table[0] == "| model | CoLA (mcc) | STS-B (spearman) | RTE (accuracy) | training examples | seeds |"
+    assert [row.split(" | ")[0] for row in table[2:]] == ["| random-init", "| electra (pre-trained)",
+                                                          f"| {micro_plan.published}"]
+    assert table[2].split(" | ")[1] == "" and table[4].split(" | ")[2] == ""  # a task it did not train: blank
+    assert [line.split(" ")[0] for line in summary["published"]["comparison"].splitlines()[2:4]] == ["rte", "GLUE"]
+    assert f"harness compare (A = {micro_plan.published}, B = pre-trained, on the tasks both trained):" in printed
+    assert f"| {micro_plan.published} [departs: " in (out / "report" / "leaderboard.md").read_text()  # beside the arms'
+    # Exported: the published encoder's best seed of the plan's task, int8, answering with a label and
+    # its probabilities.
+    bundle = out / "onnx" / "tiny-rte"
+    assert "model.int8.onnx" in json.loads((bundle / "manifest.json").read_text())["files"]
+    assert f"exported: {micro_plan.published}'s best RTE seed, int8: ONNX bundle {bundle}" in printed
+    assert set(summary["prediction"]["output"]) == {"label", "probability", "probabilities"}
     # "better" only as harness compare's GLUE verdict has it; else neither, and the higher median exported
     glue_row = next(line for line in summary["comparison"].splitlines() if line.startswith("GLUE"))
     assert summary["glue_verdict"] in glue_row
@@ -69,13 +91,13 @@ def test_demo_runs_the_pipeline_and_resumes(micro_plan, glue_data, tmp_path, cap
     from harness.deploy.onnx_predictor import Predictor, Request
 
     (expected,) = Predictor(bundle).predict([Request(*micro_plan.example)])
-    assert summary["prediction"]["output"]["score"] == pytest.approx(expected["score"], abs=1e-6)
+    assert summary["prediction"]["output"]["probabilities"] == pytest.approx(expected["probabilities"], abs=1e-6)
     assert summary["prediction"]["command"].startswith(f"harness predict --bundle {bundle} ")
     assert (out / "report" / "leaderboard.html").is_file() and (out / "efficiency.png").is_file()
     # Each stage says how long the demo has run and how long is left; the end says where things are.
-    assert printed.count(" elapsed, about ") == 4
+    assert printed.count(" elapsed, about ") == 5
     assert [line.split("]")[0] for line in printed.splitlines() if " elapsed, about " in line] == [
-        "[1/4", "[2/4", "[3/4", "[4/4"]  # every stage numbered, the demo's own last one too
+        "[1/5", "[2/5", "[3/5", "[4/5", "[5/5"]  # every stage numbered, the demo's own last ones too
     assert "/ARM/" not in printed  # the run folders by name
     # under the temp dir, as a checkout in /tmp: no "not added" line, since the report stage adds them
     assert "leaderboard: not added" not in printed

@@ -455,25 +455,46 @@ def test_a_model_in_the_temp_dir_is_not_added_automatically(two_runs, tmp_path, 
     assert row.key == "/m/a" and "leaderboard: scratch · cola,stsb,rte · GLUE 62.5 · fine-tuned · 1.29e18 FLOPs\n" in capsys.readouterr().out
 
 
-def test_the_plot_leaves_out_untrained_controls_and_off_recipe_rows():
-    from reports.leaderboard import MEASURED, Row
-    from reports.plot import plottable
+def test_the_plot_draws_controls_off_recipe_rows_and_unknown_flops_in_their_own_places():
+    """Every GLUE row is drawn (the demo's own were all left out once): an off-recipe row with its own
+    marker, a control left of the FLOPs axis, a checkpoint of unknown FLOPs right of it; named under it."""
+    from reports.leaderboard import EVALUATED, MEASURED, PUBLISHED, Row
+    from reports.plot import DEPARTS, STYLES, flops_vs_glue_figure, plottable, positions, style_of
 
     pretrained = Row("a", "a", MEASURED, "", {"pretrain_flops": 1e14, "glue_score": 40.0})
     control = Row("b", "b", MEASURED, "", {"pretrain_flops": 0.0, "glue_score": 30.0})  # 0 has no log position
-    quick = Row("c", "c", MEASURED, "", {"pretrain_flops": 1e14, "glue_score": 50.0}, departures="num_epochs=1")
-    assert plottable([pretrained, control, quick]) == ([pretrained], [control, quick])
+    quick = Row("c", "c", MEASURED, "", {"pretrain_flops": 1e16, "glue_score": 50.0}, departures="num_epochs=1")
+    hub = Row("d", "org/encoder", MEASURED, "", {"glue_score": 70.0})  # pre-training FLOPs unknown
+    paper = Row("e", "ELECTRA-Small", PUBLISHED, "", {"pretrain_flops": 1.4e18, "glue_score": 79.9})
+    scored_only = Row("f", "f", MEASURED, "", {"glue_score": 60.0}, stage=EVALUATED)
+    squad_only = Row("g", "g", MEASURED, "", {"pretrain_flops": 1e14})
+    rows = [pretrained, control, quick, hub, paper, scored_only, squad_only]
+    assert plottable(rows) == ([pretrained, control, quick, hub, paper], [scored_only, squad_only])
+    assert [style_of(r) for r in (pretrained, quick, paper)] == [MEASURED, DEPARTS, "published"]
+    places, axis = positions(plottable(rows)[0])
+    # 1.5 decades left of the fewest FLOPs and right of the most, past lines 0.75 decades out
+    assert places == pytest.approx({"a": 1e14, "b": 10 ** 12.5, "c": 1e16, "d": 1.4e18 * 10 ** 1.5, "e": 1.4e18})
+    assert axis == pytest.approx((10 ** 13.25, 1.4e18 * 10 ** 0.75))
+    figure = flops_vs_glue_figure(rows)
+    (axes,) = figure.axes
+    from matplotlib.text import Annotation
+
+    assert [t.get_text() for t in axes.texts if not isinstance(t, Annotation)] == ["no pre-training", "FLOPs unknown"]
+    assert {t.get_text() for t in axes.texts if isinstance(t, Annotation)} >= {"a", "b", "c", "org/encoder"}
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == [s["label"] for s in STYLES.values()]
+    note = figure._supxlabel.get_text()
+    assert note.startswith("FLOPs unknown (right of the dashed line): org/encoder\n")
+    assert "not plotted (no GLUE score, or evaluated without fine-tuning): f (evaluated), g" in note
 
 
 def test_the_plot_footnote_stays_inside_the_figure():
-    """After the demo the footnote names rows with long recipe tags; all of it must be on the image."""
+    """The footnote names rows of unknown FLOPs with long recipe tags; all of it must be on the image."""
     from reports.leaderboard import MEASURED, Row
     from reports.plot import flops_vs_glue_figure
 
     tag = "max_train_examples=1500, num_epochs=3, learning_rate=0.0003, batch_size=32"
     rows = [Row("a", "a", MEASURED, "", {"pretrain_flops": 1e14, "glue_score": 40.0}),
-            *(Row(name, f"runs/demo/{name} [departs: {tag}]", MEASURED, "",
-                  {"pretrain_flops": 1e14, "glue_score": 41.0}, departures=tag)
+            *(Row(name, f"runs/demo/{name} [departs: {tag}]", MEASURED, "", {"glue_score": 41.0}, departures=tag)
               for name in ("electra-1e+14", "random-init"))]
     figure = flops_vs_glue_figure(rows)
     figure.canvas.draw()

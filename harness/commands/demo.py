@@ -10,16 +10,19 @@ from harness.tracking import mlflow_runs
 EPILOG = """what it runs (each stage is an ordinary harness command's code path):
   1. harness pretrain      a small ELECTRA to a fixed FLOPs budget on the shared corpus
   2. harness run glue      it and a random-init control of the same shape, ELECTRA's fine-tuning
-                           recipe, 3 seeds, full dev sets (test sets not predicted)
-  3. harness compare       pre-trained vs control per task and GLUE: difference, 95% CI, p, verdict
+                           recipe, 3 seeds, full dev sets (test sets not predicted); on a CPU, the
+                           published encoder minilm-l6 (sentence-transformers/all-MiniLM-L6-v2) too
+  3. harness compare       pre-trained vs control, and the published encoder vs pre-trained, per
+                           task and GLUE: difference, 95% CI, p, verdict
   4. harness report        the leaderboard (Markdown, HTML, FLOPs-vs-GLUE plot) and MLflow rows
-  5. harness export onnx   the better model's best STS-B seed, checked against PyTorch
-  6. harness predict       one sentence pair through the ONNX bundle, in a process without torch
+  5. harness export onnx   the published encoder's best SST-2 seed, int8 (GPU plan: the better
+                           arm's best STS-B seed), checked against PyTorch
+  6. harness predict       one sentence through the ONNX bundle, in a process without torch
 
-Plans: on a CPU, electra-tiny to 1e14 FLOPs, then SST-2, STS-B and RTE with 1,500 training
-examples each (about 25 minutes on two idle cores); on a GPU, ELECTRA-Small to 5e15 FLOPs or four
-minutes, then STS-B, RTE and MRPC on 1,000 examples each for 3 epochs (about 8 minutes on an H200,
-compilation included).
+Plans: on a CPU, in fp32 whatever the CPU: electra-tiny to 1e14 FLOPs, then SST-2, STS-B and RTE
+with 1,500 training examples each, and minilm-l6 on SST-2 and MRPC with 500 (about 30 minutes on
+two idle cores); on a GPU, ELECTRA-Small to 5e15 FLOPs or four minutes, then STS-B, RTE and MRPC on
+1,000 examples each for 3 epochs (about 8 minutes on an H200, compilation included).
 Rerunning resumes: finished pre-training, task x seed fine-tunings and the bundle are kept.
 
 examples:
@@ -83,6 +86,27 @@ def better_line(summary: dict) -> str:
             f"the higher GLUE median, {summary['exported']}: ONNX bundle {summary['bundle']}")
 
 
+def published_lines(summary: dict) -> list[str]:
+    """The three measured models side by side, and the published encoder against the pre-trained arm."""
+    found = summary.get("published")
+    if not found:
+        return []
+    return ["the three measured models (dev x100, mean over seeds [95% interval], the paper's metric):",
+            "", found["table"], "",
+            f"harness compare (A = {found['model']}, B = pre-trained, on the tasks both trained):", "",
+            found["comparison"], ""]
+
+
+def export_line(summary: dict) -> str:
+    found = summary.get("published")
+    if not found:
+        return better_line(summary)
+    from tasks.registry import GLUE_TASKS
+
+    task = GLUE_TASKS[summary["plan"]["export_task"]].dir_name
+    return f"exported: {found['model']}'s best {task} seed, int8: ONNX bundle {summary['bundle']}"
+
+
 def closing(demo, summary: dict) -> str:
     """The tables, the prediction, and where every output is."""
     from harness.tracking import mlflow_leaderboard
@@ -94,7 +118,8 @@ def closing(demo, summary: dict) -> str:
              (out / "efficiency.md").read_text().rstrip(), "",
              "harness compare (A = pre-trained, B = control):",
              "", summary["comparison"], "",
-             better_line(summary),
+             *published_lines(summary),
+             better_line(summary), *([export_line(summary)] if summary.get("published") else []),
              f"$ {prediction['command']}", "  " + str(prediction["output"]).replace("'", '"')
              + f"   ({prediction['seconds']:.1f} s, a fresh process without torch)", "",
              f"demo finished in {summary['wall_time_s'] / 60:.1f} min (this invocation). Outputs:",
