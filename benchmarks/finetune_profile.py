@@ -107,9 +107,10 @@ def main() -> None:
     parser.add_argument("--size", default="small", help="the recipe row for a folder's model")
     parser.add_argument("--task", default="mrpc", choices=["mrpc", "sst2"])
     parser.add_argument("--examples", type=int, default=1000, help="training examples to draw from")
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=20, help="timed steps a round")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds, the attentions taking turns")
     parser.add_argument("--precision", default="auto")
-    parser.add_argument("--attention", default="auto")
+    parser.add_argument("--attention", default="auto", help="comma-separated: auto, eager, sdpa")
     parser.add_argument("--eval-batch-size", type=int, default=128)
     parser.add_argument("--profile", type=int, default=3, metavar="STEPS", help="torch.profiler steps")
     parser.add_argument("--shared", type=Path,
@@ -117,8 +118,24 @@ def main() -> None:
     args = parser.parse_args()
     transformers.logging.set_verbosity_error()
     device = torch.device("cpu")
-    model, built, config, tokenizer, precision, attention = build(args, device)
-    times, optimizer, schedule, _ = timed_steps(model, built, config, tokenizer, precision, args.steps, device)
+    built_by = {}
+    for attention in args.attention.split(","):
+        args.attention = attention
+        built_by[attention] = build(args, device)
+    times = {attention: {phase: [] for phase in PHASES} for attention in built_by}
+    for _ in range(args.rounds):  # the attentions take turns, so load from elsewhere hits them alike
+        for attention, (model, built, config, tokenizer, precision, _) in built_by.items():
+            taken, *_ = timed_steps(model, built, config, tokenizer, precision, args.steps, device)
+            for phase, values in taken.items():
+                times[attention][phase] += values
+    for attention, (model, built, config, tokenizer, precision, used) in built_by.items():
+        report(args, model, built, config, tokenizer, precision, used, times[attention], device)
+    if args.profile:
+        model, built, config, tokenizer, precision, _ = next(iter(built_by.values()))
+        profile(model, built, config, tokenizer, precision, args.profile, device)
+
+
+def report(args, model, built, config, tokenizer, precision, attention, times, device) -> None:
     parameters = sum(p.numel() for p in model.parameters())
     print(f"{args.model} ({parameters / 1e6:.1f}M parameters), {args.task}, batch {config.batch_size}, "
           f"{precision}, attention {attention}, optimizer {config.optimizer}; cpu, "
@@ -128,16 +145,13 @@ def main() -> None:
         median = statistics.median(values)
         print(f"  {phase:20s} {median * 1e3:8.1f} ms  {median / step:6.1%}")
     print(f"  {'step (sum of medians)':20s} {step * 1e3:8.1f} ms  = {config.batch_size / step:.1f} ex/s")
-    collate = batching.collator(tokenizer)
-    autocast = placement.autocast(device, precision)
     dev = built.evals["validation"]
     started = time.perf_counter()
-    predict(model, built, {"validation": dev}, config, collate, autocast)
+    predict(model, built, {"validation": dev}, config, batching.collator(tokenizer),
+            placement.autocast(device, precision))
     eval_s = time.perf_counter() - started
     print(f"  evaluation: {len(dev)} examples in {eval_s:.2f} s ({len(dev) / eval_s:.0f} ex/s, eval batch "
           f"{config.eval_batch_size})")
-    if args.profile:
-        profile(model, built, config, tokenizer, precision, args.profile, device)
 
 
 def profile(model, built, config, tokenizer, precision, steps: int, device) -> None:

