@@ -138,7 +138,7 @@ def main() -> None:
             if round_index:
                 times[name].append((time.perf_counter() - start) / args.steps)
 
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else placement.cpu_kind()
     print(f"{args.preset}, batch {args.batch_size} x {args.seq_len}, {precision}, {device_name}, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}; matmul peak "
           f"{peak / 1e9:,.0f} GFLOP/s; load average {os.getloadavg()[0]:.2f}")

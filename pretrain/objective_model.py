@@ -52,7 +52,7 @@ class PretrainingModel(nn.Module):
         if self.objective == "two-stage" and stage == 1:
             return gen_loss, stats
         with torch.no_grad():
-            samples = obj.gumbel_sample(gen_logits.detach(), self.temperature)
+            samples = obj.softmax_sample(gen_logits.detach(), self.temperature)
         corrupted, replaced = obj.corrupt(input_ids, positions, weights, samples)
         stats["replaced_total_all"] = replaced.sum()
         stats["tokens_total"] = attention_mask.sum()

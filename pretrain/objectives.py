@@ -3,10 +3,11 @@
 Paper conventions (Clark et al. 2020; google-research/electra `pretrain_helpers.py`): each example
 has N = `max_predictions_per_seq` prediction slots, round(15%) of its real tokens of them used,
 filled with non-special positions; of those 85% show [MASK] and 15% keep their token (BERT's 10%
-random tokens are an option, off by default as in the paper's code). The generator's Gumbel-max
-samples replace every masked position, and a position counts as "replaced" only where the sample
-differs from the original token. Every tensor's shape depends only on the batch's shape, so a
-step has no data-dependent shapes and never waits for the device.
+random tokens are an option, off by default as in the paper's code). Samples of the generator's
+softmax (the distribution the official Gumbel-max draws from) replace every masked position, and a
+position counts as "replaced" only where the sample differs from the original token. Every
+tensor's shape depends only on the batch's shape, so a step has no data-dependent shapes and never
+waits for the device.
 """
 
 from __future__ import annotations
@@ -100,17 +101,25 @@ def apply_mask(input_ids: torch.Tensor, positions: torch.Tensor, weights: torch.
     return torch.where(random_at, random_ids, masked)
 
 
-def gumbel_sample(logits: torch.Tensor, temperature: float = 1.0,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
-    """One sample per row of softmax(logits / temperature), by the Gumbel-max trick."""
-    # Gumbel noise is -log(E) with E = -log(U) ~ Exp(1), so argmax(logits + G) = argmax(logits -
-    # log(-log U)). Over [masked positions, vocabulary] this is the costliest element-wise work of a
-    # step, so it runs in place in one buffer (Tensor.exponential_ is several times slower on CPUs).
-    # U is in [0, 1): U = 0 gives -inf (never chosen), no draw gives +inf.
-    noise = torch.rand(logits.shape, generator=generator, device=logits.device)
-    noise.log_().neg_().log_()
+def softmax_sample(logits: torch.Tensor, temperature: float = 1.0,
+                   generator: torch.Generator | None = None) -> torch.Tensor:
+    """One sample per row of softmax(logits / temperature), by inverting each row's cumulative sum.
+
+    The official code draws by the Gumbel-max trick, argmax(logits - log(-log U)) with a uniform U
+    per logit: the same distribution, but a uniform and two logarithms per vocabulary entry, most
+    of the ELECTRA step's extra cost on a CPU at [masked positions, 30,522]
+    (reports/results/performance.md, "Where a step goes"). Here one uniform per row picks the first
+    entry whose cumulative probability exceeds it: a softmax and a cumulative sum, in place. An
+    entry of probability 0 (logit -inf) is never chosen; fp32's sums decide entries below ~1e-7 of a
+    row's mass as its rounding does (Gumbel-max in fp32 has its own such floor).
+    """
     scaled = logits.float() if temperature == 1.0 else logits.float() / temperature
-    return torch.sub(scaled, noise, out=noise).argmax(dim=-1)
+    cumulative = torch.softmax(scaled, dim=-1).cumsum_(dim=-1)
+    total = cumulative[..., -1:].contiguous()  # the row's own sum, which rounding keeps near 1, not at it
+    drawn = torch.rand(total.shape, generator=generator, device=logits.device).mul_(total)
+    chosen = torch.searchsorted(cumulative, drawn, right=True)
+    # a draw that rounds up to the total takes the last entry with mass, not one past the row
+    return torch.minimum(chosen, torch.searchsorted(cumulative, total)).squeeze(-1)
 
 
 def corrupt(input_ids: torch.Tensor, positions: torch.Tensor, weights: torch.Tensor,

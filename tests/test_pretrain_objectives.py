@@ -105,13 +105,16 @@ def test_bert_style_random_tokens_when_asked():
     assert abs(((shown != MASK) & (shown != original)).float().mean() - 0.1 * (1 - 1 / VOCAB)) < 0.03
 
 
-def test_gumbel_samples_follow_the_softmax():
-    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]]).repeat(20000, 1)
-    samples = obj.gumbel_sample(logits, 1.0, torch.Generator().manual_seed(3))
-    frequencies = torch.bincount(samples, minlength=4).float() / len(samples)
+def test_samples_follow_the_softmax():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0, -float("inf")]]).repeat(20000, 1)
+    samples = obj.softmax_sample(logits, 1.0, torch.Generator().manual_seed(3))
+    frequencies = torch.bincount(samples, minlength=5).float() / len(samples)
     assert torch.allclose(frequencies, logits[0].softmax(-1), atol=0.01)
-    sharp = obj.gumbel_sample(logits[:100], temperature=0.01)
+    assert frequencies[4] == 0  # probability 0 (the last entry): never drawn, even at the top of a row
+    sharp = obj.softmax_sample(logits[:100], temperature=0.01)
     assert (sharp == 0).all()
+    # a [batch, slots, vocabulary] tensor samples per slot, as the generator's logits do
+    assert obj.softmax_sample(logits[:6].view(2, 3, 5)).shape == (2, 3)
 
 
 def test_labels_are_replaced_exactly_where_tokens_differ():

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
+from pathlib import Path
 
 import torch
 
@@ -29,6 +31,21 @@ def resolve_precision(setting: str, device: torch.device) -> str:
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
     return "bf16" if device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"
+
+
+def cpu_kind() -> str:
+    """This machine's CPU in words, for every speed figure: its cores, model name, and whether it has
+    AVX512-BF16 and AMX (what bf16 speed on a CPU depends on), from /proc/cpuinfo where there is one."""
+    info = Path("/proc/cpuinfo")
+    lines = info.read_text().splitlines() if info.exists() else []
+    fields = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = fields.get("flags", "").split()
+    features = ", ".join(("" if flag in flags else "no ") + label
+                         for flag, label in (("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX")))
+    return f"{os.cpu_count()}-core {fields.get('model name', 'CPU')} ({features})"
 
 
 def resolve_attention(setting: str, device: torch.device, precision: str) -> str:
