@@ -89,7 +89,7 @@ def test_core_part_on_the_micro_plan(rehearsal_shared, tmp_path):
     assert re.search(r"electra/mlm step-time ratio, eager: [0-9.]+", summary)
     # 2 steps of 32 from 16 MRPC pairs: the training set repeats instead of running out
     assert "ELECTRA-Tiny shape, MRPC, batch 32, 2 steps" in summary
-    assert re.search(r"ours defaults \(precision, compile auto\) +[0-9.]+ +[0-9.]+x", summary)
+    assert re.search(r"ours defaults \((?:fp32|bf16|fp16), compile auto\) +[0-9.]+ +[0-9.]+x", summary)
     assert sorted(f.name for f in out.iterdir()) == ["core-env.txt", "core-finetune.txt", "core-pretrain.txt",
                                                       "core-pytest.txt", "summary.txt"]
 
