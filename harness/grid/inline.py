@@ -88,7 +88,7 @@ def _run(ran: Ran) -> int:
         except Exception:  # noqa: BLE001 - a unit's failure is its own, the traceback in its log
             traceback.print_exc()
             code = 1
-    if code == 130 or code > 128:  # stopped by Ctrl-C or a signal, its state saved: the grid stops too
+    if code > 128:  # stopped by Ctrl-C (130) or a signal, its state saved: the grid stops too
         ran.code = code
         raise KeyboardInterrupt
     return code
