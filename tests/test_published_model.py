@@ -162,6 +162,18 @@ def test_a_bad_package_source_is_one_line(value, message, glue_data, tmp_path, c
     assert not (tmp_path / "out").exists()
 
 
+def test_a_folder_named_as_the_registry_entry_says_which_was_taken(glue_data, tmp_path, capsys, monkeypatch):
+    """A folder `minilm-l6` in the working directory is taken first, as transformers takes a local path; one
+    holding no checkpoint is one line naming both and the way to the registry's model, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "minilm-l6").mkdir()
+    code, _, err = run_cli(glue_args("minilm-l6", glue_data, tmp_path, "--tasks", "rte"), capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"'minilm-l6' is a folder here ('{tmp_path / 'minilm-l6'}') holding no checkpoint" in err
+    assert err.rstrip().endswith(f"pass the registry's model by its Hub id ({MINILM.hub_id})")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.fixture(scope="module")
 def sst2_run(shared, tmp_path_factory):
     """minilm-l6 from its package (an empty Hub cache, offline) fine-tuned on SST-2's first 320 training

@@ -15,7 +15,7 @@ from pathlib import Path
 from foundation.infra.errors import UserError
 from foundation.models import hub, packaged
 from foundation.models.checkpoint_check import check_sha256
-from foundation.models.layout import checkpoint_dir
+from foundation.models.layout import checkpoint_dir, config_dir
 from foundation.models.presets import CHECKPOINTS, PRESETS, PublishedCheckpoint
 
 LOCAL = "local folder"
@@ -47,6 +47,8 @@ def resolve(name_or_path: str, trust_remote_code: bool = False) -> Resolved:
     """
     path = Path(name_or_path).expanduser()
     if path.is_dir():
+        if config_dir(path) is None and name_or_path in registry_names():
+            raise _shadowed(name_or_path, path)
         return _local(checkpoint_dir(path), LOCAL)
     published = published_checkpoint(name_or_path)
     if published is not None:
@@ -73,6 +75,16 @@ def resolve(name_or_path: str, trust_remote_code: bool = False) -> Resolved:
         raise UserError(f"unknown model {name_or_path!r}; choose one of {', '.join(registry_names())}, pass "
                         f"a checkpoint directory or a Hub id such as google/electra-small-discriminator "
                         f"({hub.NOT_FOUND})") from error
+
+
+def _shadowed(name: str, path: Path) -> UserError:
+    """A folder named as a registry entry, holding no checkpoint: a folder wins (as in transformers), so
+    say which one was taken and how to reach the other."""
+    published = CHECKPOINTS.get(name)
+    hub_id = published.hub_id if published else PRESETS[name].hub_id
+    return UserError(f"{name!r} is a folder here ({str(path.resolve())!r}) holding no checkpoint, and a "
+                     f"folder is taken before the registry's {name}; run from another directory, rename the "
+                     f"folder, or pass the registry's model by its Hub id ({hub_id})")
 
 
 def registry_names() -> list[str]:

@@ -21,8 +21,9 @@ EPILOG = """what it runs (each stage is an ordinary harness command's code path)
 
 Plans: on a CPU, in fp32 whatever the CPU: electra-tiny to 1e14 FLOPs, then SST-2, STS-B and RTE
 with 1,500 training examples each, and minilm-l6 on SST-2 and MRPC with 500 (about 30 minutes on
-two idle cores); on a GPU, ELECTRA-Small to 5e15 FLOPs or four minutes, then STS-B, RTE and MRPC on
-1,000 examples each for 3 epochs (about 8 minutes on an H200, compilation included).
+two idle cores: 30.1 on a Xeon, 2026-12-02); on a GPU, ELECTRA-Small to 5e15 FLOPs or four
+minutes, then STS-B, RTE and MRPC on 1,000 examples each for 3 epochs (about 8 minutes on an
+H200, compilation included).
 Rerunning resumes: finished pre-training, task x seed fine-tunings and the bundle are kept.
 
 examples:
@@ -32,12 +33,13 @@ examples:
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "demo", help="the whole pipeline in about half an hour: pre-train, fine-tune vs control, compare, "
+        "demo", help="the whole pipeline in about 30 minutes on two CPU cores: pre-train, fine-tune beside a "
+                     "control and a published encoder, compare, "
                      "report, export, predict", epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Pre-train a small ELECTRA to a FLOPs budget, fine-tune it and an untrained control on "
-                    "GLUE, test the difference, write the leaderboard, export the better model to ONNX and "
-                    "predict with it.")
+                    "GLUE beside a published encoder, test the differences, write the leaderboard, export "
+                    "the published encoder's model (GPU plan: the better arm's) to ONNX and predict with it.")
     parser.add_argument("--output", type=Path, default=Path("runs/demo"), metavar="DIR",
                         help="where everything goes; an existing one is resumed (default: %(default)s)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
@@ -77,13 +79,16 @@ def detector_line(found: dict) -> list[str]:
 
 
 def better_line(summary: dict) -> str:
-    """The better model as harness compare's GLUE row decides it, and which one was exported."""
+    """The better arm as harness compare's GLUE row decides it, and, without a published act (whose
+    encoder is the one exported, export_line), which arm was exported."""
+    published = bool(summary.get("published"))
     if summary["better"]:
-        return f"better model: {summary['better']} (GLUE p = {summary['glue_p_value']:.3f}); ONNX bundle " \
-               f"{summary['bundle']}"
+        verdict = f"better model: {summary['better']} (GLUE p = {summary['glue_p_value']:.3f})"
+        return verdict if published else f"{verdict}; ONNX bundle {summary['bundle']}"
     p_value = f", p = {summary['glue_p_value']:.3f}" if summary["glue_p_value"] is not None else ""
-    return (f"better model: neither ({summary['glue_verdict'] or 'no GLUE comparison'}{p_value}); exported "
-            f"the higher GLUE median, {summary['exported']}: ONNX bundle {summary['bundle']}")
+    verdict = f"better model: neither ({summary['glue_verdict'] or 'no GLUE comparison'}{p_value})"
+    return verdict if published else (f"{verdict}; exported the higher GLUE median, {summary['exported']}: "
+                                      f"ONNX bundle {summary['bundle']}")
 
 
 def published_lines(summary: dict) -> list[str]:
