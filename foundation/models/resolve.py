@@ -16,7 +16,7 @@ from foundation.infra.errors import UserError
 from foundation.models import hub, packaged
 from foundation.models.checkpoint_check import check_sha256
 from foundation.models.layout import checkpoint_dir, config_dir
-from foundation.models.presets import CHECKPOINTS, PRESETS, PublishedCheckpoint
+from foundation.models.presets import CHECKPOINTS, PRESETS, PublishedCheckpoint, published_hub_id
 
 LOCAL = "local folder"
 
@@ -80,11 +80,9 @@ def resolve(name_or_path: str, trust_remote_code: bool = False) -> Resolved:
 def _shadowed(name: str, path: Path) -> UserError:
     """A folder named as a registry entry, holding no checkpoint: a folder wins (as in transformers), so
     say which one was taken and how to reach the other."""
-    published = CHECKPOINTS.get(name)
-    hub_id = published.hub_id if published else PRESETS[name].hub_id
     return UserError(f"{name!r} is a folder here ({str(path.resolve())!r}) holding no checkpoint, and a "
                      f"folder is taken before the registry's {name}; run from another directory, rename the "
-                     f"folder, or pass the registry's model by its Hub id ({hub_id})")
+                     f"folder, or pass the registry's model by its Hub id ({published_hub_id(name)})")
 
 
 def registry_names() -> list[str]:

@@ -81,14 +81,14 @@ def detector_line(found: dict) -> list[str]:
 def better_line(summary: dict) -> str:
     """The better arm as harness compare's GLUE row decides it, and, without a published act (whose
     encoder is the one exported, export_line), which arm was exported."""
-    published = bool(summary.get("published"))
     if summary["better"]:
         verdict = f"better model: {summary['better']} (GLUE p = {summary['glue_p_value']:.3f})"
-        return verdict if published else f"{verdict}; ONNX bundle {summary['bundle']}"
-    p_value = f", p = {summary['glue_p_value']:.3f}" if summary["glue_p_value"] is not None else ""
-    verdict = f"better model: neither ({summary['glue_verdict'] or 'no GLUE comparison'}{p_value})"
-    return verdict if published else (f"{verdict}; exported the higher GLUE median, {summary['exported']}: "
-                                      f"ONNX bundle {summary['bundle']}")
+        exported = f"ONNX bundle {summary['bundle']}"
+    else:
+        p_value = f", p = {summary['glue_p_value']:.3f}" if summary["glue_p_value"] is not None else ""
+        verdict = f"better model: neither ({summary['glue_verdict'] or 'no GLUE comparison'}{p_value})"
+        exported = f"exported the higher GLUE median, {summary['exported']}: ONNX bundle {summary['bundle']}"
+    return verdict if summary.get("published") else f"{verdict}; {exported}"
 
 
 def published_lines(summary: dict) -> list[str]:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README's examples, one kind at a time, exactly as README writes them, from a checkout's root with
-# ../shared beside it, offline (HF_HUB_OFFLINE=1): each line's time and exit status go to stderr.
+# ../shared beside it, offline (HF_HUB_OFFLINE=1): each block's time and exit status go to stderr.
 # Used for reports/results/readme-examples.md; `bash reports/results/readme-examples.sh [KIND ...]`
 # (glue squad text tagging pretrain grid python; default all), in the project's environment.
 set -uo pipefail
@@ -10,7 +10,7 @@ run() {  # one README block, its lines in order; stop the block at its first fai
     local kind=$1 start=$SECONDS status=0
     echo "== $kind" >&2
     python3 - "$kind" <<'PY' > "/tmp/readme-$kind.sh"
-import re, sys
+import sys
 kind = sys.argv[1]
 text = open("README.md").read()
 heading = {"glue": "### GLUE", "squad": "### SQuAD", "text": "### Your own data", "tagging": "### Tagging",
@@ -29,6 +29,6 @@ PY
     bash -e "/tmp/readme-$kind.sh" || status=$?
     echo "== $kind: exit $status in $((SECONDS - start)) s" >&2
 }
-for kind in "${@:-glue squad text tagging pretrain grid python}"; do
-    for k in $kind; do run "$k"; done
-done
+kinds=("$@")
+[ ${#kinds[@]} -gt 0 ] || kinds=(glue squad text tagging pretrain grid python)
+for kind in "${kinds[@]}"; do run "$kind"; done
